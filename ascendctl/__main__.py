@@ -1,0 +1,3 @@
+from ascendctl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,105 @@
+"""One Output object per invocation: data on stdout (a human view on a terminal, JSON with
+--json), diagnostics and progress on stderr, progress only when stderr is a terminal and not
+in --json mode."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator, TextIO
+
+from rich.console import Console
+
+SCHEMA_VERSION = 1
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses, enums, paths, tuples and NaN turned into plain JSON values (NaN -> null)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    return obj
+
+
+class Output:
+    def __init__(
+        self,
+        json_mode: bool = False,
+        debug: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.json_mode = json_mode
+        self.debug = debug
+        self._out = stdout or sys.stdout
+        self._err = stderr or sys.stderr
+        self.console = Console(file=self._out, highlight=False, soft_wrap=False)
+        self.err_console = Console(file=self._err, highlight=False, stderr=True)
+
+    @property
+    def interactive(self) -> bool:
+        """True when a person watches: stderr is a terminal and we are not writing JSON."""
+        return not self.json_mode and self.err_console.is_terminal
+
+    def emit(self, data: Any, render: Callable[[Console], None] | None = None) -> None:
+        """The command's result: JSON (with schema_version when a dict) or the human view."""
+        if self.json_mode or render is None:
+            payload = to_jsonable(data)
+            if isinstance(payload, dict) and "schema_version" not in payload:
+                payload = {"schema_version": SCHEMA_VERSION, **payload}
+            self._out.write(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+            self._out.flush()
+        else:
+            render(self.console)
+
+    def json_line(self, data: Any) -> None:
+        """One NDJSON record (streams such as `top --json --interval`)."""
+        self._out.write(json.dumps(to_jsonable(data), ensure_ascii=False) + "\n")
+        self._out.flush()
+
+    def info(self, message: str) -> None:
+        if not self.json_mode:
+            self.err_console.print(message)
+
+    def warn(self, message: str) -> None:
+        self.err_console.print(f"[yellow]warning:[/] {message}")
+
+    def error(self, cause: str, fix: str = "") -> None:
+        self.err_console.print(f"[bold red]error:[/] {cause}", markup=True, highlight=False)
+        if fix:
+            self.err_console.print(f"  [bold]fix:[/] {fix}")
+
+    @contextlib.contextmanager
+    def status(self, message: str) -> Iterator[Callable[[str], None]]:
+        """A spinner line on a terminal; yields a function to change its text. Silent otherwise."""
+        if not self.interactive:
+            yield lambda _msg: None
+            return
+        with self.err_console.status(message) as st:
+            yield st.update
+
+
+_current = Output()
+
+
+def get_output() -> Output:
+    return _current
+
+
+def set_output(output: Output) -> None:
+    global _current
+    _current = output

@@ -1,0 +1,122 @@
+"""Scrape and parse vLLM `/metrics` with prometheus_client's own text parser.
+
+Metric names moved between vLLM versions (`gpu_cache_usage_perc` became `kv_cache_usage_perc`);
+each headline figure lists the names it accepts, newest first, in `_NAMES`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.errors import BadInput, Unreachable
+
+# Headline figure -> metric family names that carry it, newest vLLM first.
+_NAMES: Mapping[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions": ("vllm:num_preemptions", "vllm:num_preemptions_total"),
+    "prompt_tokens": ("vllm:prompt_tokens", "vllm:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens", "vllm:generation_tokens_total"),
+    "requests_ok": ("vllm:request_success", "vllm:request_success_total"),
+}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Cumulative buckets (upper bound -> count), as exposed; `count` and `sum` of all samples."""
+
+    buckets: tuple[tuple[float, float], ...]
+    count: float
+    sum: float
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """One scrape. Headline values are None when the engine does not expose them."""
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # 0..1
+    preemptions: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    requests_ok: float | None = None
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    # Every sample value summed over label sets, by sample name (for figures not listed above).
+    samples: Mapping[str, float] = field(default_factory=dict)
+    # Labels of `vllm:cache_config_info` (block size, number of blocks...), when present.
+    cache_config: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_metrics(text: str) -> EngineMetrics:
+    """Parse a Prometheus text body. Raises BadInput when it is not one."""
+    sums: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    families: set[str] = set()
+    cache_config: dict[str, str] = {}
+    try:
+        for fam in text_string_to_metric_families(text):
+            families.add(fam.name)
+            for s in fam.samples:
+                if math.isnan(s.value):
+                    continue
+                sums[s.name] = sums.get(s.name, 0.0) + s.value
+                if s.name.endswith("_bucket") and "le" in s.labels:
+                    b = buckets.setdefault(s.name[: -len("_bucket")], {})
+                    le = float(s.labels["le"])
+                    b[le] = b.get(le, 0.0) + s.value
+                if fam.name == "vllm:cache_config_info" and not cache_config:
+                    cache_config = dict(s.labels)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise BadInput(
+            f"the /metrics body is not Prometheus text ({exc})",
+            "point ascendctl at the vLLM server root, e.g. http://127.0.0.1:8000",
+        ) from exc
+    if not families:
+        raise BadInput("the /metrics body holds no metrics", "check that the URL is a vLLM server")
+
+    def headline(key: str) -> float | None:
+        for name in _NAMES[key]:
+            for candidate in (name, name + "_total"):
+                if candidate in sums:
+                    return sums[candidate]
+        return None
+
+    hists = {
+        name: Histogram(
+            tuple(sorted(b.items())),
+            sums.get(name + "_count", 0.0),
+            sums.get(name + "_sum", 0.0),
+        )
+        for name, b in buckets.items()
+    }
+    return EngineMetrics(
+        **{key: headline(key) for key in _NAMES},
+        histograms=hists,
+        samples=sums,
+        cache_config=cache_config,
+    )
+
+
+def scrape(base_url: str, timeout: float = 2.0, client: httpx.Client | None = None) -> EngineMetrics:
+    """GET {base_url}/metrics and parse it. Raises Unreachable or BadInput with a fix."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        if client is None:
+            resp = httpx.get(url, timeout=timeout)
+        else:
+            resp = client.get(url, timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise Unreachable(
+            f"cannot reach {url}: {type(exc).__name__}",
+            "check that the engine is running (`ascendctl top` lists local runs) and the port is right",
+        ) from exc
+    if resp.status_code != 200:
+        raise Unreachable(f"{url} answered HTTP {resp.status_code}", "check the URL and the server's API key")
+    return parse_metrics(resp.text)

@@ -1,0 +1,29 @@
+"""The machine being probed: a filesystem root, its environment and a command runner."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from engine.system.runner import Runner, SubprocessRunner
+
+
+@dataclass(frozen=True)
+class Host:
+    root: Path = Path("/")
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    runner: Runner = field(default_factory=SubprocessRunner)
+
+    def path(self, p: str | os.PathLike[str]) -> Path:
+        """Map an absolute path on the probed machine to a path under `root`."""
+        p = Path(p)
+        return self.root / p.relative_to(p.anchor) if p.is_absolute() else self.root / p
+
+    def read_text(self, p: str | os.PathLike[str]) -> str | None:
+        """The file's text, or None when it is missing or unreadable."""
+        try:
+            return self.path(p).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Install ascendctl and the matching engine into ./.venv.
+#
+#   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
+#   ./install.sh --dev        also the test tools (pytest, hypothesis, ...)
+#   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
+#
+# Safe to run again: with nothing to change it finishes in seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+DEV=0
+ENGINE=1
+for arg in "$@"; do
+    case "$arg" in
+        --dev) DEV=1 ;;
+        --no-engine) ENGINE=0 ;;
+        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install.sh: unknown option $arg (use --dev, --no-engine)" >&2; exit 2 ;;
+    esac
+done
+
+say() { printf '==> %s\n' "$*"; }
+die() { printf 'install.sh: %s\n' "$1" >&2; [ -n "${2:-}" ] && printf '  fix: %s\n' "$2" >&2; exit 1; }
+
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null || die "no $PY on PATH" "install Python 3.10 or newer, or set PYTHON=/path/to/python3"
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+    || die "$("$PY" -V 2>&1) is too old" "install Python 3.10 or newer, or set PYTHON=/path/to/python3"
+
+VENV=.venv
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV with $("$PY" -V 2>&1)"
+    "$PY" -m venv "$VENV" || die "could not create $VENV" "install the venv module (Debian: apt-get install python3-venv)"
+fi
+VPY="$VENV/bin/python"
+PIP=("$VPY" -m pip --disable-pip-version-check)
+
+# Platform: Ascend when a davinci device or npu-smi is present, CUDA with nvidia-smi, else CPU.
+if compgen -G "/dev/davinci[0-9]*" >/dev/null || command -v npu-smi >/dev/null; then
+    PLATFORM=ascend
+elif command -v nvidia-smi >/dev/null; then
+    PLATFORM=cuda
+else
+    PLATFORM=cpu
+fi
+say "platform: $PLATFORM"
+
+extras=fast
+[ "$DEV" = 1 ] && extras="fast,dev"
+stamp="$VENV/.ascendctl-install"
+want="$(cat pyproject.toml engine/stacks/engines.yaml | cksum) extras=$extras engine=$ENGINE platform=$PLATFORM"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import ascendctl' 2>/dev/null; then
+    say "ascendctl and its engine are already installed and up to date ($VENV)"
+    exit 0
+fi
+
+say "installing ascendctl ($extras) into $VENV"
+"${PIP[@]}" install --quiet -e ".[$extras]" \
+    || die "pip could not install ascendctl" "read pip's message above; behind a proxy set HTTPS_PROXY"
+
+if [ "$ENGINE" = 1 ]; then
+    if [ "$PLATFORM" = ascend ]; then
+        # The Ascend stack must match the CANN toolkit on the host; doctor names the set.
+        reqs=$("$VPY" -m engine.stacks.pins ascend requirements 2>/dev/null) || reqs=""
+    else
+        reqs=$("$VPY" -m engine.stacks.pins "$PLATFORM" requirements) \
+            || die "no pinned engine for $PLATFORM" "run ./install.sh --no-engine and install the engine by hand"
+    fi
+    if [ -z "$reqs" ]; then
+        say "no pinned engine set for this host yet: run .venv/bin/ascendctl doctor for the matching versions"
+    else
+        say "installing the engine: $(echo $reqs)"
+        if [ "$PLATFORM" = cpu ]; then
+            say "(the CPU engine needs torch 2.13.0+cpu; outside a machine that has it, set PIP_EXTRA_INDEX_URL to the PyTorch CPU index)"
+        fi
+        # shellcheck disable=SC2086
+        "${PIP[@]}" install --quiet $reqs \
+            || die "pip could not install the engine" "read pip's message above; ./install.sh --no-engine installs ascendctl alone"
+        remove=$("$VPY" -m engine.stacks.pins "$PLATFORM" remove)
+        if [ -n "$remove" ]; then
+            say "removing wheels that do not match the engine's torch: $(echo $remove)"
+            # shellcheck disable=SC2086
+            "${PIP[@]}" uninstall --quiet -y $remove >/dev/null 2>&1 || true
+        fi
+        mod=$("$VPY" -m engine.stacks.pins "$PLATFORM" check_import)
+        say "checking that the engine imports ($mod)"
+        "$VPY" -c "import $mod" 2>/dev/null \
+            || die "the engine does not import" "run: $VPY -c 'import $mod' to see why"
+    fi
+fi
+
+echo "$want" > "$stamp"
+say "done. Next: .venv/bin/ascendctl demo   (or: source .venv/bin/activate)"

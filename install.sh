@@ -59,6 +59,23 @@ say "installing ascendctl ($extras) into $VENV"
 "${PIP[@]}" install --quiet -e ".[$extras]" \
     || die "pip could not install ascendctl" "read pip's message above; behind a proxy set HTTPS_PROXY"
 
+# Requirements (name==version) not installed at that version: reinstalling the engine would
+# pull back the mismatched wheels removed below.
+not_installed() {
+    "$VPY" - "$@" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for req in sys.argv[1:]:
+    name, _, want = req.partition("==")
+    try:
+        if want and version(name) == want:
+            continue
+    except PackageNotFoundError:
+        pass
+    print(req)
+PY
+}
+
 if [ "$ENGINE" = 1 ]; then
     if [ "$PLATFORM" = ascend ]; then
         # The Ascend stack must match the CANN toolkit on the host; doctor names the set.
@@ -67,15 +84,18 @@ if [ "$ENGINE" = 1 ]; then
         reqs=$("$VPY" -m engine.stacks.pins "$PLATFORM" requirements) \
             || die "no pinned engine for $PLATFORM" "run ./install.sh --no-engine and install the engine by hand"
     fi
+    # shellcheck disable=SC2086
     if [ -z "$reqs" ]; then
         say "no pinned engine set for this host yet: run .venv/bin/ascendctl doctor for the matching versions"
+    elif missing=$(not_installed $reqs) && [ -z "$missing" ]; then
+        say "engine already installed: $(echo $reqs)"
     else
-        say "installing the engine: $(echo $reqs)"
+        say "installing the engine: $(echo $missing)"
         if [ "$PLATFORM" = cpu ]; then
             say "(the CPU engine needs torch 2.13.0+cpu; outside a machine that has it, set PIP_EXTRA_INDEX_URL to the PyTorch CPU index)"
         fi
         # shellcheck disable=SC2086
-        "${PIP[@]}" install --quiet $reqs \
+        "${PIP[@]}" install --quiet $missing \
             || die "pip could not install the engine" "read pip's message above; ./install.sh --no-engine installs ascendctl alone"
         remove=$("$VPY" -m engine.stacks.pins "$PLATFORM" remove)
         if [ -n "$remove" ]; then

@@ -10,7 +10,6 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-import click
 import typer
 
 from ascendctl import __version__
@@ -18,6 +17,11 @@ from ascendctl.commands import bench, demo, doctor, plan, profile, serve, top, t
 from ascendctl.errors import EXIT_INTERRUPTED, EXIT_PROBLEMS, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
 from engine.errors import AscendctlError
+
+try:  # Typer 0.22+ carries its own copy of Click
+    from typer._click import exceptions as click_exc
+except ImportError:  # pragma: no cover - older Typer
+    from click import exceptions as click_exc
 
 GLOBAL_FLAGS = ("--json", "--debug")
 
@@ -78,13 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_output(out)
     try:
         app(args=args, prog_name="ascendctl", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         return EXIT_INTERRUPTED
-    except click.ClickException as exc:
+    except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
-        out.error(exc.format_message(), f"see `ascendctl {' '.join(a for a in args if not a.startswith('-'))[:40]} --help`".replace("  ", " "))
+        ctx = getattr(exc, "ctx", None)
+        out.error(exc.format_message(), f"see `{ctx.command_path if ctx else 'ascendctl'} --help`")
         return EXIT_USAGE
     except KeyboardInterrupt:
         out.error("interrupted")

@@ -1,0 +1,59 @@
+"""The shell's conventions: one-line errors, exit codes, global flags anywhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ascendctl.cli import _split_global_flags, main
+from ascendctl.errors import EXIT_PROBLEMS, EXIT_UNREACHABLE, EXIT_USAGE, exit_code_for
+from ascendctl.output import Output, to_jsonable
+from engine.errors import BadInput, ProblemsFound, Unreachable
+
+ASCENDCTL = Path(sys.executable).with_name("ascendctl")
+
+
+def test_unknown_command_is_a_usage_error_without_traceback(capsys):
+    assert main(["no-such-command"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "No such command" in err and "--help" in err
+    assert "Traceback" not in err
+
+
+def test_global_flags_are_taken_from_any_position():
+    rest, flags = _split_global_flags(["triage", "--json", "x.log", "--debug", "--", "--json"])
+    assert rest == ["triage", "x.log", "--", "--json"]
+    assert flags == {"--json", "--debug"}
+
+
+@pytest.mark.parametrize(
+    "exc, code",
+    [(BadInput("x"), EXIT_USAGE), (Unreachable("x"), EXIT_UNREACHABLE), (ProblemsFound("x"), EXIT_PROBLEMS)],
+)
+def test_error_types_map_to_documented_exit_codes(exc, code):
+    assert exit_code_for(exc) == code
+
+
+def test_json_output_carries_schema_version_and_nulls(capsys):
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Row:
+        name: str
+        value: float | None
+
+    Output(json_mode=True).emit({"rows": [Row("a", float("nan")), Row("b", None)]})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema_version"] == 1
+    assert doc["rows"] == [{"name": "a", "value": None}, {"name": "b", "value": None}]
+    assert to_jsonable(Path("/x")) == "/x"
+
+
+def test_help_lists_every_command():
+    out = subprocess.run([str(ASCENDCTL), "--help"], capture_output=True, text=True, check=True).stdout
+    for command in ("doctor", "plan", "serve", "profile", "top", "triage", "bench", "demo"):
+        assert command in out, f"`ascendctl --help` does not list {command}"

@@ -94,6 +94,8 @@ if [ "$ENGINE" = 1 ]; then
         if [ "$PLATFORM" = cpu ]; then
             say "(the CPU engine needs torch 2.13.0+cpu; outside a machine that has it, set PIP_EXTRA_INDEX_URL to the PyTorch CPU index)"
         fi
+        # Build settings of the set (Ascend: VLLM_TARGET_DEVICE=empty, vLLM built without CUDA).
+        for kv in $("$VPY" -m engine.stacks.pins "$PLATFORM" build_env 2>/dev/null); do export "$kv"; done
         # shellcheck disable=SC2086
         "${PIP[@]}" install --quiet $missing \
             || die "pip could not install the engine" "read pip's message above; ./install.sh --no-engine installs ascendctl alone"

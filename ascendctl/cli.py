@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(json_mode="--json" in flags, debug="--debug" in flags)
     set_output(out)
     try:
-        app(args=args, prog_name="ascendctl", standalone_mode=False)
+        # Without standalone mode, Click returns (not raises) the code of a `typer.Exit(n)`.
+        code = app(args=args, prog_name="ascendctl", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
         return EXIT_PROBLEMS
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
 SCHEMA_VERSION = 1
 
@@ -79,9 +80,10 @@ class Output:
         self.err_console.print(f"[yellow]warning:[/] {message}")
 
     def error(self, cause: str, fix: str = "") -> None:
-        self.err_console.print(f"[bold red]error:[/] {cause}", markup=True, highlight=False)
+        # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep.
+        self.err_console.print(f"[bold red]error:[/] {escape(cause)}", markup=True, highlight=False, soft_wrap=True)
         if fix:
-            self.err_console.print(f"  [bold]fix:[/] {fix}")
+            self.err_console.print(f"  [bold]fix:[/] {escape(fix)}", highlight=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def status(self, message: str) -> Iterator[Callable[[str], None]]:

@@ -1,9 +1,204 @@
-"""`ascendctl bench`."""
+"""`ascendctl bench`: load scenarios against an OpenAI-compatible server, with SLO verdicts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+HELP = """Load-test a server with a scenario and judge it against its SLOs.
+
+Built-in scenarios: long-doc (long documents at 16 concurrent), chat-qa (~32 requests/s of short
+questions), burst (16 concurrent, a jump to 64, back; times the pending queue's drain), or your
+own FILE.yaml (start from `--scenario chat-qa --print-scenario`).
+
+Exit codes: 0 every SLO met; 1 an SLO missed; 2 bad scenario or flag; 3 server unreachable;
+130 interrupted (the partial report is still printed). An API key is read from VLLM_API_KEY."""
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("bench", help=HELP)(bench)
+
+
+def bench(
+    url: Optional[str] = typer.Argument(None, help="Server root URL, e.g. http://127.0.0.1:8000"),
+    scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="long-doc | chat-qa | burst | FILE.yaml"),
+    scale: float = typer.Option(1.0, "--scale", help="Multiply concurrency, rate, durations and token lengths."),
+    duration: Optional[float] = typer.Option(None, "--duration", help="Total seconds (phases keep their proportions)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name to send (default: the first one served)."),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    print_scenario: bool = typer.Option(False, "--print-scenario", help="Print the scenario as YAML and exit."),
+    list_scenarios: bool = typer.Option(False, "--list", help="List the built-in scenarios and exit."),
+) -> None:
+    from ascendctl.output import get_output
+    from engine.bench import scenario as scenarios
+    from engine.errors import BadInput
+
+    out = get_output()
+    if list_scenarios:
+        items = [(n, scenarios.load_scenario(n)) for n in scenarios.list_scenarios()]
+        out.emit({"scenarios": [{"name": n, "description": s.description, "duration_s": s.duration_s} for n, s in items]},
+                 lambda c: [c.print(f"[bold]{n:<9}[/] {s.description} ({s.duration_s:g} s)") for n, s in items])
+        return
+    if not scenario:
+        raise BadInput("no scenario given",
+                       f"add --scenario with one of {', '.join(scenarios.list_scenarios())} or a FILE.yaml")
+    sc = scenarios.scaled(scenarios.load_scenario(scenario), scale)
+    if duration is not None:
+        sc = scenarios.with_duration(sc, duration)
+    if print_scenario:
+        out.console.out(scenarios.to_yaml(sc), end="", highlight=False)
+        return
+    if not url:
+        raise BadInput("no server URL given", f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
+    if out_file is not None and not out_file.parent.is_dir():
+        raise BadInput(f"cannot write the report to {out_file}: {out_file.parent} is not a directory",
+                       "give --out a path in an existing directory")
+
+    report = _run(url, sc, model, out)
+    from ascendctl.output import SCHEMA_VERSION, to_jsonable
+
+    out.emit(report, lambda console: render_report(console, report))
+    if out_file is not None:
+        import json
+
+        try:
+            out_file.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **to_jsonable(report)}, indent=2,
+                                           ensure_ascii=False) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(f"cannot write the report to {out_file}: {exc.strerror or exc}",
+                           "give --out a writable path (the report above is complete)") from None
+        out.info(f"report written to {out_file}")
+    if report.interrupted:
+        out.warn("interrupted: the report covers the requests finished before Ctrl-C")
+        raise typer.Exit(130)
+    if not report.passed:
+        if out.json_mode:
+            out.warn(verdict_line(report))
+        raise typer.Exit(1)
+
+
+def _run(url: str, sc, model: Optional[str], out):
+    """Drive the run on an event loop; the first Ctrl-C stops it and keeps the partial report."""
+    import asyncio
+    import signal
+
+    from engine.bench import BenchRunner, Progress
+
+    def show(update):
+        def on_progress(p: Progress) -> None:
+            tput = "N/A" if p.output_tokens_per_s is None else f"{p.output_tokens_per_s:,.0f}"
+            waiting = "" if p.waiting is None else f" | engine queue {p.waiting:.0f}"
+            update(
+                f"[bold]{sc.name}[/] {p.elapsed_s:5.0f}/{p.total_s:.0f} s  phase {p.phase} ({p.load}) | "
+                f"in flight {p.in_flight} | done {p.completed} | failed {p.failed} | out {tput} tok/s{waiting}"
+            )
+
+        return on_progress
+
+    async def main(update) -> object:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def first_signal() -> None:
+            stop.set()
+            # A second Ctrl-C is not caught: it ends the program at once.
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, first_signal)
+            except (NotImplementedError, RuntimeError):  # not the main thread (e.g. under a test runner)
+                pass
+        runner = BenchRunner(url, sc, model=model, on_progress=show(update) if out.interactive else None)
+        return await runner.run(stop)
+
+    with out.status(f"bench {sc.name}: connecting to {url}") as update:
+        return asyncio.run(main(update))
+
+
+# ---------------------------------------------------------------- the human view
+
+
+def _fmt(value, spec: str = ",.1f", unit: str = "") -> str:
+    if value is None:
+        return "N/A"
+    return f"{value:{spec}}{unit}"
+
+
+def verdict_line(report) -> str:
+    missed = [v for v in report.slo if not v.ok]
+    if report.interrupted:
+        return "verdict: INCOMPLETE (interrupted)"
+    if not report.slo:
+        return "verdict: no SLOs in this scenario"
+    if not missed:
+        return f"verdict: PASS (all {len(report.slo)} SLOs met)"
+    names = ", ".join(v.name for v in missed)
+    return f"verdict: FAIL ({len(missed)} of {len(report.slo)} SLOs missed: {names})"
+
+
+def render_report(console, r) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]bench {r.scenario}[/] against {r.url} (model {r.model}, {r.api} API), "
+                  f"{r.duration_s:.1f} s, started {r.started_at}")
+    if r.description:
+        console.print(f"  {r.description}")
+    for note in r.notes:
+        console.print(f"  [yellow]note:[/] {note}")
+
+    console.print(
+        f"requests: {r.completed} ok, {r.failed} failed, {r.cancelled} cancelled "
+        f"(error rate {_fmt(r.error_rate, '.2%')}); {_fmt(r.request_rate, ',.2f')} req/s; "
+        f"output {r.output_tokens:,} tokens, {_fmt(r.output_tokens_per_s, ',.1f')} tok/s; "
+        f"prompts ~{_fmt(r.prompt_tokens.mean, ',.0f')} tokens (sized by {r.prompt_tokens_sizing})"
+    )
+    for kind, count in sorted(r.errors.items(), key=lambda kv: -kv[1]):
+        console.print(f"  [red]{kind}[/] x{count}: {r.error_examples.get(kind, '')}")
+
+    lat = Table(title="latency (ms)", title_justify="left", show_edge=False)
+    for col in ("", "p50", "p90", "p99", "mean", "max", "samples"):
+        lat.add_column(col, justify="right" if col else "left")
+    for label, s in (("TTFT", r.ttft_ms), ("ITL", r.itl_ms), ("TPOT", r.tpot_ms), ("E2E", r.e2e_ms)):
+        lat.add_row(label, _fmt(s.p50), _fmt(s.p90), _fmt(s.p99), _fmt(s.mean), _fmt(s.max), str(s.count))
+    console.print(lat)
+
+    if len(r.phases) > 1 or r.queue is not None:
+        ph = Table(title="phases", title_justify="left", show_edge=False)
+        for col in ("phase", "load", "s", "sent", "ok", "failed", "req/s", "out tok/s"):
+            ph.add_column(col, justify="left" if col in ("phase", "load") else "right")
+        for p in r.phases:
+            ph.add_row(p.name, p.load, _fmt(p.duration_s, ".0f"), str(p.sent), str(p.completed), str(p.failed),
+                       _fmt(p.request_rate, ",.2f"), _fmt(p.output_tokens_per_s, ",.1f"))
+        console.print(ph)
+    if r.queue is not None:
+        q = r.queue
+        drain = "did not drain" if q.drain_s is None else f"{q.drain_s:.2f} s"
+        console.print(f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
+                      f"phase, peak {_fmt(q.peak, '.0f')} during it, back to that level {drain} after it ended "
+                      f"({q.samples} samples)")
+    if r.server is not None:
+        console.print(f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
+                      f"(client counted {r.output_tokens:,}), {_fmt(r.server.requests_ok, ',.0f')} requests finished")
+    g = r.generator
+    if g.offered_rate is not None:
+        console.print(f"load generator: offered {g.offered_rate:,.2f} req/s, schedule lag p99 "
+                      f"{_fmt(g.lag_p99_ms, ',.1f')} ms{' [red](fell behind)[/]' if g.behind else ''}")
+
+    if r.slo:
+        t = Table(title="SLOs", title_justify="left", show_edge=False)
+        for col in ("SLO", "target", "measured", "verdict"):
+            t.add_column(col, justify="left" if col == "SLO" else "right")
+        for v in r.slo:
+            op = "<=" if v.bound == "max" else ">="
+            spec = ".2%" if v.name == "error_rate" else ",.1f"
+            unit = f" {v.unit}" if v.unit else ""
+            t.add_row(v.name, f"{op} {_fmt(v.target, spec)}{unit}", f"{_fmt(v.actual, spec)}{unit if v.actual is not None else ''}",
+                      "[green]PASS[/]" if v.ok else "[red]FAIL[/]")
+        console.print(t)
+    line = verdict_line(r)
+    color = "green" if r.passed else "yellow" if r.interrupted else "red"
+    console.print(f"[bold {color}]{line}[/]")

@@ -1,9 +1,239 @@
-"""`ascendctl demo`."""
+"""`ascendctl demo`: build a tiny model once, serve it on the CPU engine, send a few requests,
+then watch it (the `top` dashboard when this build has it, else live status lines)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional
+
 import typer
+
+if TYPE_CHECKING:
+    from ascendctl.output import Output
+    from engine.demo.chat import Exchange
+    from engine.launcher import Supervisor
+
+PROFILE = "cpu-tiny"
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command(
+        "demo",
+        help=(
+            "No NPU needed: build a tiny random-weight Qwen3 model into the cache (once), serve it "
+            f"with the `{PROFILE}` profile on the CPU engine, send a few chat and completion "
+            "requests, then open the dashboard on it. Ctrl-C stops the engine. With --batch (or "
+            "--json) it exits after the requests, for scripts and CI."
+        ),
+    )(demo)
+
+
+def demo(
+    requests: int = typer.Option(4, "--requests", "-n", min=0, help="How many requests to send once the engine is ready."),
+    no_top: bool = typer.Option(False, "--no-top", help="Print live status lines instead of opening the dashboard."),
+    batch: bool = typer.Option(False, "--batch", help="Exit after the requests (stopping the engine): for scripts and CI."),
+    model: Optional[str] = typer.Option(None, "--model", help="Serve this model directory instead of building the tiny one."),
+    port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="Port to serve on (default: the profile's, or a free one when it is taken)."),
+    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between live status lines."),
+) -> None:
+    import os
+
+    from ascendctl.commands.serve import LaunchView, doctor_preflight, resolve, show_diagnosis
+    from ascendctl.output import get_output
+    from engine.launcher import Supervisor, port_is_free
+    from engine.launcher.rundir import new_run_dir, write_profile
+    from engine.profiles import dump_profile
+
+    out = get_output()
+    batch = batch or out.json_mode
+    if model is None:
+        model = str(_ensure_model(out))
+
+    sets = [f"server.port={port}"] if port else []
+    prof, spec, _ = resolve(PROFILE, model, sets)
+    if port is None and not port_is_free(spec.host, spec.port):
+        free = _free_port(spec.host)
+        out.info(f"port {spec.port} is taken; the demo uses {free} instead")
+        prof, spec, _ = resolve(PROFILE, model, [f"server.port={free}"])
+    else:
+        from engine.launcher import check_port
+
+        check_port(spec.host, spec.port)
+    doctor_preflight(out, prof)
+
+    run_dir = new_run_dir(prof.name)
+    write_profile(run_dir, dump_profile(prof))
+    view = LaunchView(out, echo=False)
+    sup = Supervisor(spec.argv, {**os.environ, **spec.env}, spec.url, run_dir, prof.name,
+                     listener=view, ready_timeout=900.0)
+    view.begin(run_dir, spec.url)
+    exchanges: list[Exchange] = []
+    code = 0
+    with sup.forwarding_signals():
+        try:
+            sup.start()
+            if not sup.wait_ready():
+                code = _not_ready(out, sup)
+            else:
+                exchanges, code = _talk(out, sup, prof.model.served_name, requests, spec.env.get("VLLM_API_KEY"))
+                if code == 0 and not batch and not sup.stopping:
+                    code = _watch(out, sup, no_top, interval)
+        finally:
+            view.end()
+            if sup.engine is not None and sup.engine.poll() is None:
+                sup.stop(sup.stop_signal)
+            elif sup.engine is not None:
+                sup.engine.sweep()
+    if code == 0 and sup.stopping and not batch:
+        code = 130
+    if out.json_mode:
+        from ascendctl.output import to_jsonable
+
+        out.json_line({"schema_version": 1, "event": "end", "run_dir": str(run_dir), "url": spec.url,
+                       "exchanges": to_jsonable(exchanges), "exit_code": code})
+    elif code in (0, 130):
+        out.info(f"demo over; the engine is stopped. Its log: {run_dir / 'engine.log'}")
+    if code == 1 and sup.engine is not None:
+        _show_crash(out, sup, show_diagnosis)
+    raise typer.Exit(code)
+
+
+def _ensure_model(out: Output):
+    from engine.demo.ensure import ensure_model, model_dir
+    from engine.demo.tiny_model import is_built
+
+    if is_built(model_dir()):
+        return model_dir()
+    with out.status("building the tiny demo model (once; about 10 s)…"):
+        path, _ = ensure_model()
+    out.info(f"built the demo model: {path}")
+    return path
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _not_ready(out: Output, sup: Supervisor) -> int:
+    if sup.stopping:
+        return 130
+    return 1
+
+
+def _show_crash(out: Output, sup: Supervisor, show_diagnosis) -> None:
+    from engine.launcher import Outcome, diagnose
+
+    engine = sup.engine
+    assert engine is not None
+    code = engine.poll()
+    outcome = Outcome(exit_code=code, run_dir=sup.run_dir, url=sup.url, timed_out=sup.timed_out,
+                      diagnosis=diagnose(list(engine.tail), code), phases=sup.tracker.records())
+    show_diagnosis(out, outcome)
+
+
+def _talk(out: Output, sup: Supervisor, model_name: str, count: int,
+          api_key: str | None) -> tuple[list[Exchange], int]:
+    """Send the requests and print them. Exit code 1 when the engine died under them."""
+    from rich.markup import escape
+
+    from engine.demo.chat import demo_requests
+    from engine.errors import Unreachable
+
+    exchanges: list[Exchange] = []
+    if count and not out.json_mode:
+        out.console.print(f"\n[bold]{count} requests to {sup.url}[/] (random weights: the words are noise, "
+                          "the serving is real)")
+    try:
+        for ex in demo_requests(sup.url, model_name, count, api_key):
+            exchanges.append(ex)
+            _show_exchange(out, ex, escape)
+            if sup.stopping:
+                break
+    except Unreachable:
+        if sup.engine is not None and sup.engine.wait(5) is not None:
+            return exchanges, 1  # the engine died: the diagnosis says why
+        raise
+    return exchanges, 0
+
+
+def _show_exchange(out: Output, ex: Exchange, escape) -> None:
+    if out.json_mode:
+        return
+
+    def count(n: int | None) -> str:
+        return "N/A" if n is None else str(n)
+
+    text = escape(ex.text.strip().replace("\n", " ")[:160])
+    out.console.print(f"[cyan]{ex.kind:>10}[/] {escape(ex.prompt)}", soft_wrap=True)
+    out.console.print(f"{'':>10} [dim]{text}[/]  ({count(ex.prompt_tokens)} → {count(ex.completion_tokens)} "
+                      f"tokens, {ex.seconds:.2f} s)", soft_wrap=True)
+
+
+def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float) -> int:
+    """The dashboard when this build has one and a person watches a terminal, else a status
+    line per interval. Either way until Ctrl-C (or quitting the dashboard)."""
+    import sys
+
+    dashboard = None if no_top or not (out.interactive and sys.stdout.isatty()) else _dashboard()
+    if dashboard is None:
+        out.info(f"live status from {sup.url}/metrics every {interval:g} s; Ctrl-C stops the engine")
+        return _status_lines(out, sup, interval)
+    import threading
+
+    closed = threading.Event()
+    threading.Thread(target=_stop_under_dashboard, args=(sup, closed), daemon=True).start()
+    try:
+        dashboard([sup.url])
+    finally:
+        closed.set()
+    return 1 if sup.engine is not None and sup.engine.poll() not in (None, 0) and not sup.stopping else 0
+
+
+def _stop_under_dashboard(sup: Supervisor, closed) -> None:
+    """A SIGTERM while the dashboard owns the terminal: stop the engine's process group at once
+    (no orphan may outlive us). The dashboard then shows the engine down until the user quits."""
+    while not closed.is_set():
+        if sup.wait_for_stop(0.5):
+            sup.stop(sup.stop_signal)
+            return
+
+
+def _dashboard():
+    """`top`'s entry point for a list of engine URLs, when the top command provides one."""
+    try:
+        from ascendctl.commands import top
+    except ImportError:
+        return None
+    return getattr(top, "run_dashboard", None)
+
+
+def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
+    from engine.errors import AscendctlError
+    from engine.metrics.prom import scrape
+
+    def fmt(value, spec: str = ".0f", scale: float = 1.0) -> str:
+        return "N/A" if value is None else format(value * scale, spec)
+
+    previous = None
+    while not sup.stopping:
+        if sup.engine is not None and sup.engine.poll() is not None:
+            return 1
+        try:
+            m = scrape(sup.url)
+        except AscendctlError as exc:
+            out.warn(exc.cause)
+        else:
+            rate = "N/A"
+            if previous is not None and m.generation_tokens is not None and previous.generation_tokens is not None:
+                rate = f"{(m.generation_tokens - previous.generation_tokens) / interval:.1f}"
+            out.console.print(
+                f"running {fmt(m.running)}  waiting {fmt(m.waiting)}  KV cache {fmt(m.kv_usage, '.1f', 100)}%  "
+                f"generated {fmt(m.generation_tokens)} tokens ({rate} tok/s)  requests ok {fmt(m.requests_ok)}",
+                highlight=False,
+            )
+            previous = m
+        sup.wait_for_stop(interval)
+    return 0

@@ -1,9 +1,134 @@
-"""`ascendctl plan`."""
+"""`ascendctl plan`: the memory budget of one device for a profile, before anything starts."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, List, Optional
+
 import typer
+
+from ascendctl.commands.profile import MODEL_HELP, PROFILE_HELP, SET_HELP, load
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from engine.capacity import Plan
+
+GIB = 2**30
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "N/A"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,} B"
+
+
+def _per_token_formula(p: "Plan") -> str:
+    m = p.model
+    if m.mla_latent_dim:
+        return f"{m.full_attention_layers} layers × {m.mla_latent_dim} latent × {p.kv_dtype_bytes} B"
+    return f"K,V × {m.full_attention_layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
+
+
+def render_plan(p: "Plan", console: "Console") -> None:
+    from rich.table import Table
+
+    m = p.model
+    kind = f"MoE {m.num_experts} experts, {m.experts_per_token} active" if m.num_experts else "dense"
+    if m.hybrid:
+        kind += f", hybrid: {m.full_attention_layers} full + {m.linear_attention_layers} linear-attention layers"
+    params = p.weights.parameters
+    count = f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
+    console.print(f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, "
+                  f"TP {p.tensor_parallel_size}", soft_wrap=True)
+    console.print(f"[dim]model: {p.model_dir}[/]", soft_wrap=True)
+
+    budget = Table(title="Memory per device", title_justify="left", box=None, pad_edge=False, show_header=False)
+    budget.add_column(style="bold")
+    budget.add_column(justify="right")
+    budget.add_column(style="dim")
+    if p.platform == "cpu" and p.kv_budget_exact:
+        budget.add_row("KV cache", _size(p.kv_bytes), "VLLM_CPU_KVCACHE_SPACE (exact)")
+        budget.add_row("weights (host RAM)", _size(p.weights_per_device),
+                       f"exact, {p.weights.files} safetensors file(s)")
+    else:
+        budget.add_row("device memory", _size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
+        budget.add_row("budget", _size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
+        budget.add_row("− weights", _size(p.weights_per_device),
+                       f"exact: {_size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}")
+        if p.platform != "cpu":
+            budget.add_row("− activations", _size(p.activation_bytes), "estimate: profiling pass + logits")
+            budget.add_row("− runtime", _size(p.reserve_bytes), "estimate: collectives, workspaces")
+        budget.add_row("= KV cache", _size(p.kv_bytes), "")
+    console.print(budget)
+
+    kv = Table(title="KV cache", title_justify="left", box=None, pad_edge=False, show_header=False)
+    kv.add_column(style="bold")
+    kv.add_column(justify="right")
+    kv.add_column(style="dim")
+    kv.add_row("per token", _size(p.kv_bytes_per_token), _per_token_formula(p))
+    if m.hybrid:
+        kv.add_row("state per sequence", _size(p.state_bytes_per_seq),
+                   f"{m.linear_attention_layers} linear-attention layers, any length")
+    kv.add_row("block", f"{p.block_size} tokens", f"{_size(p.bytes_per_block)} per block")
+    kv.add_row("blocks", f"{p.num_blocks:,}", "")
+    kv.add_row("tokens", f"{p.kv_tokens:,}", "what vLLM logs as 'KV cache size'")
+    kv.add_row("max concurrency", f"{p.max_concurrency:,.2f}×", f"requests of max_model_len {p.max_model_len:,} tokens")
+    if p.offload_bytes:
+        kv.add_row("DRAM tier", _size(p.offload_bytes), f"~{p.offload_tokens:,} tokens of cold blocks")
+    console.print(kv)
+
+    if len(p.tp_options) > 1:
+        tps = Table(title="Tensor parallel options", title_justify="left", box=None, pad_edge=False, header_style="bold")
+        for col in ("TP", "fits", "KV tokens", "concurrency"):
+            tps.add_column(col, justify="right")
+        tps.add_column("")
+        for o in p.tp_options:
+            mark = "[green]yes[/]" if o.fits else "[red]no[/]"
+            here = " ← profile" if o.tensor_parallel_size == p.tensor_parallel_size else ""
+            tps.add_row(str(o.tensor_parallel_size), mark, f"{o.kv_tokens:,}" if o.fits else "N/A",
+                        f"{o.max_concurrency:.2f}×" if o.fits else "N/A", (o.note + here).strip())
+        console.print(tps)
+
+    colour = {"ok": "green", "tight": "yellow", "does-not-fit": "red"}[p.verdict]
+    console.print(f"\n[bold {colour}]verdict: {p.verdict}[/]")
+    for reason in p.reasons:
+        console.print(f"  {reason}", markup=False, highlight=False, soft_wrap=True)
+    hints = []
+    if p.suggested_max_num_seqs is not None and p.suggested_max_num_seqs != p.max_num_seqs:
+        hints.append(f"engine.max_num_seqs={p.suggested_max_num_seqs}")
+    if p.suggested_tensor_parallel_size and p.suggested_tensor_parallel_size != p.tensor_parallel_size:
+        hints.append(f"engine.tensor_parallel_size={p.suggested_tensor_parallel_size}")
+    if hints:
+        console.print("  suggested: " + " ".join(f"--set {h}" for h in hints), markup=False, highlight=False,
+                      soft_wrap=True)
+    for note in p.notes:
+        console.print(f"  [dim]note: {note}[/]", soft_wrap=True)
+
+
+def _plan(
+    profile: str = typer.Option(..., "--profile", "-p", help=PROFILE_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Memory budget per device: exact weights, KV per token, blocks, tokens, concurrency, verdict.
+
+    Reads only config.json and the safetensors headers: no tensor is loaded. Exit code 1 when the
+    profile does not fit (the suggestion says what would).
+
+    Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
+    """
+    from engine.capacity import NO_FIT, plan
+    from ascendctl.output import get_output
+
+    resolved = load(profile, sets, model)
+    result = plan(resolved)
+    get_output().emit(result, lambda console: render_plan(result, console))
+    if result.verdict == NO_FIT:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("plan")(_plan)

@@ -1,9 +1,124 @@
-"""`ascendctl profile`."""
+"""`ascendctl profile list / show / validate`: the serving profiles and what they resolve to."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+
+# Shared by every command that takes a profile (plan, serve), so the precedence reads the same.
+PRECEDENCE = (
+    "Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order."
+)
+PROFILE_HELP = "Profile name (`ascendctl profile list`) or path to a YAML file."
+MODEL_HELP = "Model directory; replaces the profile's model.path."
+SET_HELP = "Override one key, SECTION.KEY=VALUE (e.g. engine.max_num_seqs=32); repeatable."
+
+
+def load(profile: str, sets: Optional[List[str]], model: Optional[str]):
+    """The profile with the command line's overrides applied (raises BadInput with every problem)."""
+    from engine.profiles import load_profile
+
+    return load_profile(profile, tuple(sets or ()), model=model)
+
+
+def _list() -> None:
+    """List the shipped profiles and your own (user profiles shadow shipped ones)."""
+    from engine.profiles import list_profiles, user_profiles_dir
+    from ascendctl.output import get_output
+
+    out = get_output()
+    refs = list_profiles()
+
+    def render(console) -> None:
+        from rich.table import Table
+
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("name", "platform", "description", "from"):
+            table.add_column(col)
+        for ref in refs:
+            table.add_row(ref.name, ref.platform or "N/A", ref.description or "N/A",
+                          "shipped" if ref.shipped else ref.path)
+        console.print(table)
+        folder = str(user_profiles_dir())
+        home = str(Path.home())
+        if folder.startswith(home + "/"):
+            folder = "~" + folder[len(home):]
+        console.print(f"\n[dim]your own profiles: {folder}/NAME.yaml[/]", soft_wrap=True)
+
+    out.emit({"profiles": refs, "user_dir": str(user_profiles_dir())}, render)
+
+
+def _show(
+    profile: str = typer.Argument(..., help=PROFILE_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Print a profile as resolved: defaults filled in, ${cache} expanded, overrides applied.
+
+    Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
+    """
+    from engine.profiles import dump_profile
+    from ascendctl.output import get_output
+
+    resolved = load(profile, sets, model)
+    data = {"source": resolved.source, "overrides": list(resolved.overrides), "profile": resolved.to_dict()}
+    get_output().emit(data, lambda console: console.print(dump_profile(resolved).rstrip("\n"), markup=False,
+                                                       highlight=False, soft_wrap=True))
+
+
+def _validate(
+    profiles: List[str] = typer.Argument(..., help="Profile names or YAML files to check."),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+) -> None:
+    """Check profiles against the schema; every problem is listed with file:line and key.
+
+    Exit code 0 when all are valid, 2 when any is not.
+    """
+    from engine.errors import BadInput
+    from engine.profiles import ProfileInvalid
+    from ascendctl.output import get_output
+
+    out = get_output()
+    results = []
+    for name in profiles:
+        try:
+            resolved = load(name, sets, model)
+            results.append({"profile": name, "source": resolved.source, "valid": True, "problems": [], "error": None})
+        except ProfileInvalid as exc:
+            results.append({"profile": name, "source": exc.source,
+                            "valid": False, "problems": exc.problems, "error": None})
+        except BadInput as exc:
+            results.append({"profile": name, "source": None, "valid": False, "problems": [], "error": exc.cause})
+
+    def render(console) -> None:
+        for r in results:
+            if r["valid"]:
+                console.print(f"[green]valid[/]   {r['profile']}  [dim]{r['source']}[/]", soft_wrap=True)
+                continue
+            if r["error"]:
+                console.print(f"[red]invalid[/] {r['profile']}: {r['error']}", highlight=False, soft_wrap=True)
+                continue
+            count = len(r["problems"])
+            where = f"  [dim]{r['source']}[/]" if r["source"] != r["profile"] else ""
+            console.print(f"[red]invalid[/] {r['profile']}{where}  ({count} problem{'s' if count != 1 else ''})",
+                          soft_wrap=True)
+            for p in r["problems"]:
+                console.print(f"  {p}", markup=False, highlight=False, soft_wrap=True)
+
+    out.emit({"results": results, "valid": all(r["valid"] for r in results)}, render)
+    if not all(r["valid"] for r in results):
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    group = typer.Typer(
+        help="Serving profiles: list them, show one resolved, validate files. " + PRECEDENCE,
+        no_args_is_help=True,
+    )
+    group.command("list")(_list)
+    group.command("show")(_show)
+    group.command("validate")(_validate)
+    app.add_typer(group, name="profile")

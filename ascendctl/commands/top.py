@@ -1,9 +1,202 @@
-"""`ascendctl top`."""
+"""`ascendctl top`: the live dashboard; `--once` / `--json` print snapshots without the TUI.
+
+`run_dashboard(urls, ...)` opens the dashboard from other commands (`ascendctl demo`).
+"""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence
+
 import typer
+
+if TYPE_CHECKING:
+    from engine.devices.sources import DeviceSource
+    from engine.telemetry import Collector, Snapshot
+
+HELP = """Live dashboard: every NPU (HBM, bandwidth, AI Core, power, temperature, health), every
+engine (running / pending, KV block pool, preemptions, tokens/s, TTFT and ITL percentiles) and a
+diagnostics table (known issues in the engine log + threshold rules).
+
+With no URL it watches the live runs started by `ascendctl serve`. When stdout is not a terminal
+it prints one frame (as --once). --json prints one snapshot, or NDJSON every --interval seconds.
+
+Thresholds: built-in defaults, then --thresholds FILE (YAML, any subset of keys), then --set.
+Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, ? help and thresholds."""
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("top", help=HELP)(top)
+
+
+def top(
+    urls: Optional[List[str]] = typer.Argument(None, help="vLLM server URLs (default: live `ascendctl serve` runs)."),
+    once: bool = typer.Option(False, "--once", help="Print one frame and exit (the default when stdout is not a terminal)."),
+    interval: Optional[float] = typer.Option(None, "--interval", "-n", min=0.1,
+                                             help="Seconds between polls [default: 1]. With --json: stream NDJSON."),
+    count: Optional[int] = typer.Option(None, "--count", min=1, help="With --json --interval: stop after this many snapshots."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Append every snapshot to FILE as NDJSON."),
+    replay: Optional[Path] = typer.Option(None, "--replay", help="Play back a recording instead of polling."),
+    thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="YAML file overriding thresholds."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override one threshold, e.g. --set pending_requests=32."),
+    no_devices: bool = typer.Option(False, "--no-devices", help="Do not poll npu-smi / nvidia-smi / the host."),
+) -> None:
+    from ascendctl.output import get_output
+    from engine.errors import BadInput
+    from engine.telemetry import load_thresholds
+
+    out = get_output()
+    thresholds = load_thresholds(thresholds_file, set_ or ())
+    if replay is not None and urls:
+        raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
+    headless = once or out.json_mode or not sys.stdout.isatty()
+    if replay is not None:
+        _replay(replay, headless, interval, thresholds)
+        return
+    collector = make_collector(urls or (), thresholds, None if no_devices else _default_devices())
+    recorder = _recorder(record)
+    try:
+        if not headless:
+            run_app(lambda: _poll_and_record(collector, recorder), interval or 1.0, thresholds)
+            return
+        if out.json_mode and interval is not None:
+            _stream(collector, recorder, interval, count)
+            return
+        snap = _two_polls(collector, recorder, interval or 1.0)
+        if out.json_mode:
+            out.emit(snap.to_dict())
+        else:
+            from ascendctl.tui.render import frame
+
+            out.console.print(frame(snap))
+        _fail_if_down(snap)
+    finally:
+        collector.close()
+        if recorder is not None:
+            recorder.close()
+
+
+def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource | None") -> "Collector":
+    from engine.telemetry import Collector, Target, targets_from_runs
+
+    targets = [Target(_normalise_url(u)) for u in urls] if urls else targets_from_runs()
+    return Collector(targets, devices, thresholds)
+
+
+def run_dashboard(
+    urls: Sequence[str] = (),
+    interval: float = 1.0,
+    thresholds: dict | None = None,
+    devices: "DeviceSource | None | bool" = True,
+    record: Path | None = None,
+) -> None:
+    """Open the dashboard on `urls` (or on the live runs) until the user quits.
+
+    `devices`: True picks npu-smi / nvidia-smi / the host automatically, False polls none, or a
+    DeviceSource to use. Blocks; raises BadInput on a bad URL or thresholds.
+    """
+    from engine.telemetry import default_thresholds
+
+    thresholds = thresholds or default_thresholds()
+    source = _default_devices() if devices is True else (None if devices is False else devices)
+    collector = make_collector(urls, thresholds, source)
+    recorder = _recorder(record)
+    try:
+        run_app(lambda: _poll_and_record(collector, recorder), interval, thresholds)
+    finally:
+        collector.close()
+        if recorder is not None:
+            recorder.close()
+
+
+def run_app(feed, interval: float | None, thresholds: dict) -> None:
+    from ascendctl.tui.app import TopApp
+
+    TopApp(feed, interval, thresholds).run()
+
+
+def _default_devices() -> "DeviceSource":
+    from engine.devices import detect_source
+
+    return detect_source()
+
+
+def _normalise_url(url: str) -> str:
+    from engine.errors import BadInput
+
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("http", "https") or not rest or any(c.isspace() for c in rest):
+        raise BadInput(f"{url!r} is not an http(s) URL of a vLLM server", "give e.g. http://127.0.0.1:8000")
+    return url
+
+
+def _recorder(path: Path | None):
+    if path is None:
+        return None
+    from engine.telemetry import Recorder
+
+    return Recorder(path)
+
+
+def _poll_and_record(collector: "Collector", recorder) -> "Snapshot":
+    snap = collector.poll()
+    if recorder is not None:
+        recorder.write(snap)
+    return snap
+
+
+def _two_polls(collector: "Collector", recorder, gap: float) -> "Snapshot":
+    """Rates need two scrapes: poll, wait `gap`, poll again, and report the second."""
+    first = _poll_and_record(collector, recorder)
+    if not first.engines:
+        return first
+    time.sleep(gap)
+    return _poll_and_record(collector, recorder)
+
+
+def _stream(collector: "Collector", recorder, interval: float, count: int | None) -> None:
+    from ascendctl.output import get_output
+
+    out = get_output()
+    written = 0
+    next_at = time.monotonic()
+    while count is None or written < count:
+        snap = _poll_and_record(collector, recorder)
+        if snap.seq > 1 or not snap.engines:  # the first poll has no rates yet
+            out.json_line(snap.to_dict())
+            written += 1
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def _fail_if_down(snap: "Snapshot") -> None:
+    from engine.errors import Unreachable
+
+    down = [e for e in snap.engines if not e.status.ok]
+    if down:
+        e = down[0]
+        raise Unreachable(f"{e.label}: {e.status.error}", e.status.fix or "check that the engine is running")
+
+
+def _replay(path: Path, headless: bool, interval: float | None, thresholds: dict) -> None:
+    from ascendctl.output import get_output
+    from engine.telemetry import load_recording
+
+    out = get_output()
+    snaps = load_recording(path)
+    if out.json_mode:
+        for snap in snaps:
+            out.json_line(snap.to_dict())
+        return
+    if headless:
+        from ascendctl.tui.render import frame
+
+        out.console.print(frame(snaps[-1]))
+        return
+    it: Iterator = iter(snaps)
+    run_app(lambda: next(it, None), interval or 1.0, dict(snaps[0].thresholds) or thresholds)

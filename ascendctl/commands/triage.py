@@ -1,9 +1,232 @@
-"""`ascendctl triage`."""
+"""`ascendctl triage`: explain engine, CANN and torch_npu logs with the known-issue database."""
 
 from __future__ import annotations
 
+import time
+from typing import Any, List, Optional
+
 import typer
+
+FAIL_ON_CHOICES = ("info", "warning", "error", "critical", "never")
+PROGRESS_EVERY_S = 0.2
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command(
+        "triage",
+        help=(
+            "Explain logs: vLLM stdout, CANN plog directories, .gz files, or - for stdin. Known issues are "
+            "grouped with count, first/last seen, cause and fix; unknown error lines are clustered into "
+            "templates. With no LOG, the log of the newest `ascendctl serve` run. Exit 1 when an issue at "
+            "or above --fail-on is found, 2 when an input cannot be read (the others are still reported)."
+        ),
+        no_args_is_help=False,
+    )(triage)
+
+
+def triage(
+    logs: Optional[List[str]] = typer.Argument(None, metavar="[LOG]...", help="Files, directories, .gz files, or - for stdin."),
+    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when an issue at or above this severity is found: info, warning, error, critical, never."),
+    explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id."),
+    list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
+    rules_file: Optional[str] = typer.Option(None, "--rules", metavar="FILE", help="Use this rules YAML instead of the bundled database."),
+    top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
+) -> None:
+    from ascendctl.output import get_output
+    from engine.errors import BadInput, ProblemsFound
+
+    out = get_output()
+    if fail_on not in FAIL_ON_CHOICES:
+        raise BadInput(f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}", "use e.g. --fail-on warning")
+    if explain is not None:
+        _explain(out, explain, rules_file)
+        return
+    if list_:
+        _list(out, rules_file)
+        return
+    paths = list(logs or []) or [_latest_run_log()]
+    report = _scan(out, paths, rules_file)
+
+    failing = [] if fail_on == "never" else report.at_or_above(fail_on)
+    data = {
+        "inputs": report.inputs,
+        "unreadable": report.unreadable,
+        "notes": report.notes,
+        "lines": report.lines,
+        "bytes": report.bytes,
+        "events": report.events,
+        "fail_on": fail_on,
+        "failed": bool(failing),
+        "issues": report.issues,
+        "unknown": report.unknown[:top],
+        "unknown_total": len(report.unknown),
+    }
+    out.emit(data, lambda console: _render(console, report, top))
+    for note in report.notes:
+        out.warn(note)
+    if report.unreadable:
+        raise BadInput(
+            f"could not read {len(report.unreadable)} input(s): " + "; ".join(report.unreadable[:3]),
+            "check the path and its permissions; the report above covers the inputs that were read",
+        )
+    if failing:
+        ids = ", ".join(i.id for i in failing[:3]) + (", ..." if len(failing) > 3 else "")
+        raise ProblemsFound(
+            f"{len(failing)} issue{'s' if len(failing) != 1 else ''} at or above {fail_on}: {ids}",
+            "apply the fixes above" + ("" if out.json_mode else "; --fail-on critical to fail only on critical ones"),
+        )
+
+
+def _latest_run_log() -> str:
+    from engine.errors import BadInput
+    from engine.runs import list_runs
+
+    for run in list_runs():
+        if run.log_path.is_file():
+            return str(run.log_path)
+    raise BadInput("no LOG given and no `ascendctl serve` run log found", "ascendctl triage engine.log  (or a plog directory, a .gz, - for stdin)")
+
+
+def _scan(out: Any, paths: list[str], rules_file: str | None) -> Any:
+    from engine.triage import Scanner, load_rules, scan_paths
+
+    scanner = Scanner(load_rules(rules_file))
+    with out.status("triage: starting") as update:
+        last = [0.0]
+
+        def progress(done: int, total: int | None, name: str) -> None:
+            now = time.monotonic()
+            if now - last[0] < PROGRESS_EVERY_S:
+                return
+            last[0] = now
+            pct = f" ({100 * done / total:.0f}%)" if total else ""
+            size = f"{_size(done)} of {_size(total)}" if total else _size(done)
+            update(f"triage: {size}{pct} — {name}")
+
+        return scan_paths(paths, scanner=scanner, progress=progress)
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "N/A"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+_SEV_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _render(console: Any, report: Any, top: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    inputs = len(report.inputs)
+    console.print(
+        f"[bold]triage[/]: {inputs} input{'s' if inputs != 1 else ''}, {report.lines:,} lines, "
+        f"{report.events:,} error events"
+    )
+    if not report.issues:
+        console.print("No known issue found.")
+    else:
+        table = Table(title=None, show_edge=False, header_style="bold", pad_edge=False)
+        for col, kw in (("severity", {}), ("count", {"justify": "right"}), ("issue", {"no_wrap": True}),
+                        ("first seen", {"no_wrap": True}), ("last seen", {"no_wrap": True})):
+            table.add_column(col, **kw)
+        for i in report.issues:
+            table.add_row(Text(i.severity, style=_SEV_STYLE.get(i.severity, "")), str(i.count), i.id,
+                          i.first_seen or "N/A", i.last_seen or "N/A")
+        console.print(table)
+        for i in report.issues:
+            console.print()
+            head = Text.assemble((f"{i.severity} ", _SEV_STYLE.get(i.severity, "")), (i.id, "bold"), f"  {i.title}")
+            console.print(head)
+            if i.cause:
+                console.print(Text("  cause: ") + Text(i.cause))
+            if i.fix:
+                console.print(Text("  fix:   ") + Text(i.fix, style="bold"))
+            console.print(Text("  seen:  ") + Text(i.example[:200], style="dim"))
+            for link in i.links[:2]:
+                console.print(Text("  see:   ") + Text(link))
+    if report.unknown:
+        console.print()
+        console.print(f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):")
+        table = Table(show_edge=False, header_style="bold", pad_edge=False)
+        table.add_column("count", justify="right")
+        table.add_column("template", overflow="fold")
+        for t in report.unknown[:top]:
+            table.add_row(str(t.count), t.template)
+        console.print(table)
+        if len(report.unknown) > top:
+            console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
+
+
+def _explain(out: Any, what: str, rules_file: str | None) -> None:
+    from rich.text import Text
+
+    from engine.errors import BadInput
+    from engine.triage import explain, load_rules
+
+    info = explain(what)
+    if info is not None:
+        def render(console: Any) -> None:
+            console.print(Text.assemble((info.code, "bold"), f"  {info.name}" if info.name else ""))
+            console.print(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
+            console.print(Text("  meaning:  ") + Text(info.meaning or "N/A"))
+            console.print(Text("  severity: ") + Text(info.severity, style=_SEV_STYLE.get(info.severity, "")))
+            if info.fix:
+                console.print(Text("  fix:      ") + Text(info.fix, style="bold"))
+
+        out.emit({"code": info}, render)
+        return
+    for rule in load_rules(rules_file):
+        if rule.id == what:
+            data = {"rule": {k: getattr(rule, k) for k in ("id", "title", "severity", "component", "patterns",
+                                                           "cause", "fix", "links", "samples")}}
+
+            def render_rule(console: Any) -> None:
+                console.print(Text.assemble((rule.id, "bold"), f"  {rule.title}  ", (rule.severity, _SEV_STYLE.get(rule.severity, ""))))
+                console.print(Text("  cause: ") + Text(rule.cause))
+                console.print(Text("  fix:   ") + Text(rule.fix, style="bold"))
+                for p in rule.patterns:
+                    console.print(Text("  match: ") + Text(p, style="dim"))
+                for link in rule.links:
+                    console.print(Text("  see:   ") + Text(link))
+
+            out.emit(data, render_rule)
+            return
+    raise BadInput(f"{what!r} is not a known code or rule id", "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)")
+
+
+def _list(out: Any, rules_file: str | None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from engine.triage import load_rules
+    from engine.triage.codes import all_codes
+
+    rules = load_rules(rules_file)
+    codes = all_codes()
+    data = {
+        "rules": [{"id": r.id, "severity": r.severity, "component": r.component, "title": r.title} for r in rules],
+        "codes": codes,
+    }
+
+    def render(console: Any) -> None:
+        table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)} known issues")
+        for col in ("id", "severity", "component", "title"):
+            table.add_column(col)
+        for r in rules:
+            table.add_row(r.id, Text(r.severity, style=_SEV_STYLE.get(r.severity, "")), r.component, r.title)
+        console.print(table)
+        console.print()
+        codes_table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(codes)} codes (ascendctl triage --explain CODE)")
+        for col in ("code", "kind", "name", "meaning"):
+            codes_table.add_column(col, overflow="fold")
+        for c in codes:
+            codes_table.add_row(c.code, c.kind, c.name, c.meaning)
+        console.print(codes_table)
+
+    out.emit(data, render)

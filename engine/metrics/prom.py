@@ -24,6 +24,24 @@ _NAMES: Mapping[str, tuple[str, ...]] = {
     "prompt_tokens": ("vllm:prompt_tokens", "vllm:prompt_tokens_total"),
     "generation_tokens": ("vllm:generation_tokens", "vllm:generation_tokens_total"),
     "requests_ok": ("vllm:request_success", "vllm:request_success_total"),
+    "prefix_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
+    "prefix_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    "admission_rejections": ("vllm:admission_rejections",),
+}
+
+# Histograms the dashboard reads -> family names, newest vLLM first (TPOT was renamed ITL in 0.10).
+HISTOGRAM_NAMES: Mapping[str, tuple[str, ...]] = {
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "e2e": ("vllm:e2e_request_latency_seconds",),
+}
+
+# Counters kept per label value as well as summed: (sample name, label) -> breakdown key.
+_BREAKDOWNS: Mapping[str, str] = {
+    "vllm:prompt_tokens_cached_by_source_total": "source",
+    "vllm:admission_rejections_total": "reason",
+    "vllm:request_success_total": "finished_reason",
+    "vllm:num_requests_waiting_by_reason": "reason",
 }
 
 
@@ -47,11 +65,31 @@ class EngineMetrics:
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
     requests_ok: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    admission_rejections: float | None = None
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     # Every sample value summed over label sets, by sample name (for figures not listed above).
     samples: Mapping[str, float] = field(default_factory=dict)
     # Labels of `vllm:cache_config_info` (block size, number of blocks...), when present.
     cache_config: Mapping[str, str] = field(default_factory=dict)
+    # Per-label values of the counters in _BREAKDOWNS: sample name -> label value -> value.
+    breakdowns: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    model_name: str | None = None  # the served model name, from the `model_name` label
+
+    def histogram(self, key: str) -> Histogram | None:
+        """The histogram for "ttft", "itl" or "e2e", under whichever name this vLLM uses."""
+        for name in HISTOGRAM_NAMES[key]:
+            if name in self.histograms:
+                return self.histograms[name]
+        return None
+
+    def config_int(self, label: str) -> int | None:
+        """An integer label of `vllm:cache_config_info` ("None" and junk read as absent)."""
+        try:
+            return int(float(self.cache_config[label]))
+        except (KeyError, ValueError):
+            return None
 
 
 def parse_metrics(text: str) -> EngineMetrics:
@@ -60,6 +98,8 @@ def parse_metrics(text: str) -> EngineMetrics:
     buckets: dict[str, dict[float, float]] = {}
     families: set[str] = set()
     cache_config: dict[str, str] = {}
+    breakdowns: dict[str, dict[str, float]] = {}
+    model_name: str | None = None
     try:
         for fam in text_string_to_metric_families(text):
             families.add(fam.name)
@@ -71,6 +111,12 @@ def parse_metrics(text: str) -> EngineMetrics:
                     b = buckets.setdefault(s.name[: -len("_bucket")], {})
                     le = float(s.labels["le"])
                     b[le] = b.get(le, 0.0) + s.value
+                if model_name is None and s.name.startswith("vllm:"):
+                    model_name = s.labels.get("model_name")
+                label = _BREAKDOWNS.get(s.name)
+                if label is not None and label in s.labels:
+                    per = breakdowns.setdefault(s.name, {})
+                    per[s.labels[label]] = per.get(s.labels[label], 0.0) + s.value
                 if fam.name == "vllm:cache_config_info" and not cache_config:
                     cache_config = dict(s.labels)
     except (ValueError, TypeError, IndexError) as exc:
@@ -101,6 +147,8 @@ def parse_metrics(text: str) -> EngineMetrics:
         histograms=hists,
         samples=sums,
         cache_config=cache_config,
+        breakdowns=breakdowns,
+        model_name=model_name,
     )
 
 

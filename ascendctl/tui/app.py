@@ -1,0 +1,215 @@
+"""The `ascendctl top` dashboard (Textual).
+
+A thread worker takes each snapshot (a live poll, or the next recorded one) and posts it as a
+message; only the main thread touches widgets. The next poll is scheduled when the previous one
+has finished, so polls never overlap however slow a source is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Static
+
+from ascendctl.tui import render
+from engine.telemetry.snapshot import Diagnostic, Snapshot
+
+# A feed gives the next snapshot; None means "no more" (a replay that ended).
+Feed = Callable[[], "Snapshot | None"]
+
+
+class SnapshotReady(Message):
+    def __init__(self, snapshot: Snapshot | None, elapsed: float, error: str | None = None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.elapsed = elapsed
+        self.error = error
+
+
+class DetailScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__()
+        self.diagnostic = diagnostic
+
+    def compose(self) -> ComposeResult:
+        d = self.diagnostic
+        body = Text()
+        body.append(f"{d.title}\n", style="bold " + render.severity_style(d.severity))
+        body.append(f"{d.severity} · {d.subject} · {d.id} · from {'the engine log' if d.source == 'log' else 'a threshold rule'}")
+        if d.count > 1:
+            body.append(f" · seen {d.count} times")
+        body.append("\n\ncause: ", style="bold")
+        body.append(d.cause)
+        body.append("\n\nfix: ", style="bold")
+        body.append(d.fix)
+        if d.detail:
+            body.append("\n\n" + d.detail, style="dim")
+        body.append("\n\n(esc to close)", style="dim")
+        yield Static(body, id="detail")
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+
+    def __init__(self, thresholds: dict, interval: float | None) -> None:
+        super().__init__()
+        self.thresholds = thresholds
+        self.interval = interval
+
+    def compose(self) -> ComposeResult:
+        body = Text("Keys\n", style="bold")
+        for key, what in (("q", "quit"), ("p", "pause the display (collection goes on)"), ("r", "refresh now"),
+                          ("s", "save the current snapshot as JSON"), ("enter", "details of the selected diagnostic"),
+                          ("?", "this help")):
+            body.append(f"  {key:<6} {what}\n")
+        body.append(f"\nRefresh every {self.interval:g} s\n" if self.interval else "\nManual refresh\n")
+        body.append("\nThresholds in force\n", style="bold")
+        for key, value in sorted(self.thresholds.items()):
+            body.append(f"  {key:<20} {value:g}\n")
+        body.append("\n(esc to close)", style="dim")
+        yield Static(body, id="help")
+
+
+class TopApp(App[None]):
+    CSS_PATH = "top.tcss"
+    TITLE = "ascendctl top"
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("p", "toggle_pause", "pause"),
+        Binding("r", "refresh", "refresh"),
+        Binding("s", "save", "save snapshot"),
+        Binding("question_mark", "help", "help"),
+    ]
+
+    def __init__(self, feed: Feed, interval: float | None = 1.0, thresholds: dict | None = None,
+                 save_dir: Path | None = None, on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+        """`interval` None: poll once at start and then only on `r` (tests drive it that way)."""
+        super().__init__()
+        self.feed = feed
+        self.interval = interval
+        self.thresholds = dict(thresholds or {})
+        self.save_dir = save_dir or Path.cwd()
+        self.on_snapshot = on_snapshot
+        self.paused = False
+        self.latest: Snapshot | None = None
+        self.shown: Snapshot | None = None
+        self.note = ""
+        self.ended = False
+        self._polling = False
+        self._timer: Timer | None = None
+        self._diagnostics: list[Diagnostic] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(render.header_line(None, note="collecting…"), id="status")
+        with VerticalScroll(id="main"):
+            yield Static("", id="devices")
+            yield Static("", id="engines")
+            table = DataTable(id="diagnostics", cursor_type="row", zebra_stripes=False)
+            table.add_columns("severity", "on", "issue", "fix")
+            yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._start_poll()
+
+    # --- polling (worker thread) -------------------------------------------------------------
+
+    def _start_poll(self) -> None:
+        if self._polling or self.ended:
+            return
+        self._polling = True
+        self.run_worker(self._poll_in_thread, thread=True, exit_on_error=False, group="poll")
+
+    def _poll_in_thread(self) -> None:
+        start = time.monotonic()
+        try:
+            snapshot, error = self.feed(), None
+        except Exception as exc:  # noqa: BLE001 - the collector already turns source failures into rows
+            snapshot, error = None, f"{type(exc).__name__}: {exc}"
+        self.post_message(SnapshotReady(snapshot, time.monotonic() - start, error))
+
+    @on(SnapshotReady)
+    def _snapshot_ready(self, message: SnapshotReady) -> None:
+        self._polling = False
+        if message.error:
+            self.note = f"poll failed: {message.error}"
+        elif message.snapshot is None:
+            self.ended, self.note = True, "replay ended"
+        else:
+            self.latest, self.note = message.snapshot, ""
+            if self.on_snapshot is not None:
+                self.on_snapshot(message.snapshot)
+            if not self.paused:
+                self.show(message.snapshot)
+        self._update_status()
+        if self.interval is not None and not self.ended:
+            self._timer = self.set_timer(max(0.05, self.interval - message.elapsed), self._start_poll)
+
+    # --- rendering (main thread) --------------------------------------------------------------
+
+    def show(self, snap: Snapshot) -> None:
+        self.shown = snap
+        self.query_one("#devices", Static).update(render.devices_table(snap))
+        self.query_one("#engines", Static).update(render.engines_group(snap))
+        table = self.query_one("#diagnostics", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        self._diagnostics = list(snap.diagnostics)
+        for d in self._diagnostics:
+            table.add_row(Text(d.severity, style=render.severity_style(d.severity)), d.subject,
+                          d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
+        if not self._diagnostics:
+            table.add_row(Text("ok", style="green"), "", "nothing to report", "")
+        if self._diagnostics:
+            table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
+
+    def _update_status(self) -> None:
+        self.query_one("#status", Static).update(render.header_line(self.latest, self.paused, self.note))
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        if not self.paused and self.latest is not None and self.latest is not self.shown:
+            self.show(self.latest)
+        self._update_status()
+
+    def action_refresh(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._start_poll()
+
+    def action_save(self) -> None:
+        snap = self.shown or self.latest
+        if snap is None:
+            self.notify("nothing collected yet", severity="warning")
+            return
+        path = self.save_dir / f"top-snapshot-{time.strftime('%Y%m%d-%H%M%S', time.localtime(snap.time))}-{snap.seq}.json"
+        try:
+            path.write_text(json.dumps(snap.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"cannot save {path}: {exc.strerror}", severity="error")
+            return
+        self.notify(f"saved {path}")
+
+    def action_help(self) -> None:
+        thresholds = dict((self.latest.thresholds if self.latest else None) or self.thresholds)
+        self.push_screen(HelpScreen(thresholds, self.interval))
+
+    @on(DataTable.RowSelected, "#diagnostics")
+    def _open_detail(self, event: DataTable.RowSelected) -> None:
+        if 0 <= event.cursor_row < len(self._diagnostics):
+            self.push_screen(DetailScreen(self._diagnostics[event.cursor_row]))

@@ -1,0 +1,192 @@
+"""Rich renderables of a Snapshot: the same panels for the Textual dashboard and `top --once`.
+
+Only formatting lives here; every number comes from the snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping, Sequence
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from engine.devices.sample import DeviceSample
+from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+
+NA = "N/A"
+_SPARK = "▁▂▃▄▅▆▇█"
+_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def num(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
+    return NA if value is None else fmt.format(value) + unit
+
+
+def seconds(value: float | None) -> str:
+    """A latency: ms under one second, s above."""
+    if value is None:
+        return NA
+    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
+
+
+def age(value: float | None) -> str:
+    if value is None:
+        return "never"
+    if value < 90:
+        return f"{value:.0f}s"
+    return f"{value / 60:.0f}m" if value < 5400 else f"{value / 3600:.1f}h"
+
+
+def level_style(value: float | None, warn: float, crit: float) -> str:
+    if value is None:
+        return "dim"
+    return "bold red" if value >= crit else "yellow" if value >= warn else "green"
+
+
+def sparkline(values: Sequence[float | None], width: int = 12) -> str:
+    """Unicode sparkline of the last `width` values; gaps (source down) show as spaces."""
+    tail = list(values)[-width:]
+    known = [v for v in tail if v is not None]
+    if not known:
+        return " " * len(tail)
+    top = max(known) or 1.0
+    return "".join(" " if v is None else _SPARK[min(7, int(v / top * 7.999))] for v in tail)
+
+
+def bar(fraction: float | None, width: int = 16) -> str:
+    if fraction is None:
+        return "·" * width
+    filled = max(0, min(width, round(fraction * width)))
+    return "█" * filled + "░" * (width - filled)
+
+
+def _status_text(status: SourceStatus | None) -> Text:
+    if status is None:
+        return Text("off", style="dim")
+    if status.ok:
+        return Text("up", style="green")
+    return Text("DOWN", style="bold red")
+
+
+def devices_table(snap: Snapshot) -> RenderableType:
+    t = snap.thresholds
+    warn, crit = t.get("warn_pct", 80), t.get("crit_pct", 95)
+    src = snap.device_source
+    title = f"Devices ({src.name})" if src else "Devices"
+    table = Table(title=title, title_justify="left", expand=True, show_edge=False, pad_edge=False)
+    for name, justify in (("dev", "left"), ("name", "left"), ("health", "left"), ("memory GiB", "left"),
+                          ("BW%", "right"), ("util%", "right"), ("power", "right"), ("temp", "right"),
+                          ("procs", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)
+    for d in snap.devices:
+        table.add_row(*_device_cells(d, warn, crit, t))
+    if src is None:
+        return Text("Devices: not polled", style="dim")
+    if not src.ok:
+        since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
+        down = Text(f"{src.name} DOWN ({since}): {src.error}", style="red")
+        if src.fix:
+            down.append(f"\n  fix: {src.fix}", style="dim")
+        return Group(table, down) if snap.devices else Group(Text(title, style="italic"), down)
+    if not snap.devices:
+        table.add_row("", Text("no devices", style="dim"), *[""] * 7)
+    return table
+
+
+def _device_cells(d: DeviceSample, warn: float, crit: float, t: Mapping[str, float]) -> list:
+    pct = d.mem_pct
+    mem = Text(bar(None if pct is None else pct / 100, 10) + " ", style=level_style(pct, warn, crit))
+    mem.append(f"{num(d.mem_used_mb and d.mem_used_mb / 1024, '{:.1f}')}/{num(d.mem_total_mb and d.mem_total_mb / 1024, '{:.0f}')}G")
+    health = Text(d.health or NA, style="green" if d.health == "OK" else "dim" if d.health is None else "bold red")
+    return [
+        d.key, d.name, health, mem,
+        Text(num(d.mem_bw_pct), style=level_style(d.mem_bw_pct, warn, t.get("hbm_bw_pct", crit))),
+        Text(num(d.util_pct), style=level_style(d.util_pct, 101, 101)),
+        num(d.power_w, "{:.0f}", "W"),
+        Text(num(d.temp_c, "{:.0f}", "C"),
+             style=level_style(d.temp_c, t.get("temp_warn_c", 75), t.get("temp_crit_c", 90))),
+        num(d.processes),
+    ]
+
+
+def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> RenderableType:
+    """A few short lines per engine: load, KV pool, throughput and caches, latencies."""
+    r, kv, h = e.rates, e.kv, e.history
+    head = Text()
+    head.append(f"{e.label} ", style="bold")
+    head.append_text(_status_text(e.status))
+    if e.model:
+        head.append(f"  model {e.model}", style="dim")
+    lines = [head]
+    if not e.status.ok:
+        since = "never reached" if e.status.last_ok is None else f"last ok {age(e.status.age_s)} ago"
+        lines.append(Text(f"  {since}: {e.status.error}", style="red"))
+    pending_style = "yellow" if (e.waiting or 0) > thresholds.get("pending_requests", 1e9) else ""
+    load = Text(f"  running {num(e.running):>4} {sparkline(h.get('running', ()))}  pending ")
+    load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=pending_style)
+    load.append(f"  preempted {num(e.preemptions)}")
+    if r.preemptions_in_window:
+        load.append(f" (+{r.preemptions_in_window:.0f})", style="yellow")
+    load.append(f"  rejected {num(e.admission_rejections)}")
+    usage_pct = None if kv.usage is None else kv.usage * 100
+    pool = Text("  KV blocks ")
+    pool.append(bar(kv.usage, 16), style=level_style(usage_pct, thresholds.get("warn_pct", 80),
+                                                      thresholds.get("kv_usage_pct", 95)))
+    pool.append(f" {num(usage_pct, '{:.1f}', '%')}  used {num(kv.used_blocks)}  free {num(kv.free_blocks)}"
+                f"  total {num(kv.total_blocks)}")
+    flow = Text(f"  prompt {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
+                f"  generation {num(r.generation_tps, '{:.1f}')} tok/s {sparkline(h.get('generation_tps', ()))}")
+    cache = Text(f"  prefix hit {num(None if r.prefix_hit_rate is None else r.prefix_hit_rate * 100, '{:.0f}', '%')}")
+    tiers = {k: v for k, v in r.cached_tps_by_tier.items() if k in ("device", "host") or v}
+    if tiers:
+        cache.append("  cached tok/s " + " ".join(f"{k} {v:.0f}" for k, v in tiers.items()))
+    if r.offload_per_s:
+        cache.append("  offload/s " + " ".join(f"{k.split(':')[-1]} {v:.0f}" for k, v in r.offload_per_s.items()))
+    lat = Text(f"  TTFT p50 {seconds(r.ttft.p50)} p99 {seconds(r.ttft.p99)}"
+               f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
+               f"  ({r.ttft.count:.0f} req / {thresholds.get('window_s', 60):.0f}s)",
+               style="" if r.ttft.count else "dim")
+    return Group(*lines, load, pool, flow, cache, lat)
+
+
+def engines_group(snap: Snapshot) -> RenderableType:
+    if not snap.engines:
+        return Text("Engines: none (pass a URL, or start one with `ascendctl serve`)", style="dim")
+    return Group(Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines))
+
+
+def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
+    table = Table(title="Diagnostics", title_justify="left", expand=True, show_edge=False, pad_edge=False)
+    for name in ("severity", "on", "issue", "fix"):
+        table.add_column(name, overflow="fold")
+    rows = list(diagnostics)
+    for d in rows:
+        table.add_row(Text(d.severity, style=_SEVERITY_STYLE.get(d.severity, "")), d.subject,
+                      d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
+    if not rows:
+        table.add_row(Text("ok", style="green"), "", "nothing to report", "")
+    return table
+
+
+def severity_style(severity: str) -> str:
+    return _SEVERITY_STYLE.get(severity, "")
+
+
+def header_line(snap: Snapshot | None, paused: bool = False, note: str = "") -> Text:
+    text = Text("ascendctl top", style="bold")
+    if snap is not None:
+        text.append(f"  {time.strftime('%H:%M:%S', time.localtime(snap.time))}  tick {snap.seq}")
+        text.append(f"  {len(snap.devices)} devices  {len(snap.engines)} engines")
+    if paused:
+        text.append("  PAUSED ", style="bold black on yellow")
+    if note:
+        text.append(f"  {note}", style="dim")
+    return text
+
+
+def frame(snap: Snapshot) -> RenderableType:
+    """The whole dashboard as one printable frame (`top --once`)."""
+    return Group(header_line(snap), Text(""), devices_table(snap), Text(""), engines_group(snap), Text(""),
+                 diagnostics_table(snap.diagnostics))

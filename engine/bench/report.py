@@ -1,0 +1,234 @@
+"""The bench report: figures from the request results, SLO verdicts, and the engine's own counters."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from engine.bench.client import RequestResult
+from engine.bench.scenario import SLOS, Scenario
+from engine.bench.stats import Summary, percentile, summarize
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    target: float
+    actual: float | None  # None: not measurable in this run (counts as a miss)
+    unit: str
+    bound: str  # "max": actual must not exceed target; "min": must reach it
+    ok: bool
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    name: str
+    load: str
+    duration_s: float
+    sent: int
+    completed: int
+    failed: int
+    request_rate: float | None  # completed requests/s within the phase
+    output_tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """The engine's pending queue (vllm:num_requests_waiting) around the burst."""
+
+    after_phase: str
+    baseline: float | None  # median before the burst
+    peak: float | None  # highest during the burst
+    drain_s: float | None  # from the end of the burst until back at the baseline; None: never
+    samples: int
+
+
+@dataclass(frozen=True)
+class ServerCounters:
+    """Deltas of the engine's own counters over the run (other traffic on the server adds to them)."""
+
+    generation_tokens: float | None
+    prompt_tokens: float | None
+    requests_ok: float | None
+
+
+@dataclass(frozen=True)
+class GeneratorFigures:
+    """How well the load generator kept its schedule (rate phases): large lag means the client,
+    not the server, limited the offered load."""
+
+    offered_rate: float | None
+    lag_p99_ms: float | None
+    behind: bool
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    scenario: str
+    description: str
+    url: str
+    model: str
+    api: str
+    started_at: str
+    duration_s: float
+    interrupted: bool
+    requests: int
+    completed: int
+    failed: int
+    cancelled: int
+    error_rate: float | None
+    errors: Mapping[str, int]
+    error_examples: Mapping[str, str]
+    ttft_ms: Summary
+    itl_ms: Summary
+    tpot_ms: Summary
+    e2e_ms: Summary
+    prompt_tokens: Summary
+    prompt_tokens_sizing: str  # "tokenizer" (the server's /tokenize) or "estimate"
+    output_tokens: int
+    output_tokens_per_s: float | None
+    request_rate: float | None
+    phases: tuple[PhaseFigures, ...]
+    server: ServerCounters | None
+    queue: QueueFigures | None
+    generator: GeneratorFigures
+    slo: tuple[Verdict, ...]
+    passed: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _rate(count: float, seconds: float) -> float | None:
+    return count / seconds if seconds > 0 else None
+
+
+def judge(slo: Mapping[str, float], actual: Mapping[str, float | None]) -> tuple[Verdict, ...]:
+    out = []
+    for name, target in slo.items():
+        unit, bound = SLOS[name]
+        value = actual.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            ok = False
+        elif bound == "max":
+            ok = value <= target
+        else:
+            ok = value >= target
+        out.append(Verdict(name, target, value, unit, bound, ok))
+    return tuple(out)
+
+
+def queue_figures(sc: Scenario, samples: Sequence[tuple[float, float]], windows) -> QueueFigures | None:
+    """Drain time of the pending queue after the `drain_after` phase, from (time, waiting) samples."""
+    if not sc.drain_after:
+        return None
+    burst = next(w for w in windows if w.phase.name == sc.drain_after)
+    before = [v for t, v in samples if t < burst.start_s]
+    during = [v for t, v in samples if burst.start_s <= t < burst.end_s]
+    baseline = percentile(sorted(before), 50) if before else 0.0
+    peak = max(during) if during else None
+    drain = None
+    for t, v in samples:
+        if t >= burst.end_s and v <= (baseline or 0.0):
+            drain = t - burst.end_s
+            break
+    return QueueFigures(sc.drain_after, baseline, peak, drain, len(samples))
+
+
+def build_report(
+    *,
+    sc: Scenario,
+    url: str,
+    model: str,
+    started_at: str,
+    results: Sequence[RequestResult],
+    cancelled: int,
+    load_s: float,
+    windows,
+    interrupted: bool,
+    sizing: str,
+    server: ServerCounters | None,
+    queue: QueueFigures | None,
+    notes: Sequence[str],
+) -> BenchReport:
+    ok = [r for r in results if r.ok]
+    bad = [r for r in results if not r.ok]
+    kinds = Counter(r.error or "unknown" for r in bad)
+    examples: dict[str, str] = {}
+    for r in bad:
+        examples.setdefault(r.error or "unknown", r.detail)
+    done = len(ok) + len(bad)
+    error_rate = len(bad) / done if done else None
+    out_tokens = sum(r.output_tokens for r in ok)
+    itl = [g for r in ok for g in r.itl_s]
+    tpot = [(r.e2e_s - r.ttft_s) / (r.output_tokens - 1) for r in ok
+            if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1]
+    phases = []
+    for w in windows:
+        mine = [r for r in results if r.phase == w.index]
+        good = [r for r in mine if r.ok]
+        span = min(w.end_s, load_s) - w.start_s
+        phases.append(PhaseFigures(
+            w.phase.name, w.phase.load, round(max(0.0, span), 3), len(mine), len(good), len(mine) - len(good),
+            _rate(len(good), span), _rate(sum(r.output_tokens for r in good), span),
+        ))
+    rate_windows = [w for w in windows if w.phase.rate]
+    lags = sorted(r.lag_s for r in results if r.phase in {w.index for w in rate_windows})
+    offered = None
+    if rate_windows:
+        offered = sum(w.phase.rate * w.phase.duration_s for w in rate_windows) / sum(w.phase.duration_s for w in rate_windows)
+    lag_p99 = percentile(lags, 99)
+    behind = bool(lag_p99 is not None and lag_p99 > 0.05)  # 50 ms late at p99: the client limited the load
+    notes = list(notes)
+    if behind:
+        notes.append(f"the load generator fell behind its schedule (p99 lag {lag_p99 * 1000:.0f} ms): "
+                     "the offered rate was lower than the scenario asks")
+    missing_usage = sum(1 for r in ok if not r.usage_reported)
+    if missing_usage:
+        notes.append(f"{missing_usage} answers carried no usage record: their output tokens were counted from the stream")
+    tput = _rate(out_tokens, load_s)
+    e2e = summarize([r.e2e_s for r in ok if r.e2e_s is not None], 1000)
+    ttft = summarize([r.ttft_s for r in ok if r.ttft_s is not None], 1000)
+    itl_s = summarize(itl, 1000)
+    actual = {
+        "ttft_p99_ms": ttft.p99,
+        "itl_p99_ms": itl_s.p99,
+        "e2e_p99_ms": e2e.p99,
+        "error_rate": error_rate,
+        "output_tokens_per_s": tput,
+        "queue_drain_s": queue.drain_s if queue else None,
+    }
+    verdicts = judge(sc.slo, actual)
+    return BenchReport(
+        scenario=sc.name,
+        description=sc.description,
+        url=url,
+        model=model,
+        api=sc.api,
+        started_at=started_at,
+        duration_s=round(load_s, 3),
+        interrupted=interrupted,
+        requests=len(results) + cancelled,
+        completed=len(ok),
+        failed=len(bad),
+        cancelled=cancelled,
+        error_rate=error_rate,
+        errors=dict(kinds),
+        error_examples=examples,
+        ttft_ms=ttft,
+        itl_ms=itl_s,
+        tpot_ms=summarize(tpot, 1000),
+        e2e_ms=e2e,
+        prompt_tokens=summarize([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
+        prompt_tokens_sizing=sizing,
+        output_tokens=out_tokens,
+        output_tokens_per_s=tput,
+        request_rate=_rate(len(ok), load_s),
+        phases=tuple(phases),
+        server=server,
+        queue=queue,
+        generator=GeneratorFigures(offered, lag_p99 * 1000 if lag_p99 is not None else None, behind),
+        slo=verdicts,
+        passed=all(v.ok for v in verdicts) and not interrupted,
+        notes=tuple(notes),
+    )

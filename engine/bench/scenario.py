@@ -1,0 +1,452 @@
+"""Bench scenarios: YAML data (built-ins ship beside this file), validated with file:line errors.
+
+A scenario is a list of phases run one after the other. A phase holds either a `concurrency`
+(closed loop: that many requests always in flight) or a `rate` (open loop: requests per second,
+Poisson or evenly spaced, optionally capped by `max_concurrency`). Prompt lengths are drawn from a
+distribution in tokens; every request asks for `max_tokens`; SLOs turn the figures into a verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from engine.errors import BadInput
+
+APIS = ("completions", "chat")
+DISTS = ("fixed", "uniform", "normal")
+ARRIVALS = ("poisson", "uniform")
+# SLO name -> (unit, direction). "max": the measured value must not exceed the target.
+SLOS: Mapping[str, tuple[str, str]] = {
+    "ttft_p99_ms": ("ms", "max"),
+    "itl_p99_ms": ("ms", "max"),
+    "e2e_p99_ms": ("ms", "max"),
+    "error_rate": ("", "max"),
+    "output_tokens_per_s": ("tok/s", "min"),
+    "queue_drain_s": ("s", "max"),
+}
+# Tokens kept free of the prompt budget for the per-request tag and, with the chat API, the
+# chat template's own tokens.
+_RESERVE = {"completions": 16, "chat": 48}
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    duration_s: float
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    max_concurrency: int | None = None
+
+    @property
+    def load(self) -> str:
+        if self.concurrency is not None:
+            return f"{self.concurrency} concurrent"
+        cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
+        return f"{self.rate:g} req/s {self.arrival}{cap}"
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """Prompt length in tokens. `fixed` uses `mean`; `normal` is clipped to [min, max]."""
+
+    dist: str
+    mean: float
+    min: int
+    max: int
+    stddev: float = 0.0
+
+    def describe(self) -> str:
+        if self.dist == "fixed":
+            return f"{self.mean:g} tokens"
+        if self.dist == "uniform":
+            return f"{self.min}-{self.max} tokens, uniform"
+        return f"~{self.mean:g} tokens (sd {self.stddev:g}, {self.min}-{self.max})"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    api: str
+    phases: tuple[Phase, ...]
+    prompt_tokens: LengthDist
+    max_tokens: int
+    slo: Mapping[str, float] = field(default_factory=dict)
+    drain_after: str | None = None  # phase after which the pending-queue drain time is measured
+    ignore_eos: bool = True  # every answer runs to max_tokens, so the load is what it says
+    max_requests: int | None = None  # stop issuing after this many (comparisons with other tools)
+    request_timeout_s: float = 600.0
+    seed: int = 0
+    source: str = ""  # built-in name or file path, for messages
+
+    @property
+    def duration_s(self) -> float:
+        return sum(p.duration_s for p in self.phases)
+
+
+# ---------------------------------------------------------------- loading with line numbers
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader whose mappings remember the line of each key (for error messages)."""
+
+
+class _Map(dict):
+    lines: dict[str, int]
+    line: int
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
+    loader.flatten_mapping(node)
+    out = _Map()
+    out.lines = {}
+    out.line = node.start_mark.line + 1
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.lines[str(key)] = key_node.start_mark.line + 1
+    return out
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class _Problems:
+    """Collects every problem of a file, so the user fixes them in one go."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, where: Mapping[str, Any] | None, key: str, message: str) -> None:
+        line = None
+        if isinstance(where, _Map):
+            line = where.lines.get(key, where.line)
+        loc = f"{self.source}:{line}" if line else self.source
+        self.items.append(f"{loc}: {key}: {message}")
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            more = f" (and {len(self.items) - 1} more: {'; '.join(self.items[1:])})" if len(self.items) > 1 else ""
+            raise BadInput(
+                f"bad scenario {self.items[0]}{more}",
+                "fix the scenario file; the built-in ones are shown by `ascendctl bench --scenario long-doc --print-scenario`",
+            )
+
+
+def _number(p: _Problems, m: Mapping[str, Any], key: str, *, integer: bool = False, low: float = 0.0,
+            strict: bool = True, required: bool = True) -> float | None:
+    if key not in m or m[key] is None:
+        if required:
+            p.add(m, key, "missing")
+        return None
+    v = m[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        p.add(m, key, f"must be a number, got {v!r}")
+        return None
+    if integer and not float(v).is_integer():
+        p.add(m, key, f"must be a whole number, got {v!r}")
+        return None
+    if (strict and v <= low) or (not strict and v < low):
+        p.add(m, key, f"must be {'>' if strict else '>='} {low:g}, got {v!r}")
+        return None
+    return int(v) if integer else float(v)
+
+
+def _unknown_keys(p: _Problems, m: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
+    allowed = set(allowed)
+    for key in m:
+        if key not in allowed:
+            p.add(m, str(key), f"unknown key in {what} (known: {', '.join(sorted(allowed))})")
+
+
+def _parse_phase(p: _Problems, raw: Any, index: int) -> Phase | None:
+    if not isinstance(raw, _Map):
+        p.items.append(f"{p.source}: phases[{index}]: must be a mapping with duration_s and concurrency or rate")
+        return None
+    _unknown_keys(p, raw, ("name", "duration_s", "concurrency", "rate", "arrival", "max_concurrency"), "a phase")
+    duration = _number(p, raw, "duration_s")
+    has_c, has_r = raw.get("concurrency") is not None, raw.get("rate") is not None
+    if has_c == has_r:
+        p.add(raw, "concurrency", "a phase needs exactly one of `concurrency` (requests in flight) or `rate` (requests/s)")
+        return None
+    concurrency = _number(p, raw, "concurrency", integer=True) if has_c else None
+    rate = _number(p, raw, "rate") if has_r else None
+    arrival = raw.get("arrival", "poisson")
+    if arrival not in ARRIVALS:
+        p.add(raw, "arrival", f"must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+    cap = _number(p, raw, "max_concurrency", integer=True, required=False)
+    if has_c and cap is not None:
+        p.add(raw, "max_concurrency", "only applies to a `rate` phase")
+    name = str(raw.get("name") or f"phase{index + 1}")
+    if duration is None or (concurrency is None and rate is None):
+        return None
+    return Phase(name, duration, concurrency, rate, arrival if arrival in ARRIVALS else "poisson",
+                 int(cap) if cap is not None else None)
+
+
+def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDist | None:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        if raw < 1:
+            p.add(where, "prompt_tokens", f"must be >= 1, got {raw!r}")
+            return None
+        return LengthDist("fixed", float(raw), int(raw), int(raw))
+    if not isinstance(raw, _Map):
+        p.add(where, "prompt_tokens", "must be a number of tokens or a mapping with `dist`")
+        return None
+    _unknown_keys(p, raw, ("dist", "mean", "min", "max", "stddev"), "prompt_tokens")
+    dist = raw.get("dist", "fixed")
+    if dist not in DISTS:
+        p.add(raw, "dist", f"must be one of {', '.join(DISTS)}, got {dist!r}")
+        return None
+    if dist == "fixed":
+        mean = _number(p, raw, "mean", integer=True, low=1, strict=False)
+        return None if mean is None else LengthDist("fixed", float(mean), int(mean), int(mean))
+    lo = _number(p, raw, "min", integer=True, low=1, strict=False)
+    hi = _number(p, raw, "max", integer=True, low=1, strict=False)
+    if lo is None or hi is None:
+        return None
+    if lo > hi:
+        p.add(raw, "min", f"min ({lo}) is above max ({hi})")
+        return None
+    if dist == "uniform":
+        return LengthDist("uniform", (lo + hi) / 2, int(lo), int(hi))
+    mean = _number(p, raw, "mean", low=1, strict=False)
+    sd = _number(p, raw, "stddev", low=0, strict=False)
+    if mean is None or sd is None:
+        return None
+    return LengthDist("normal", mean, int(lo), int(hi), sd)
+
+
+def parse_scenario(data: Any, source: str) -> Scenario:
+    """Validate a loaded YAML document. Raises BadInput listing every problem with its line."""
+    p = _Problems(source)
+    if not isinstance(data, _Map):
+        raise BadInput(f"bad scenario {source}: the file must hold a YAML mapping (name, phases, ...)",
+                       "start from a built-in: `ascendctl bench --scenario chat-qa --print-scenario > my.yaml`")
+    _unknown_keys(p, data, ("name", "description", "api", "phases", "prompt_tokens", "max_tokens", "slo",
+                            "drain_after", "ignore_eos", "max_requests", "request_timeout_s", "seed"), "a scenario")
+    api = data.get("api", "completions")
+    if api not in APIS:
+        p.add(data, "api", f"must be one of {', '.join(APIS)}, got {api!r}")
+    raw_phases = data.get("phases")
+    phases: list[Phase] = []
+    if not isinstance(raw_phases, list) or not raw_phases:
+        p.add(data, "phases", "missing or empty: give a list of phases with duration_s and concurrency or rate")
+    else:
+        for i, raw in enumerate(raw_phases):
+            ph = _parse_phase(p, raw, i)
+            if ph is not None:
+                phases.append(ph)
+        names = [ph.name for ph in phases]
+        if len(set(names)) != len(names):
+            p.add(data, "phases", f"phase names must be unique, got {names}")
+    lengths = _parse_lengths(p, data.get("prompt_tokens"), data) if "prompt_tokens" in data else None
+    if "prompt_tokens" not in data:
+        p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
+    max_tokens = _number(p, data, "max_tokens", integer=True)
+    slo: dict[str, float] = {}
+    raw_slo = data.get("slo") or {}
+    if not isinstance(raw_slo, _Map) and raw_slo != {}:
+        p.add(data, "slo", "must be a mapping of SLO name to target")
+    elif raw_slo:
+        _unknown_keys(p, raw_slo, SLOS, "slo")
+        for key in raw_slo:
+            if key in SLOS:
+                v = _number(p, raw_slo, key, low=0, strict=False)
+                if v is not None:
+                    slo[key] = v
+    drain_after = data.get("drain_after")
+    if drain_after is not None and drain_after not in {ph.name for ph in phases}:
+        p.add(data, "drain_after", f"names no phase (phases: {', '.join(ph.name for ph in phases)})")
+    if "queue_drain_s" in slo and drain_after is None:
+        p.add(raw_slo, "queue_drain_s", "needs `drain_after: PHASE` to know when the burst ends")
+    ignore_eos = data.get("ignore_eos", True)
+    if not isinstance(ignore_eos, bool):
+        p.add(data, "ignore_eos", f"must be true or false, got {ignore_eos!r}")
+    max_requests = _number(p, data, "max_requests", integer=True, required=False)
+    timeout = _number(p, data, "request_timeout_s", required=False)
+    seed = _number(p, data, "seed", integer=True, low=0, strict=False, required=False)
+    p.raise_if_any()
+    assert lengths is not None and max_tokens is not None
+    return Scenario(
+        name=str(data.get("name") or Path(source).stem),
+        description=str(data.get("description") or ""),
+        api=api,
+        phases=tuple(phases),
+        prompt_tokens=lengths,
+        max_tokens=int(max_tokens),
+        slo=slo,
+        drain_after=drain_after,
+        ignore_eos=bool(ignore_eos),
+        max_requests=int(max_requests) if max_requests is not None else None,
+        request_timeout_s=timeout if timeout is not None else 600.0,
+        seed=int(seed) if seed is not None else 0,
+        source=source,
+    )
+
+
+def _builtin_dir() -> importlib.resources.abc.Traversable:
+    return importlib.resources.files("engine.bench") / "scenarios"
+
+
+def list_scenarios() -> list[str]:
+    """Names of the built-in scenarios."""
+    return sorted(f.name[: -len(".yaml")] for f in _builtin_dir().iterdir() if f.name.endswith(".yaml"))
+
+
+def scenario_text(name_or_path: str) -> tuple[str, str]:
+    """The YAML text of a built-in scenario or a file, and the name to show in messages."""
+    if name_or_path in list_scenarios():
+        return (_builtin_dir() / f"{name_or_path}.yaml").read_text(encoding="utf-8"), name_or_path
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        raise BadInput(f"unknown scenario {name_or_path!r}",
+                       f"use one of {', '.join(list_scenarios())}, or a path to a scenario FILE.yaml")
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise BadInput(f"scenario file {path} does not exist",
+                       f"check the path, or use a built-in: {', '.join(list_scenarios())}") from None
+    except IsADirectoryError:
+        raise BadInput(f"scenario {path} is a directory", "give a scenario FILE.yaml") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read scenario {path}: {exc}", "give a readable UTF-8 YAML file") from None
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """A built-in scenario by name (`long-doc`, `chat-qa`, `burst`) or a YAML file."""
+    text, source = scenario_text(name_or_path)
+    try:
+        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"scenario {where} is not valid YAML: {problem}",
+                       "fix the YAML syntax (indentation, colons, quotes) at that line") from None
+    return parse_scenario(data, source)
+
+
+# ---------------------------------------------------------------- reshaping
+
+
+def scaled(sc: Scenario, factor: float) -> Scenario:
+    """Grow or shrink everything: concurrency, rate, phase durations, prompt and answer lengths.
+
+    The output-token-rate SLO follows the offered load (load factor x answer-length factor)."""
+    if factor <= 0 or not math.isfinite(factor):
+        raise BadInput(f"--scale must be a positive number, got {factor}", "use e.g. --scale 0.25 or --scale 2")
+    if factor == 1:
+        return sc
+    phases = tuple(
+        dataclasses.replace(
+            ph,
+            duration_s=max(1.0, ph.duration_s * factor),
+            concurrency=max(1, round(ph.concurrency * factor)) if ph.concurrency is not None else None,
+            rate=ph.rate * factor if ph.rate is not None else None,
+            max_concurrency=max(1, round(ph.max_concurrency * factor)) if ph.max_concurrency else None,
+        )
+        for ph in sc.phases
+    )
+    d = sc.prompt_tokens
+    lo, hi = max(1, round(d.min * factor)), max(1, round(d.max * factor))
+    lengths = LengthDist(d.dist, max(1.0, d.mean * factor), lo, max(lo, hi), d.stddev * factor)
+    max_tokens = max(1, round(sc.max_tokens * factor))
+    slo = dict(sc.slo)
+    if "output_tokens_per_s" in slo:
+        slo["output_tokens_per_s"] *= _load_ratio(sc.phases, phases) * max_tokens / sc.max_tokens
+    return dataclasses.replace(sc, phases=phases, prompt_tokens=lengths, max_tokens=max_tokens, slo=slo)
+
+
+def with_duration(sc: Scenario, total_s: float) -> Scenario:
+    """Stretch or shrink the phases to `total_s` seconds in all, keeping their proportions."""
+    if total_s <= 0 or not math.isfinite(total_s):
+        raise BadInput(f"--duration must be a positive number of seconds, got {total_s}", "use e.g. --duration 60")
+    k = total_s / sc.duration_s
+    return dataclasses.replace(sc, phases=tuple(dataclasses.replace(p, duration_s=p.duration_s * k) for p in sc.phases))
+
+
+def fit_context(sc: Scenario, max_model_len: int) -> tuple[Scenario, list[str]]:
+    """Clamp answer and prompt lengths so prompt + max_tokens fits the server's context.
+
+    Returns the scenario and one note per change (the report shows them)."""
+    notes: list[str] = []
+    reserve = _RESERVE[sc.api]
+    max_tokens = sc.max_tokens
+    if max_tokens > max_model_len // 2:
+        max_tokens = max(1, max_model_len // 4)
+        notes.append(f"max_tokens {sc.max_tokens} -> {max_tokens}: the server's max_model_len is {max_model_len}")
+    room = max(1, max_model_len - max_tokens - reserve)
+    d = sc.prompt_tokens
+    if d.max > room:
+        lo = min(d.min, room)
+        new = LengthDist(d.dist, min(d.mean, room), lo, room, d.stddev if d.dist == "normal" else 0.0)
+        if d.dist == "uniform":
+            # Keep a spread: shrink the range in proportion instead of piling every draw at `room`.
+            lo = max(1, round(room * d.min / d.max))
+            new = LengthDist("uniform", (lo + room) / 2, lo, room)
+        elif d.dist == "normal":
+            k = room / d.max
+            new = LengthDist("normal", max(1.0, d.mean * k), max(1, round(d.min * k)), room, d.stddev * k)
+        notes.append(
+            f"prompt lengths {d.describe()} -> {new.describe()}: prompt + max_tokens ({max_tokens}) "
+            f"must fit the server's max_model_len {max_model_len}"
+        )
+        d = new
+    if not notes:
+        return sc, notes
+    slo = dict(sc.slo)
+    if "output_tokens_per_s" in slo and max_tokens != sc.max_tokens:
+        slo["output_tokens_per_s"] *= max_tokens / sc.max_tokens
+    return dataclasses.replace(sc, max_tokens=max_tokens, prompt_tokens=d, slo=slo), notes
+
+
+def _load_ratio(before: tuple[Phase, ...], after: tuple[Phase, ...]) -> float:
+    def load(ph: Phase) -> float:
+        return float(ph.concurrency if ph.concurrency is not None else ph.rate or 0.0)
+
+    old = sum(load(p) * p.duration_s for p in before)
+    new = sum(load(p) * p.duration_s for p in after)
+    old_t = sum(p.duration_s for p in before)
+    new_t = sum(p.duration_s for p in after)
+    return (new / new_t) / (old / old_t) if old and old_t and new_t else 1.0
+
+
+def to_yaml(sc: Scenario) -> str:
+    """The scenario as YAML that `load_scenario` reads back (after --scale, --duration, clamping)."""
+    phases = []
+    for ph in sc.phases:
+        d: dict[str, Any] = {"name": ph.name, "duration_s": round(ph.duration_s, 3)}
+        if ph.concurrency is not None:
+            d["concurrency"] = ph.concurrency
+        else:
+            d["rate"] = round(ph.rate or 0.0, 4)
+            d["arrival"] = ph.arrival
+            if ph.max_concurrency:
+                d["max_concurrency"] = ph.max_concurrency
+        phases.append(d)
+    lp = sc.prompt_tokens
+    if lp.dist == "fixed":
+        lengths: Any = {"dist": "fixed", "mean": int(lp.mean)}
+    elif lp.dist == "uniform":
+        lengths = {"dist": "uniform", "min": lp.min, "max": lp.max}
+    else:
+        lengths = {"dist": "normal", "mean": round(lp.mean, 2), "stddev": round(lp.stddev, 2), "min": lp.min, "max": lp.max}
+    doc: dict[str, Any] = {"name": sc.name, "description": sc.description, "api": sc.api, "phases": phases}
+    if sc.drain_after:
+        doc["drain_after"] = sc.drain_after
+    doc.update(prompt_tokens=lengths, max_tokens=sc.max_tokens, ignore_eos=sc.ignore_eos)
+    if sc.max_requests:
+        doc["max_requests"] = sc.max_requests
+    if sc.slo:
+        doc["slo"] = {k: round(v, 4) for k, v in sc.slo.items()}
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

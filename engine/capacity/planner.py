@@ -1,0 +1,273 @@
+"""`plan(profile, model_dir)`: the memory budget of one device before anything starts.
+
+Exact: weights (safetensors headers), KV bytes per token and per block (config.json + vLLM's
+layout rules), blocks, tokens and concurrency for a given KV budget. On the CPU engine with an
+explicit VLLM_CPU_KVCACHE_SPACE the budget itself is exact too. On devices the budget subtracts
+an activation and runtime estimate (vLLM measures those at start-up); the plan says which figures
+are estimates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.capacity.kv import Capacity, KVLayout, capacity, layout
+from engine.capacity.model_config import ModelShape, read_config
+from engine.capacity.safetensors import Weights, weights
+from engine.errors import BadInput
+from engine.profiles.schema import Profile
+
+GIB = 2**30
+OK, TIGHT, NO_FIT = "ok", "tight", "does-not-fit"
+
+
+@lru_cache(maxsize=1)
+def platform_defaults() -> dict[str, Any]:
+    text = resources.files("engine.capacity").joinpath("defaults.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@dataclass(frozen=True)
+class TPOption:
+    tensor_parallel_size: int
+    fits: bool
+    kv_tokens: int
+    max_concurrency: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    platform: str
+    model_dir: str
+    model: ModelShape
+    weights: Weights
+    tensor_parallel_size: int
+    kv_cache_dtype: str
+    # The budget of ONE device (one rank), in bytes.
+    device_bytes: int | None
+    utilization: float | None
+    budget_bytes: int
+    weights_per_device: int
+    activation_bytes: int
+    reserve_bytes: int
+    kv_bytes: int
+    kv_budget_exact: bool
+    # The KV cache.
+    block_size: int
+    kv_heads_per_device: int
+    kv_dtype_bytes: int
+    kv_bytes_per_token: int
+    state_bytes_per_seq: int
+    bytes_per_block: int
+    num_blocks: int
+    kv_tokens: int
+    max_model_len: int
+    max_concurrency: float
+    max_num_seqs: int
+    # Host DRAM tier (--kv-offloading-size): cold blocks, per device.
+    offload_bytes: int
+    offload_tokens: int
+    verdict: str
+    reasons: list[str] = field(default_factory=list)
+    suggested_max_num_seqs: int | None = None
+    suggested_tensor_parallel_size: int | None = None
+    tp_options: list[TPOption] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _kv_dtype(profile: Profile, shape: ModelShape) -> str:
+    if profile.engine.kv_cache_dtype not in ("auto", ""):
+        return profile.engine.kv_cache_dtype
+    return _model_dtype(profile, shape)
+
+
+def _model_dtype(profile: Profile, shape: ModelShape) -> str:
+    dtype = profile.engine.dtype
+    if dtype in ("auto", ""):
+        return shape.dtype
+    return {"half": "float16", "float": "float32"}.get(dtype, dtype)
+
+
+def _tp_allowed(shape: ModelShape, tp: int) -> str:
+    """Why vLLM would refuse this TP degree for this model ('' when it accepts it)."""
+    if shape.num_attention_heads % tp:
+        return f"{shape.num_attention_heads} attention heads do not split over {tp} ranks"
+    if shape.num_kv_heads % tp and tp % shape.num_kv_heads:
+        return f"{shape.num_kv_heads} KV heads neither split over nor replicate onto {tp} ranks"
+    lin = shape.linear
+    if lin and (lin.num_key_heads % tp or lin.num_value_heads % tp):
+        return f"linear-attention heads ({lin.num_key_heads}/{lin.num_value_heads}) do not split over {tp} ranks"
+    return ""
+
+
+@dataclass(frozen=True)
+class _Budget:
+    device_bytes: int | None
+    utilization: float | None
+    budget: int
+    weights: int
+    activation: int
+    reserve: int
+    kv: int
+    exact: bool
+
+
+def _activation_estimate(profile: Profile, shape: ModelShape, tp: int, defaults: dict[str, Any]) -> int:
+    """Peak of vLLM's profiling forward pass: one batch of max_num_batched_tokens, plus logits."""
+    tokens = profile.engine.max_num_batched_tokens or defaults["max_num_batched_tokens_per_rank"]
+    seqs = profile.engine.max_num_seqs or defaults["max_num_seqs_per_rank"]
+    ffn = shape.intermediate_size
+    if shape.num_experts and shape.experts_per_token:
+        ffn = max(ffn, 0)  # routed experts run one at a time; the dense width bounds the peak
+    act_bytes = 2
+    hidden_states = tokens * (4 * shape.hidden_size + 2 * (ffn // tp)) * act_bytes
+    logits = min(seqs, tokens) * shape.vocab_size * 4  # fp32 logits of the sampler warm-up
+    return hidden_states + logits
+
+
+def _budget(profile: Profile, shape: ModelShape, w: Weights, tp: int) -> _Budget:
+    platform = profile.platform
+    defaults = platform_defaults()[platform]
+    weights_rank = math.ceil(w.total_bytes / tp)
+    if platform == "cpu":
+        space = profile.engine.cpu_kvcache_space_gib or _int_or_none(profile.env.get("VLLM_CPU_KVCACHE_SPACE"))
+        if space:
+            kv = space * GIB
+            return _Budget(None, None, kv, weights_rank, 0, 0, kv, True)
+        import psutil
+
+        total = psutil.virtual_memory().total
+        util = profile.engine.gpu_memory_utilization or defaults["gpu_memory_utilization"]
+        budget = math.ceil(total * util)
+        return _Budget(total, util, budget, weights_rank, 0, 0, budget - weights_rank, False)
+    device = int((profile.device.hbm_gib or 0) * GIB)
+    util = profile.engine.gpu_memory_utilization or defaults["gpu_memory_utilization"]
+    budget = math.ceil(device * util)
+    activation = _activation_estimate(profile, shape, tp, defaults)
+    reserve = int(defaults["runtime_reserve_gib"] * GIB)
+    return _Budget(device, util, budget, weights_rank, activation, reserve,
+                   budget - weights_rank - activation - reserve, False)
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def _fit(profile: Profile, shape: ModelShape, w: Weights, tp: int, max_len: int) -> tuple[_Budget, KVLayout, Capacity]:
+    defaults = platform_defaults()[profile.platform]
+    block = profile.engine.block_size or defaults["block_size"]
+    kv = layout(shape, tp, block, _kv_dtype(profile, shape), defaults["hybrid_block_align"],
+                _model_dtype(profile, shape))
+    budget = _budget(profile, shape, w, tp)
+    return budget, kv, capacity(kv, budget.kv, max_len)
+
+
+def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
+    """Plan `profile` for the model in `model_dir` (default: the profile's model.path)."""
+    directory = Path(model_dir if model_dir is not None else profile.model.path).expanduser()
+    if not directory.is_dir():
+        raise BadInput(f"model directory not found: {directory}",
+                       f"download the model there, or give its directory: ascendctl plan --profile {profile.name} --model DIR")
+    shape = read_config(directory)
+    w = weights(directory)
+    defaults = platform_defaults()[profile.platform]
+    tp = profile.engine.tensor_parallel_size
+    max_len = profile.engine.max_model_len or shape.max_position_embeddings
+    if not max_len:
+        raise BadInput(f"{directory}/config.json has no max_position_embeddings and the profile sets no max_model_len",
+                       "set engine.max_model_len in the profile (or --set engine.max_model_len=N)")
+    max_seqs = profile.engine.max_num_seqs or defaults["max_num_seqs_per_rank"] * (tp if profile.platform == "cpu" else 1)
+
+    reasons: list[str] = []
+    refused = _tp_allowed(shape, tp)
+    if refused:
+        reasons.append(f"TP {tp}: {refused}")
+    budget, kv, cap = _fit(profile, shape, w, tp, max_len)
+    need = kv.blocks_per_request(max_len)
+    if budget.kv <= 0:
+        reasons.append(
+            f"no room for a KV cache: weights {_gib(budget.weights)} + activations {_gib(budget.activation)} + "
+            f"runtime {_gib(budget.reserve)} per device exceed the {_gib(budget.budget)} budget"
+        )
+    elif cap.num_blocks < need:
+        reasons.append(f"the KV cache holds {cap.kv_tokens:,} tokens, less than one request of max_model_len {max_len:,}")
+    if reasons:
+        verdict = NO_FIT
+    elif cap.max_concurrency < max_seqs:
+        verdict = TIGHT
+        reasons.append(
+            f"only {cap.max_concurrency:.2f} requests of {max_len:,} tokens fit at once, but max_num_seqs is {max_seqs}: "
+            "long requests will be preempted"
+        )
+    else:
+        verdict = OK
+
+    options = _tp_options(profile, shape, w, max_len, max_seqs)
+    suggested_tp = next((o.tensor_parallel_size for o in options if o.fits and o.max_concurrency >= max_seqs), None)
+    if suggested_tp is None:
+        suggested_tp = next((o.tensor_parallel_size for o in options if o.fits), None)
+    suggested_seqs = None if verdict == NO_FIT else max(1, min(max_seqs, math.floor(cap.max_concurrency)))
+
+    offload = int((profile.engine.kv_offloading_size or 0) * GIB) // tp  # the flag's size covers all ranks
+    offload_tokens = offload // kv.bytes_per_block * kv.block_size if offload else 0
+
+    notes = []
+    if not budget.exact:
+        notes.append("activation and runtime figures are estimates; vLLM measures them when it starts")
+    if tp > 1:
+        notes.append("weights per device assume an even split over TP ranks")
+    if kv.block_size != (profile.engine.block_size or defaults["block_size"]):
+        notes.append(f"hybrid model: the attention block grows to {kv.block_size} tokens so one page holds a "
+                     "linear-attention state")
+    if offload:
+        notes.append("the DRAM tier keeps evicted blocks for prefix reuse; running requests use device blocks only")
+
+    return Plan(
+        profile=profile.name, platform=profile.platform, model_dir=str(directory), model=shape, weights=w,
+        tensor_parallel_size=tp, kv_cache_dtype=_kv_dtype(profile, shape),
+        device_bytes=budget.device_bytes, utilization=budget.utilization, budget_bytes=budget.budget,
+        weights_per_device=budget.weights, activation_bytes=budget.activation, reserve_bytes=budget.reserve,
+        kv_bytes=budget.kv, kv_budget_exact=budget.exact,
+        block_size=kv.block_size, kv_heads_per_device=kv.kv_heads_per_rank, kv_dtype_bytes=kv.kv_dtype_bytes,
+        kv_bytes_per_token=kv.bytes_per_token, state_bytes_per_seq=kv.state_bytes_per_seq,
+        bytes_per_block=kv.bytes_per_block, num_blocks=cap.num_blocks, kv_tokens=cap.kv_tokens,
+        max_model_len=max_len, max_concurrency=cap.max_concurrency, max_num_seqs=max_seqs,
+        offload_bytes=offload, offload_tokens=offload_tokens,
+        verdict=verdict, reasons=reasons, suggested_max_num_seqs=suggested_seqs,
+        suggested_tensor_parallel_size=suggested_tp, tp_options=options, notes=notes,
+    )
+
+
+def _tp_options(profile: Profile, shape: ModelShape, w: Weights, max_len: int, max_seqs: int) -> list[TPOption]:
+    """What each TP degree the host can run would give (CPU: just the profile's)."""
+    if profile.platform == "cpu":
+        candidates = [profile.engine.tensor_parallel_size]
+    else:
+        candidates = [t for t in platform_defaults()["tp_candidates"] if t <= profile.device.count]
+    out = []
+    for tp in candidates:
+        refused = _tp_allowed(shape, tp)
+        if refused:
+            out.append(TPOption(tp, False, 0, 0.0, refused))
+            continue
+        budget, kv, cap = _fit(profile, shape, w, tp, max_len)
+        fits = budget.kv > 0 and cap.num_blocks >= kv.blocks_per_request(max_len)
+        note = "" if fits else ("weights do not fit" if budget.kv <= 0 else "less than one full-length request")
+        out.append(TPOption(tp, fits, cap.kv_tokens if fits else 0, cap.max_concurrency if fits else 0.0, note))
+    return out
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"

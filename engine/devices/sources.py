@@ -1,0 +1,165 @@
+"""Device telemetry sources. Each one's `sample()` returns `list[DeviceSample]` or raises an
+`Unreachable` with a fix; vendor tools run through an injected runner so tests replay recordings."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Protocol
+
+from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_info, parse_usages
+from engine.devices.sample import DeviceSample
+from engine.errors import Unreachable
+from engine.system.runner import Runner, SubprocessRunner
+
+
+class DeviceSource(Protocol):
+    name: str
+
+    def sample(self) -> list[DeviceSample]: ...
+
+
+class NpuSmiSource:
+    """`npu-smi info` for the table, plus `-t usages -i N` per card for HBM bandwidth and AI CPU.
+
+    A card whose usages query fails keeps its table figures (bandwidth shows N/A): one slow or
+    unsupported card must not blank the whole panel.
+    """
+
+    name = "npu-smi"
+
+    def __init__(self, runner: Runner | None = None, timeout: float = 5.0, usages: bool = True,
+                 program: str = "npu-smi") -> None:
+        self.runner = runner or SubprocessRunner()
+        self.timeout = timeout
+        self.usages = usages
+        self.program = program
+
+    def _run(self, *args: str) -> str:
+        result = self.runner.run([self.program, *args], timeout=self.timeout)
+        if not result.ok and not result.stdout.strip():
+            raise NpuSmiError(
+                f"`{self.program} {' '.join(args)}` exited with {result.returncode}: "
+                f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}",
+                f"run `{self.program} {' '.join(args)}` by hand",
+            )
+        return result.stdout
+
+    def sample(self) -> list[DeviceSample]:
+        table = parse_info(self._run("info"))
+        usages: dict[tuple[int, int], ChipUsage] = {}
+        if self.usages:
+            for npu in sorted({c.npu for c in table.chips}):
+                try:
+                    for chip, usage in parse_usages(self._run("info", "-t", "usages", "-i", str(npu))).items():
+                        usages[(npu, chip)] = usage
+                except Unreachable:
+                    continue
+        keys = chip_keys(table.chips)
+        procs: dict[tuple[int, int], int] = {}
+        for p in table.processes:
+            procs[(p.npu, p.chip)] = procs.get((p.npu, p.chip), 0) + 1
+        out = []
+        for c in table.chips:
+            use = usages.get((c.npu, c.chip), ChipUsage())
+            # 310-family chips have no HBM: their device memory is the DDR pair.
+            mem = c.hbm or c.ddr
+            has_proc_table = bool(table.processes) or bool(table.idle_npus)
+            out.append(
+                DeviceSample(
+                    key=keys[(c.npu, c.chip)],
+                    kind="npu",
+                    name=c.name,
+                    health=c.health,
+                    power_w=c.power_w,
+                    temp_c=c.temp_c,
+                    util_pct=c.aicore_pct if c.aicore_pct is not None else use.aicore_pct,
+                    mem_used_mb=None if mem is None or mem[0] is None else float(mem[0]),
+                    mem_total_mb=None if mem is None else float(mem[1]),
+                    mem_bw_pct=use.hbm_bw_pct if c.hbm else use.ddr_bw_pct,
+                    aicpu_pct=use.aicpu_pct,
+                    ctrlcpu_pct=use.ctrlcpu_pct,
+                    processes=procs.get((c.npu, c.chip), 0) if has_proc_table else None,
+                )
+            )
+        return out
+
+
+_NVIDIA_FIELDS = (
+    "index", "name", "memory.used", "memory.total", "utilization.gpu", "utilization.memory",
+    "power.draw", "temperature.gpu",
+)
+
+
+def parse_nvidia_csv(text: str) -> list[DeviceSample]:
+    """`nvidia-smi --query-gpu=<_NVIDIA_FIELDS> --format=csv,noheader,nounits`."""
+
+    def num(value: str) -> float | None:
+        try:
+            return float(value)
+        except ValueError:
+            return None  # "[N/A]", "[Not Supported]"
+
+    out = []
+    for row in csv.reader(io.StringIO(text)):
+        cells = [c.strip() for c in row]
+        if len(cells) < len(_NVIDIA_FIELDS):
+            continue
+        idx, name, used, total, util, mem_util, power, temp = cells[: len(_NVIDIA_FIELDS)]
+        out.append(DeviceSample(
+            key=f"cuda{idx}", kind="cuda", name=name, mem_used_mb=num(used), mem_total_mb=num(total),
+            util_pct=num(util), mem_bw_pct=num(mem_util), power_w=num(power), temp_c=num(temp),
+        ))
+    return out
+
+
+class NvidiaSmiSource:
+    name = "nvidia-smi"
+
+    def __init__(self, runner: Runner | None = None, timeout: float = 5.0) -> None:
+        self.runner = runner or SubprocessRunner()
+        self.timeout = timeout
+
+    def sample(self) -> list[DeviceSample]:
+        argv = ["nvidia-smi", f"--query-gpu={','.join(_NVIDIA_FIELDS)}", "--format=csv,noheader,nounits"]
+        result = self.runner.run(argv, timeout=self.timeout)
+        devices = parse_nvidia_csv(result.stdout)
+        if not devices:
+            raise Unreachable(
+                f"nvidia-smi listed no GPU ({(result.stderr or result.stdout).strip()[:120] or 'no output'})",
+                "run `nvidia-smi` by hand and check the driver",
+            )
+        return devices
+
+
+class HostSource:
+    """A CPU host: its RAM is the device memory, CPU % the utilisation (psutil)."""
+
+    name = "host"
+
+    def sample(self) -> list[DeviceSample]:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        temp = None
+        try:
+            sensors = psutil.sensors_temperatures()
+            readings = [t.current for entries in sensors.values() for t in entries if t.current]
+            temp = max(readings) if readings else None
+        except (AttributeError, OSError):
+            pass
+        return [DeviceSample(
+            key="host", kind="cpu", name=f"CPU x{psutil.cpu_count() or 1}",
+            util_pct=psutil.cpu_percent(interval=None),
+            mem_used_mb=(vm.total - vm.available) / 2**20, mem_total_mb=vm.total / 2**20, temp_c=temp,
+        )]
+
+
+def detect_source(runner: Runner | None = None) -> DeviceSource:
+    """npu-smi when it is on PATH, else nvidia-smi, else the CPU host."""
+    runner = runner or SubprocessRunner()
+    if runner.which("npu-smi"):
+        return NpuSmiSource(runner)
+    if runner.which("nvidia-smi"):
+        return NvidiaSmiSource(runner)
+    return HostSource()

@@ -1,0 +1,141 @@
+"""`ascendctl doctor`: is this machine able to serve?
+
+    report = run_doctor()                       # this machine
+    report = run_doctor(root="recorded/tree")   # a machine recorded as a directory tree
+    report.exit_code(strict=False)              # 0 clean / warnings, 1 errors
+
+Every check runs even when others fail; a check that raises becomes an error row naming the
+exception, never a crash of the report.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.doctor.checks import CHECKS, Check
+from engine.doctor.context import Context
+from engine.doctor.model import CheckInfo, CheckResult, DoctorReport, Outcome, Status
+from engine.system.host import Host
+
+__all__ = [
+    "CheckInfo", "CheckResult", "Context", "DoctorReport", "Status", "list_checks", "preflight_errors", "run_checks",
+    "run_doctor",
+]
+
+
+def _all_checks() -> list[Check]:
+    from engine.doctor import profile_checks  # noqa: F401  (registers the --profile checks)
+
+    return CHECKS
+
+
+def list_checks() -> list[CheckInfo]:
+    return [c.info for c in _all_checks()]
+
+
+def _run_one(check: Check, ctx: Context) -> CheckResult:
+    try:
+        out = check.fn(ctx)
+        if not isinstance(out, Outcome):
+            raise TypeError(f"check returned {type(out).__name__}")
+    except Exception as exc:  # a bug or a surprise on this machine: one row, the report goes on
+        return CheckResult(check.id, check.category, Status.ERROR,
+                           f"check crashed: {type(exc).__name__}: {exc}"[:300],
+                           "run `ascendctl doctor --debug` and report the traceback")
+    return CheckResult(check.id, check.category, out.status, out.summary, out.fix)
+
+
+def _facts(ctx: Context) -> dict[str, Any]:
+    """The versions found, for the report header and for scripts."""
+
+    def safe(fn):
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    tk = safe(lambda: ctx.toolkit)
+    d = safe(lambda: ctx.driver)
+    fw = safe(lambda: ctx.firmware)
+    e = safe(lambda: ctx.engine)
+    t = safe(lambda: ctx.npu_smi.table) if ctx.platform == "ascend" else None
+    return {
+        "cann": {"version": tk.version, "home": tk.home, "real_home": tk.real_home, "layout": tk.layout,
+                 "version_source": tk.version_source} if tk else None,
+        "driver": d.version if d else None,
+        "firmware": fw.version if fw else None,
+        "container": ctx.container,
+        "engine": {"interpreter": e.interpreter, "python": e.python, "vllm": e.vllm,
+                   "vllm_distribution": e.vllm_distribution, "packages": e.packages, "error": e.error} if e else None,
+        "npus": [{"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
+                  "hbm_mb": list(c.hbm) if c.hbm else None, "memory_mb": list(c.ddr) if c.ddr else None}
+                 for c in t.chips] if t is not None else None,
+        "glibc": safe(lambda: ctx.glibc),
+    }
+
+
+def run_checks(ctx: Context, only: list[str] | None = None) -> list[CheckResult]:
+    chosen = [c for c in _all_checks() if (ctx.profile is not None or not c.needs_profile)]
+    if only:
+        chosen = [c for c in chosen if any(c.id == o or c.id.startswith(o + ".") or c.category == o for o in only)]
+    return [_run_one(c, ctx) for c in chosen]
+
+
+def _headline(ctx: Context, checks: list[CheckResult]) -> str:
+    errors = sum(1 for c in checks if c.status is Status.ERROR)
+    warns = sum(1 for c in checks if c.status is Status.WARN)
+    where = {"cpu": "no NPU: CPU engine", "cuda": "CUDA GPU host", "ascend": "Ascend NPU host"}[ctx.platform]
+    if errors:
+        state = f"{errors} error(s), {warns} warning(s): not ready to serve"
+    elif warns:
+        state = f"{warns} warning(s), no errors"
+    else:
+        state = "ready to serve"
+    return f"{where}; {state}"
+
+
+def run_doctor(
+    root: str | Path | None = None,
+    *,
+    host: Host | None = None,
+    env_known: bool = True,
+    port: int = 8000,
+    profile: Any = None,
+    profile_name: str | None = None,
+    model_dir: str | None = None,
+    only: list[str] | None = None,
+) -> DoctorReport:
+    """Run every check against this machine (default), a recorded tree (`root`), or `host`.
+
+    Raises engine.errors.Unreachable when `root` is not a directory (nothing can be probed).
+    """
+    live = host is None and root is None
+    if root is not None:
+        from engine.system.recorded import recorded_host
+
+        host, env_known = recorded_host(root)
+    elif host is None:
+        host = Host()
+    if profile is not None and getattr(getattr(profile, "server", None), "port", None):
+        port = profile.server.port
+    started = time.perf_counter()
+    ctx = Context(host, live=live, env_known=env_known, port=port, profile=profile,
+                  profile_name=profile_name, model_dir=model_dir)
+    checks = run_checks(ctx, only)
+    facts = _facts(ctx)
+    facts["elapsed_s"] = round(time.perf_counter() - started, 3)
+    return DoctorReport(
+        platform=ctx.platform, headline=_headline(ctx, checks), root=str(host.root), live=live,
+        checks=tuple(checks), facts=facts, profile=profile_name,
+    )
+
+
+def preflight_errors(profile: Any, model_dir: str | None = None) -> list[CheckResult]:
+    """The errors that should stop `ascendctl serve --profile P` before the engine starts.
+
+    The port is left out: serve checks the exact host and port it is about to bind itself.
+    """
+    report = run_doctor(profile=profile, profile_name=getattr(profile, "name", None), model_dir=model_dir)
+    return [c for c in report.checks if c.status is Status.ERROR and c.id != "system.port"]

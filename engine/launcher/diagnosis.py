@@ -1,0 +1,105 @@
+"""Why did the engine die? Known issues from triage's matcher on the log tail, plus the root
+exception line, so even an error no rule knows yet is named in one line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from engine.launcher.phases import log_message
+
+_SEVERITY_RANK = {"critical": 0, "error": 1, "warning": 2, "info": 3}
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)(?:\[\w+\])?: \S")
+# Re-raises across vLLM's processes that only point back at the real error ("see above").
+_WRAPPERS = re.compile(
+    r"Engine core initialization failed|EngineDeadError|EngineCore encountered an issue|Worker failed with error"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One known issue that matched the log tail (a subset of triage's IssueSummary)."""
+
+    id: str
+    title: str
+    severity: str
+    cause: str
+    fix: str
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    exit_code: int | None
+    findings: list[Finding] = field(default_factory=list)
+    root_error: str | None = None  # the first real exception line in the tail
+    tail: list[str] = field(default_factory=list)  # the last lines, for the user to read
+    triage_available: bool = True
+
+
+def root_exception(lines: Sequence[str]) -> str | None:
+    """The last exception line of the tail that is not a 'see above' wrapper. The engine's
+    processes re-raise a worker's error with wrappers that only point back at it; within one
+    process, the last exception of a chain is the one that says what was being done."""
+    messages = [log_message(line) for line in lines]
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        text = msg.strip()
+        if not _EXCEPTION.match(text) or _WRAPPERS.search(text):
+            continue
+        # pydantic puts the reason on the next, indented line.
+        if text.endswith(("validation error for ModelConfig", "validation errors for ModelConfig")) or \
+                re.search(r"\d+ validation errors? for \w+$", text):
+            if i + 1 < len(messages) and messages[i + 1].startswith(" "):
+                text = f"{text}: {messages[i + 1].strip()}"
+        return text
+    return None
+
+
+def _names_root(example: str, root: str | None) -> bool:
+    ex = log_message(example or "").strip()
+    return bool(root and ex) and (ex[:60] in root or root[:60] in ex)
+
+
+def _triage_findings(lines: Sequence[str], root: str | None) -> list[Finding] | None:
+    try:
+        from engine.triage import diagnose_lines
+    except ImportError:  # triage not installed in this build: the root exception still shows
+        return None
+    report = diagnose_lines(lines)
+    # The issue that matched the root exception first; generic ones ("engine core failed to
+    # start", "worker died") are true as well but name no cause.
+    issues = sorted(report.issues, key=lambda i: (not _names_root(str(i.example), root),
+                                                  _SEVERITY_RANK.get(i.severity, 9), -i.count))
+    # Warnings (a low open-file limit...) are true but do not explain a dead engine.
+    serious = [i for i in issues if i.severity in ("critical", "error")]
+    return [Finding(i.id, i.title, i.severity, i.cause, i.fix, str(i.example or "")) for i in serious[:3]]
+
+
+def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -> Diagnosis:
+    lines = list(tail)
+    root = root_exception(lines)
+    findings = _triage_findings(lines, root)
+    shown = [line for line in lines if line.strip()][-show_lines:]
+    return Diagnosis(
+        exit_code=exit_code,
+        findings=findings or [],
+        root_error=root,
+        tail=shown,
+        triage_available=findings is not None,
+    )
+
+
+def describe_exit(code: int | None) -> str:
+    """'exit code 1', or 'killed by SIGKILL' for a negative Popen return code."""
+    if code is None:
+        return "exit code unknown"
+    if code < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

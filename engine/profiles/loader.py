@@ -1,0 +1,262 @@
+"""Find, read and validate profiles, keeping the line of every key so problems point at it.
+
+Precedence (lowest first): schema defaults < the profile file < --model < each --set in order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import platformdirs
+import yaml
+
+from engine.errors import BadInput
+from engine.profiles.schema import SCHEMA, SECTIONS, Problem, Profile, build, suggest
+
+PROFILE_SUFFIXES = (".yaml", ".yml")
+CACHE_PLACEHOLDER = "${cache}"
+
+
+class ProfileInvalid(BadInput):
+    """A profile with problems; `problems` lists each one with file:line and key."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.problems = problems
+        self.source = source
+        lines = "\n".join(f"  {p}" for p in problems)
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(
+            f"invalid profile {source} ({count}):\n{lines}",
+            f"edit {source} (see `ascendctl profile show` for a valid example)" if source else "fix the --set values",
+        )
+
+
+@dataclass(frozen=True)
+class ProfileRef:
+    """A profile `list_profiles()` found: where it lives and whether it ships with ascendctl."""
+
+    name: str
+    path: str
+    shipped: bool
+    description: str = ""
+    platform: str = ""
+
+
+def user_profiles_dir() -> Path:
+    """ASCENDCTL_PROFILES_DIR, else <user config dir>/profiles (~/.config/ascendctl/profiles)."""
+    override = os.environ.get("ASCENDCTL_PROFILES_DIR")
+    return Path(override) if override else Path(platformdirs.user_config_dir("ascendctl")) / "profiles"
+
+
+def _shipped() -> dict[str, Any]:
+    folder = resources.files("engine.profiles").joinpath("data")
+    return {
+        entry.name.rsplit(".", 1)[0]: entry
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(PROFILE_SUFFIXES)
+    }
+
+
+def _user() -> dict[str, Path]:
+    folder = user_profiles_dir()
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.iterdir()) if p.suffix in PROFILE_SUFFIXES and p.is_file()}
+
+
+def list_profiles() -> list[ProfileRef]:
+    """Shipped profiles and the user's own (a user profile shadows a shipped one of the same name)."""
+    found: dict[str, ProfileRef] = {}
+    for name, entry in _shipped().items():
+        found[name] = ProfileRef(name, str(entry), True, *_summary(entry.read_text(encoding="utf-8")))
+    for name, path in _user().items():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            text = ""
+        found[name] = ProfileRef(name, str(path), False, *_summary(text))
+    return sorted(found.values(), key=lambda r: r.name)
+
+
+def _summary(text: str) -> tuple[str, str]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "(unreadable YAML)", ""
+    if not isinstance(data, dict):
+        return "(not a mapping)", ""
+    return str(data.get("description", "")), str(data.get("platform", ""))
+
+
+def resolve_source(name_or_path: str) -> tuple[str, str]:
+    """(display path, text) of a profile given by name or by path."""
+    candidate = Path(os.path.expanduser(name_or_path))
+    looks_like_path = os.sep in name_or_path or name_or_path.endswith(PROFILE_SUFFIXES)
+    if looks_like_path or candidate.is_file():
+        return str(candidate), _read(candidate)
+    user = _user()
+    if name_or_path in user:
+        path = user[name_or_path]
+        return str(path), _read(path)
+    shipped = _shipped()
+    if name_or_path in shipped:
+        entry = shipped[name_or_path]
+        return str(entry), entry.read_text(encoding="utf-8")
+    names = sorted(set(shipped) | set(user))
+    raise BadInput(
+        f"no profile named {name_or_path!r}{suggest(name_or_path, names)}",
+        f"pick one of: {', '.join(names)} (`ascendctl profile list`), or give a path to a YAML file",
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"profile file not found: {path}", "check the path, or give a name from `ascendctl profile list`")
+    except IsADirectoryError:
+        raise BadInput(f"{path} is a directory, not a profile file", "give the path of a YAML file")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not a text file (not UTF-8)", "give a YAML profile file")
+    except OSError as exc:
+        raise BadInput(f"cannot read profile {path}: {exc.strerror or exc}", "check the file's permissions")
+
+
+def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[str, int], list[Problem]]:
+    """YAML -> {section: {key: value}} plus the line of every key; duplicates are problems."""
+    problems: list[Problem] = []
+    lines: dict[str, int] = {}
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return {}, lines, [Problem(f"{source}:1", "", "the profile is empty")]
+        if not isinstance(root, yaml.MappingNode):
+            return {}, lines, [Problem(f"{source}:{root.start_mark.line + 1}", "", "a profile must be a mapping of sections")]
+        raw: dict[str, Any] = {"": {}}
+        for key_node, value_node in root.value:
+            key = str(key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in SECTIONS:
+                if key in raw:
+                    problems.append(Problem(f"{source}:{line}", key, f"duplicate section (first at line {lines[key]})"))
+                    continue
+                lines[key] = line
+                if isinstance(value_node, yaml.ScalarNode) and value_node.value in ("", "~", "null"):
+                    raw[key] = {}
+                    continue
+                if not isinstance(value_node, yaml.MappingNode):
+                    problems.append(Problem(f"{source}:{line}", key, "must be a mapping of keys"))
+                    continue
+                section: dict[str, Any] = {}
+                for k_node, v_node in value_node.value:
+                    k = str(k_node.value)
+                    dotted = f"{key}.{k}"
+                    k_line = k_node.start_mark.line + 1
+                    if k in section:
+                        problems.append(Problem(f"{source}:{k_line}", dotted, f"duplicate key (first at line {lines[dotted]})"))
+                        continue
+                    lines[dotted] = k_line
+                    section[k] = loader.construct_object(v_node, deep=True)
+                raw[key] = section
+            else:
+                if key in raw[""]:
+                    problems.append(Problem(f"{source}:{line}", key, f"duplicate key (first at line {lines[key]})"))
+                    continue
+                lines[key] = line
+                raw[""][key] = loader.construct_object(value_node, deep=True)
+        return raw, lines, problems
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return {}, lines, [Problem(f"{source}:{line}", "", f"not valid YAML: {reason}")]
+    finally:
+        loader.dispose()
+
+
+def _apply_overrides(raw: dict[str, Any], model: str | None, sets: Sequence[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    if model is not None:
+        raw.setdefault("model", {})["path"] = model
+    for item in sets:
+        where = f"--set {item}"
+        key, eq, text = item.partition("=")
+        section, dot, name = key.strip().rpartition(".")
+        if not eq or not name:
+            problems.append(Problem(where, "", "expected SECTION.KEY=VALUE, e.g. engine.max_num_seqs=32"))
+            continue
+        if section not in SECTIONS and not (section == "" and name in SCHEMA[""]):
+            problems.append(Problem(where, key, f"unknown section{suggest(section, list(SECTIONS))}"))
+            continue
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            value = text
+        raw.setdefault(section, {})
+        if raw[section] is None:
+            raw[section] = {}
+        raw[section][name] = value
+    return problems
+
+
+def _expand(raw: dict[str, Any]) -> None:
+    """${cache} -> the ascendctl cache dir (the demo builds its tiny model there); ~ -> home."""
+    model = raw.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("path"), str):
+        return
+    path = model["path"]
+    if CACHE_PLACEHOLDER in path:
+        from engine.runs import cache_dir
+
+        path = path.replace(CACHE_PLACEHOLDER, str(cache_dir()))
+    model["path"] = os.path.expanduser(path)
+
+
+def load_profile(name_or_path: str, overrides: Sequence[str] = (), model: str | None = None) -> Profile:
+    """A validated profile by shipped/user name or by path, with `--set` overrides applied.
+
+    `overrides` are `SECTION.KEY=VALUE` strings (values parsed as YAML scalars); `model` replaces
+    model.path (the --model flag). Raises ProfileInvalid (a BadInput) listing every problem.
+    """
+    source, text = resolve_source(name_or_path)
+    return load_profile_text(text, source, overrides, model,
+                             default_name=Path(source).name.rsplit(".", 1)[0])
+
+
+def load_profile_text(text: str, source: str = "<profile>", overrides: Sequence[str] = (),
+                      model: str | None = None, default_name: str = "profile") -> Profile:
+    raw, lines, problems = _parse(text, source)
+    problems += _apply_overrides(raw, model, overrides)
+    _expand(raw)
+    override_keys = {item.partition("=")[0].strip(): item for item in overrides}
+    if model is not None:
+        override_keys["model.path"] = f"--model {model}"
+
+    def locate(dotted: str) -> str:
+        if dotted in override_keys:
+            item = override_keys[dotted]
+            return item if item.startswith("--model") else f"--set {item}"
+        return f"{source}:{lines.get(dotted, lines.get(dotted.split('.')[0], 1))}"
+
+    profile, more = build(raw, locate, default_name)
+    problems += more
+    if problems or profile is None:
+        raise ProfileInvalid(source, problems)
+    return _with_origin(profile, source, tuple(overrides) + ((f"--model {model}",) if model else ()))
+
+
+def _with_origin(profile: Profile, source: str, overrides: tuple[str, ...]) -> Profile:
+    from dataclasses import replace
+
+    return replace(profile, source=source, overrides=overrides)
+
+
+def dump_profile(profile: Profile) -> str:
+    """The resolved profile as YAML (placeholders expanded, overrides applied)."""
+    header = f"# resolved from {profile.source}" + (f" with {' '.join(profile.overrides)}" if profile.overrides else "")
+    return header + "\n" + yaml.safe_dump(profile.to_dict(), sort_keys=False, allow_unicode=True)

@@ -1,0 +1,316 @@
+"""The profile schema: every key a profile may set, its type, range and default, as data.
+
+A profile is YAML with the sections below. `validate()` turns a raw mapping (with the line of
+each key) into a frozen `Profile`, collecting every problem instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+PLATFORMS = ("ascend", "cuda", "cpu")
+DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "float")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Flags a profile must never smuggle in through extra_args: each has a reason and a better place.
+FORBIDDEN_ARGS = {
+    "--disable-log-stats": "it also removes every vllm:* metric from /metrics (top and plan need them)",
+    "--api-key": "API keys never go on a command line: name the variable in server.api_key_env",
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One key of the schema."""
+
+    kind: type | tuple[type, ...]
+    default: Any = None
+    required: bool = False
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_min: bool = False
+    help: str = ""
+
+    def describe(self) -> str:
+        names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+        kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
+        text = "a number" if set(kinds) == {int, float} else " or ".join(names.get(k, k.__name__) for k in kinds)
+        if self.choices:
+            text = "one of " + ", ".join(str(c) for c in self.choices)
+        if self.minimum is not None:
+            text += f" {'>' if self.exclusive_min else '>='} {self.minimum:g}"
+        if self.maximum is not None:
+            text += f"{' and' if self.minimum is not None else ''} <= {self.maximum:g}"
+        return text
+
+
+NUMBER = (int, float)
+
+# section -> key -> Spec. `env` is a free mapping of variable names and is checked apart.
+SCHEMA: dict[str, dict[str, Spec]] = {
+    "": {
+        "name": Spec(str, help="profile name (defaults to the file name)"),
+        "description": Spec(str, default="", help="one line shown by `profile list`"),
+        "platform": Spec(str, required=True, choices=PLATFORMS, help="which engine build runs it"),
+    },
+    "device": {
+        "kind": Spec(str, default="", help="device model, e.g. 910B3, 910B4, Ascend910 (A3), 310P3, H100, cpu"),
+        "hbm_gib": Spec(NUMBER, minimum=0, exclusive_min=True, help="memory of ONE device in GiB (not needed on cpu)"),
+        "count": Spec(int, default=1, minimum=1, help="devices on the host"),
+    },
+    "model": {
+        "path": Spec(str, required=True, help="model directory; ${cache} is the ascendctl cache dir, ~ is home"),
+        "served_name": Spec(str, help="name clients use in requests (defaults to the directory name)"),
+    },
+    "engine": {
+        "tensor_parallel_size": Spec(int, default=1, minimum=1, help="--tensor-parallel-size"),
+        "dtype": Spec(str, default="auto", choices=DTYPES, help="--dtype"),
+        "max_model_len": Spec(int, minimum=1, help="--max-model-len (default: the model's own limit)"),
+        "max_num_seqs": Spec(int, minimum=1, help="--max-num-seqs"),
+        "max_num_batched_tokens": Spec(int, minimum=1, help="--max-num-batched-tokens"),
+        "block_size": Spec(int, minimum=1, help="--block-size (default: the platform's)"),
+        "gpu_memory_utilization": Spec(NUMBER, minimum=0, exclusive_min=True, maximum=1,
+                                       help="--gpu-memory-utilization: share of each device's memory"),
+        "enforce_eager": Spec(bool, default=False, help="--enforce-eager (no graph capture; faster start)"),
+        "quantization": Spec(str, help="--quantization, e.g. ascend, awq, gptq, fp8"),
+        "kv_cache_dtype": Spec(str, default="auto", help="--kv-cache-dtype, e.g. auto, fp8"),
+        "kv_offloading_size": Spec(NUMBER, minimum=0, exclusive_min=True,
+                                   help="--kv-offloading-size: GiB of host DRAM for cold KV blocks (all ranks)"),
+        "max_num_queued_reqs": Spec(int, minimum=1, help="--max-num-queued-reqs: reject new requests beyond this queue"),
+        "max_num_queued_tokens": Spec(int, minimum=1, help="--max-num-queued-tokens: same, counted in prompt tokens"),
+        "cpu_kvcache_space_gib": Spec(int, minimum=1, help="cpu only: KV cache GiB (VLLM_CPU_KVCACHE_SPACE)"),
+        "extra_args": Spec(list, default=(), help="more engine flags, passed as they are"),
+    },
+    "server": {
+        "host": Spec(str, default="127.0.0.1", help="--host (127.0.0.1 unless you mean to expose it)"),
+        "port": Spec(int, default=8000, minimum=1, maximum=65535, help="--port"),
+        "api_key_env": Spec(str, help="name of the variable holding the API key; passed as VLLM_API_KEY"),
+    },
+    "diagnostics": {
+        "pending_threshold": Spec(int, default=128, minimum=0, help="waiting requests that `top` flags"),
+        "kv_usage_warn": Spec(NUMBER, default=0.9, minimum=0, maximum=1, help="KV cache usage (0-1) that `top` flags"),
+        "hbm_bandwidth_warn_pct": Spec(NUMBER, default=95, minimum=0, maximum=100,
+                                       help="sustained HBM bandwidth % that suggests quantization"),
+        "temperature_warn_c": Spec(NUMBER, default=85, minimum=0, help="device temperature that `top` flags"),
+    },
+}
+SECTIONS = tuple(s for s in SCHEMA if s) + ("env",)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a profile, located as `file:line` (or the --set that caused it)."""
+
+    where: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.key}: {self.message}" if self.key else f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str = ""
+    hbm_gib: float | None = None
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Model:
+    path: str = ""
+    served_name: str = ""
+
+
+@dataclass(frozen=True)
+class Engine:
+    tensor_parallel_size: int = 1
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    enforce_eager: bool = False
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    kv_offloading_size: float | None = None
+    max_num_queued_reqs: int | None = None
+    max_num_queued_tokens: int | None = None
+    cpu_kvcache_space_gib: int | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Server:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    pending_threshold: int = 128
+    kv_usage_warn: float = 0.9
+    hbm_bandwidth_warn_pct: float = 95
+    temperature_warn_c: float = 85
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated serving profile. `source` is the file it came from, `overrides` what changed it."""
+
+    name: str
+    platform: str
+    description: str = ""
+    device: Device = field(default_factory=Device)
+    model: Model = field(default_factory=Model)
+    engine: Engine = field(default_factory=Engine)
+    env: Mapping[str, str] = field(default_factory=dict)
+    server: Server = field(default_factory=Server)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    source: str = ""
+    overrides: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as YAML-able sections (what `profile show` prints and serve saves)."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "platform": self.platform}
+        for section in ("device", "model", "engine", "server", "diagnostics"):
+            part = getattr(self, section)
+            values = {f.name: getattr(part, f.name) for f in fields(part)}
+            out[section] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v is not None}
+        out["env"] = dict(self.env)
+        return out
+
+
+_SECTION_TYPES: dict[str, Callable[..., Any]] = {
+    "device": Device, "model": Model, "engine": Engine, "server": Server, "diagnostics": Diagnostics,
+}
+
+
+def suggest(word: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
+    """The value converted to the spec's type, or an error message."""
+    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    if value is None:
+        return None, ("is required" if spec.required else None)
+    # bool is an int in Python; a YAML `true` must not pass as a count.
+    if isinstance(value, bool) and bool not in kinds:
+        return value, f"must be {spec.describe()}, got {value!r}"
+    if not isinstance(value, kinds):
+        if str in kinds and isinstance(value, (int, float)):
+            value = str(value)
+        else:
+            return value, f"must be {spec.describe()}, got {value!r}"
+    if list in kinds:
+        if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+            return value, "must be a list of strings"
+        value = tuple(str(v) for v in value)
+    if spec.choices and value not in spec.choices:
+        return value, f"must be {spec.describe()}, got {value!r}{suggest(str(value), [str(c) for c in spec.choices])}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        low_bad = spec.minimum is not None and (value <= spec.minimum if spec.exclusive_min else value < spec.minimum)
+        high_bad = spec.maximum is not None and value > spec.maximum
+        if low_bad or high_bad:
+            return value, f"must be {spec.describe()}, got {value!r}"
+    return value, None
+
+
+def build(raw: Mapping[str, Any], locate: Callable[[str], str], default_name: str) -> tuple[Profile | None, list[Problem]]:
+    """Check `raw` (section -> key -> value; top-level keys under "") against the schema.
+
+    `locate(dotted_key)` names where a key came from (file:line or --set); every problem is kept.
+    """
+    problems: list[Problem] = []
+    values: dict[str, dict[str, Any]] = {}
+    for section, specs in SCHEMA.items():
+        given = dict(raw.get(section) or {})
+        out: dict[str, Any] = {}
+        for key, value in given.items():
+            dotted = f"{section}.{key}" if section else key
+            spec = specs.get(key)
+            if spec is None:
+                known = list(specs) + ([s for s in SECTIONS] if not section else [])
+                problems.append(Problem(locate(dotted), dotted, f"unknown key{suggest(key, known)}"))
+                continue
+            checked, error = check_value(spec, value)
+            if error:
+                problems.append(Problem(locate(dotted), dotted, error))
+            else:
+                out[key] = checked
+        for key, spec in specs.items():
+            if key not in out:
+                dotted = f"{section}.{key}" if section else key
+                if spec.required and not any(p.key == dotted for p in problems):
+                    problems.append(Problem(locate(section or dotted), dotted, "is required"))
+                elif spec.default is not None:
+                    out[key] = spec.default
+        values[section] = out
+
+    env: dict[str, str] = {}
+    for key, value in dict(raw.get("env") or {}).items():
+        where = locate(f"env.{key}")
+        if not ENV_NAME.match(str(key)):
+            problems.append(Problem(where, f"env.{key}", "is not a valid environment variable name"))
+        elif str(key) == "VLLM_API_KEY":
+            problems.append(Problem(where, "env.VLLM_API_KEY",
+                                    "keys never live in a profile: set server.api_key_env to the name of the variable that holds it"))
+        elif isinstance(value, (dict, list)) or value is None:
+            problems.append(Problem(where, f"env.{key}", f"must be a string, got {value!r}"))
+        else:
+            env[str(key)] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+    problems.extend(_cross_checks(values, locate))
+    if problems:
+        return None, problems
+
+    top = values[""]
+    model = values["model"]
+    if not model.get("served_name"):
+        model["served_name"] = model["path"].rstrip("/").rsplit("/", 1)[-1] or "model"
+    sections = {name: cls(**values[name]) for name, cls in _SECTION_TYPES.items()}
+    profile = Profile(
+        name=top.get("name") or default_name,
+        platform=top["platform"],
+        description=top.get("description", ""),
+        env=env,
+        **sections,
+    )
+    return profile, []
+
+
+def _cross_checks(values: dict[str, dict[str, Any]], locate: Callable[[str], str]) -> list[Problem]:
+    """Rules between keys: what a single key's spec cannot say."""
+    problems: list[Problem] = []
+    platform = values[""].get("platform")
+    device, engine, server = values["device"], values["engine"], values["server"]
+    if platform in ("ascend", "cuda") and device.get("hbm_gib") is None:
+        problems.append(Problem(locate("device"), "device.hbm_gib",
+                                f"is required on {platform}: the memory of one device in GiB"))
+    if platform in ("ascend", "cuda"):
+        tp, count = engine.get("tensor_parallel_size", 1), device.get("count", 1)
+        if tp > count:
+            problems.append(Problem(locate("engine.tensor_parallel_size"), "engine.tensor_parallel_size",
+                                    f"{tp} is more than device.count ({count})"))
+    if platform != "cpu" and engine.get("cpu_kvcache_space_gib") is not None:
+        problems.append(Problem(locate("engine.cpu_kvcache_space_gib"), "engine.cpu_kvcache_space_gib",
+                                "only applies to platform cpu; use engine.gpu_memory_utilization"))
+    if "310p" in str(device.get("kind", "")).lower() and engine.get("dtype") == "bfloat16":
+        problems.append(Problem(locate("engine.dtype"), "engine.dtype",
+                                "310P runs float16 only (bfloat16 kernels are not implemented there): use float16"))
+    for arg in engine.get("extra_args", ()):
+        flag = arg.split("=", 1)[0]
+        if flag in FORBIDDEN_ARGS:
+            problems.append(Problem(locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}"))
+    key_env = server.get("api_key_env")
+    if key_env is not None and not ENV_NAME.match(key_env):
+        problems.append(Problem(locate("server.api_key_env"), "server.api_key_env",
+                                f"must be the NAME of an environment variable, got {key_env!r}"))
+    return problems

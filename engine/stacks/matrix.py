@@ -1,0 +1,120 @@
+"""The compatibility matrix (matrix.yaml) as typed data, and the questions doctor asks of it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from engine.stacks.data import load_data
+from engine.stacks.versions import cann_release, normalize, release_tuple, same_release
+
+
+@dataclass(frozen=True)
+class Release:
+    """One row of the matrix: a vllm-ascend release and the stack it was tested with."""
+
+    vllm_ascend: str
+    date: str
+    final: bool
+    vllm: str
+    python: str
+    cann: str
+    torch: str
+    torch_npu: str
+    triton_ascend: str | None
+    transformers: str
+    image_python: str
+    hardware: tuple[str, ...]
+    in_matrix: bool = True
+
+
+@dataclass(frozen=True)
+class Chip:
+    pattern: str
+    family: str
+    dtypes: tuple[str, ...]
+    supported: bool = True
+
+
+@dataclass(frozen=True)
+class Matrix:
+    releases: tuple[Release, ...]
+    torch_npu_by_cann: dict[str, tuple[str, ...]]
+    observed_driver_cann: tuple[tuple[str, tuple[str, ...]], ...]
+    chips: tuple[Chip, ...]
+    min_glibc: dict[str, str]
+
+    def release(self, vllm_ascend: str | None) -> Release | None:
+        want = normalize(vllm_ascend)
+        return next((r for r in self.releases if normalize(r.vllm_ascend) == want), None) if want else None
+
+    def releases_for_cann(self, cann: str | None) -> list[Release]:
+        want = cann_release(cann)
+        return [r for r in self.releases if cann_release(r.cann) == want] if want else []
+
+    def torch_npu_builds(self, cann: str | None) -> tuple[str, ...]:
+        """Every torch_npu build known to go with this CANN (Huawei's table plus matrix rows)."""
+        want = cann_release(cann)
+        if not want:
+            return ()
+        builds = list(self.torch_npu_by_cann.get(want, ()))
+        builds += [r.torch_npu for r in self.releases_for_cann(want)]
+        return tuple(dict.fromkeys(builds))
+
+    def torch_npu_fits_cann(self, torch_npu: str | None, cann: str | None) -> bool | None:
+        """None when the matrix has no data for this CANN (cannot tell)."""
+        builds = self.torch_npu_builds(cann)
+        if not builds or not torch_npu:
+            return None
+        return any(same_release(torch_npu, b) for b in builds)
+
+    def driver_seen_with(self, driver: str | None, cann: str | None) -> bool | None:
+        """True when this driver and CANN were seen working together, None when never reported."""
+        want = cann_release(cann)
+        if not driver or not want:
+            return None
+        for prefix, canns in self.observed_driver_cann:
+            if driver == prefix or driver.startswith(prefix + "."):
+                if want in {cann_release(c) for c in canns}:
+                    return True
+        return None
+
+    def chip(self, name: str | None) -> Chip | None:
+        if not name:
+            return None
+        return next((c for c in self.chips if re.search(c.pattern, name)), None)
+
+    def newest_final_for_python(self, python: str | None) -> Release | None:
+        from engine.stacks.versions import satisfies
+
+        finals = [r for r in self.releases if r.final and satisfies(python, r.python)]
+        return max(finals, key=lambda r: release_tuple(r.vllm_ascend, 4), default=None)
+
+
+def _s(value: Any) -> str:
+    """YAML reads `2026-08-16` as a date and `3.12` as a float; the matrix wants strings."""
+    return "" if value is None else str(value)
+
+
+@lru_cache(maxsize=1)
+def load_matrix() -> Matrix:
+    raw = load_data("matrix.yaml")
+    releases = tuple(
+        Release(
+            vllm_ascend=_s(r["vllm_ascend"]), date=_s(r.get("date")), final=bool(r.get("final")),
+            vllm=_s(r["vllm"]), python=_s(r["python"]), cann=_s(r["cann"]), torch=_s(r["torch"]),
+            torch_npu=_s(r["torch_npu"]), triton_ascend=_s(r.get("triton_ascend")) or None,
+            transformers=_s(r.get("transformers")), image_python=_s(r.get("image_python")),
+            hardware=tuple(_s(h) for h in r.get("hardware", ())), in_matrix=bool(r.get("in_matrix", True)),
+        )
+        for r in raw["releases"]
+    )
+    torch_npu = {cann_release(_s(k)) or _s(k): tuple(_s(v) for v in vs) for k, vs in raw["torch_npu_by_cann"].items()}
+    observed = tuple((_s(p["driver"]), tuple(_s(c) for c in p["cann"])) for p in raw["observed_driver_cann"])
+    chips = tuple(
+        Chip(_s(c["match"]), _s(c["family"]), tuple(_s(d) for d in c.get("dtypes", ())), bool(c.get("supported", True)))
+        for c in raw["chips"]
+    )
+    return Matrix(releases, torch_npu, observed, chips, {k: _s(v) for k, v in raw.get("min_glibc", {}).items()})

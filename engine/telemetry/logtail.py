@@ -1,0 +1,67 @@
+"""Follow an engine log as it grows: known issues through the triage scanner, and the KV
+capacity the engine announced at start-up (for engines whose metrics lack `num_gpu_blocks`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine.metrics.startup_log import KvCapacity, parse_kv_capacity
+
+# The first look reads the head of the log (start-up lines carry the KV capacity) and only the
+# tail of a big log; later polls read what was appended, at most this much per poll.
+HEAD_BYTES = 512 * 1024
+TAIL_BYTES = 1024 * 1024
+
+
+class LogTail:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.offset: int | None = None
+        self.capacity = KvCapacity()
+        self.error: str | None = None
+        self._partial = ""
+        self._scanner = _new_scanner()
+
+    def poll(self) -> None:
+        try:
+            size = self.path.stat().st_size
+            with self.path.open("rb") as f:
+                if self.offset is None or size < self.offset:  # first look, or the log was rotated
+                    head = f.read(HEAD_BYTES).decode("utf-8", "replace")
+                    self.capacity = _merge(self.capacity, parse_kv_capacity(head.splitlines()))
+                    self.offset = max(0, size - TAIL_BYTES)
+                    self._partial = ""
+                f.seek(self.offset)
+                data = f.read(TAIL_BYTES)
+            self.error = None
+        except OSError as exc:
+            self.error = f"{self.path}: {exc.strerror or exc}"
+            return
+        self.offset += len(data)
+        text = self._partial + data.decode("utf-8", "replace")
+        lines = text.split("\n")
+        self._partial = lines.pop()  # an unfinished last line waits for the next poll
+        self.capacity = _merge(self.capacity, parse_kv_capacity(lines))
+        if self._scanner is not None:
+            for line in lines:
+                self._scanner.feed(line, source=self.path.name)
+
+    def issues(self) -> list:
+        """Known issues found so far (IssueSummary of engine.triage), most severe first."""
+        if self._scanner is None:
+            return []
+        return list(self._scanner.report().issues)
+
+
+def _merge(old: KvCapacity, new: KvCapacity) -> KvCapacity:
+    return KvCapacity(new.blocks if new.blocks is not None else old.blocks,
+                      new.tokens if new.tokens is not None else old.tokens)
+
+
+def _new_scanner():
+    try:
+        from engine.triage import Scanner
+    except ImportError:  # triage not installed in this build: the table shows threshold rules only
+        return None
+    return Scanner()

@@ -1,0 +1,135 @@
+"""Code tables: ACL / runtime / aclnn return codes, CANN error-message codes, torch_npu ERR codes.
+
+`explain("507011")` answers the on-call question "what is this number"; `find_codes(line)` pulls
+the codes out of a log line so the scanner can name them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from engine.errors import BadInput
+
+CODES_FILE = "codes.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Shapes in which codes appear in logs (any hit sends the line through the slow path).
+CODE_LITERALS = ("error code", "ErrCode=", "retCode is", "runtime result = ")
+CODE_REGEXES = (r"\bE[0-9A-Z][0-9]{4}\b", r"ERR[0-9]{5}")
+# The regexes loosened for Python's `re` (a leading literal is searched fast); hits are then
+# confirmed against the exact ones.
+CODE_LOOSE = r"E(?:[0-9A-Z][0-9]{4}|RR[0-9]{5})"
+_ACL_CONTEXT = re.compile(r"(?:error code is|error code:|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b")
+_CANN = re.compile(r"(?<![A-Za-z0-9])(?P<code>E[0-9A-Z][0-9]{4})(?![0-9])")
+_TORCH_NPU = re.compile(r"\b(?P<code>ERR[0-9]{5})\b")
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    code: str  # "507011", "EZ9999", "ERR00100"
+    kind: str  # "acl" | "cann" | "torch_npu"
+    name: str  # constant or readable name, "" when unknown
+    meaning: str
+    severity: str
+    fix: str
+    family: str  # the range the code belongs to, e.g. "runtime: execution / driver failure"
+
+    @property
+    def issue_id(self) -> str:
+        return f"{self.kind}-{self.code.lower()}"
+
+
+@lru_cache(maxsize=None)
+def _tables() -> dict[str, Any]:
+    text = resources.files("engine.triage").joinpath(CODES_FILE).read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=_LOADER)
+    if not isinstance(data, dict):
+        raise BadInput(f"{CODES_FILE}: expected a mapping", "fix the code table")
+    return data
+
+
+def _family(code: str, families: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The narrowest range holding the code (107xxx sits inside AscendCL's 100000-148999)."""
+    hits = [f for f in families if str(f["from"]) <= code <= str(f["to"]) and len(code) == len(str(f["from"]))]
+    return min(hits, key=lambda f: _span(str(f["from"]), str(f["to"])), default=None)
+
+
+def _span(lo: str, hi: str) -> int:
+    return int(hi, 36) - int(lo, 36)
+
+
+@lru_cache(maxsize=4096)
+def explain(code: str) -> CodeInfo | None:
+    """What a code means; None when it has no known shape. Unknown codes of a known family get
+    the family's meaning."""
+    code = code.strip().upper()
+    t = _tables()
+    if re.fullmatch(r"[0-9]{6}", code):
+        kind, table, fams = "acl", t.get("acl", {}), t.get("acl_families", [])
+    elif re.fullmatch(r"E[0-9A-Z][0-9]{4}", code):
+        kind, table, fams = "cann", t.get("cann", {}), t.get("cann_modules", [])
+    elif re.fullmatch(r"ERR[0-9]{5}", code):
+        return _explain_torch_npu(code, t)
+    else:
+        return None
+    fam = _family(code, fams)
+    entry = table.get(code if kind == "cann" else int(code)) or {}
+    if not entry and fam is None:
+        return None
+    family = fam["meaning"] if fam else ""
+    meaning = entry.get("meaning", "")
+    if kind == "cann" and not meaning and fam:
+        digits = int(code[2:])
+        meaning = f"{fam['meaning']} error ({'internal: report it with the plog' if digits >= 9000 else 'usually fixable by the user'})"
+    return CodeInfo(
+        code=code,
+        kind=kind,
+        name=entry.get("name", ""),
+        meaning=meaning or family,
+        severity=entry.get("severity", (fam or {}).get("severity", "error")),
+        fix=entry.get("fix", (fam or {}).get("fix", "")),
+        family=family,
+    )
+
+
+def _explain_torch_npu(code: str, t: dict[str, Any]) -> CodeInfo | None:
+    subs = t.get("torch_npu_submodules", {})
+    kinds = t.get("torch_npu_kinds", {})
+    sub, kind = code[3:5], code[5:]
+    if sub not in subs and kind not in kinds:
+        return None
+    entry = kinds.get(kind, {})
+    return CodeInfo(
+        code=code,
+        kind="torch_npu",
+        name=f"{subs.get(sub, '?')} {entry.get('name', '?')}",
+        meaning=entry.get("meaning", ""),
+        severity=entry.get("severity", "error"),
+        fix=entry.get("fix", ""),
+        family=f"torch_npu {subs.get(sub, 'unknown')} submodule",
+    )
+
+
+def find_codes(line: str) -> list[CodeInfo]:
+    """Codes in a log line that the tables can explain, in order, each once."""
+    found: dict[str, CodeInfo] = {}
+    for rx in (_ACL_CONTEXT, _CANN, _TORCH_NPU):
+        for m in rx.finditer(line):
+            info = explain(m.group("code"))
+            if info is not None:
+                found.setdefault(info.code, info)
+    return list(found.values())
+
+
+def all_codes() -> list[CodeInfo]:
+    """Every code the tables name, for `--list`."""
+    t = _tables()
+    out = [explain(str(c)) for c in t.get("acl", {})] + [explain(str(c)) for c in t.get("cann", {})]
+    out += [explain(f"ERR00{k}") for k in t.get("torch_npu_kinds", {})]
+    return [c for c in out if c is not None]

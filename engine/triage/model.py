@@ -1,0 +1,63 @@
+"""The data triage hands out: plain frozen dataclasses, shared by the CLI, `serve` and `top`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+
+
+def severity_rank(severity: str) -> int:
+    """Order of severities (info=0 .. critical=3); unknown names sort lowest."""
+    try:
+        return SEVERITIES.index(severity)
+    except ValueError:
+        return -1
+
+
+@dataclass(frozen=True)
+class IssueSummary:
+    """One known problem found in the input, grouped over all its occurrences."""
+
+    id: str
+    title: str
+    severity: str  # "critical" | "error" | "warning" | "info"
+    count: int  # events (a traceback counts once)
+    first_seen: str | None  # timestamp as printed by the log, normalised; None when lines carry none
+    last_seen: str | None
+    cause: str
+    fix: str
+    links: tuple[str, ...]
+    example: str  # the first line that matched, without the log prefix
+    sources: tuple[str, ...] = ()  # the first few inputs it was seen in
+
+
+@dataclass(frozen=True)
+class Template:
+    """Unmatched error lines that differ only by numbers, ids, paths: one cluster."""
+
+    template: str
+    count: int
+    example: str
+
+
+@dataclass(frozen=True)
+class TriageReport:
+    issues: list[IssueSummary]  # most severe first, then most frequent
+    unknown: list[Template]  # most frequent first
+    lines: int = 0  # lines seen
+    events: int = 0  # error events (lines or whole tracebacks) looked at
+    bytes: int = 0
+    inputs: list[str] = field(default_factory=list)  # inputs read (files, "-")
+    unreadable: list[str] = field(default_factory=list)  # "path: reason" of inputs we could not read
+    notes: list[str] = field(default_factory=list)  # e.g. "x.bin: binary data, scanned as text"
+
+    def worst(self) -> str | None:
+        """The highest severity among the issues, or None when there are none."""
+        if not self.issues:
+            return None
+        return max((i.severity for i in self.issues), key=severity_rank)
+
+    def at_or_above(self, severity: str) -> list[IssueSummary]:
+        floor = severity_rank(severity)
+        return [i for i in self.issues if severity_rank(i.severity) >= floor]

@@ -1,0 +1,163 @@
+"""Inputs: files, directories (plog trees), `.gz`, and stdin, read in large binary blocks.
+
+Nothing is ever read whole: blocks of CHUNK bytes are cut at the last newline and handed to
+`Scanner.feed_block`; a line longer than MAX_LINE is cut there and the rest skipped, so memory
+stays bounded by CHUNK + MAX_LINE whatever the input. An unreadable input is recorded and the
+others are still scanned.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import zlib
+from dataclasses import replace
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterator, Sequence
+
+from engine.triage.model import TriageReport
+from engine.triage.rules import Rule
+from engine.triage.scanner import MAX_LINE, Scanner
+
+CHUNK = 1024 * 1024  # small enough that the line count and the pre-filter read it from cache
+STDIN = "-"
+# Progress callback: (bytes done, bytes total or None when unknown, current input name).
+Progress = Callable[[int, "int | None", str], None]
+
+
+def expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, str | None]]:
+    """(name, path, error) per input file; directories are walked in name order, which is
+    time order for plog files (`plog-<pid>_<YYYYMMDDhhmmssmmm>.log`)."""
+    for raw in paths:
+        if raw == STDIN:
+            yield STDIN, None, None
+            continue
+        p = Path(raw)
+        if p.is_dir():
+            found = False
+            for root, dirs, files in os.walk(p, onerror=None):
+                dirs.sort()
+                for name in sorted(files):
+                    fp = Path(root) / name
+                    if fp.is_file():
+                        found = True
+                        yield str(fp), fp, None
+            if not found:
+                yield str(p), None, "directory holds no files"
+        elif p.is_file():
+            yield str(p), p, None
+        elif p.exists():
+            yield str(p), None, "not a regular file"
+        else:
+            yield str(p), None, "no such file or directory"
+
+
+def _open(path: Path) -> BinaryIO:
+    f = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    magic = f.read(2)
+    f.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def feed_stream(scanner: Scanner, stream: BinaryIO, source: str, tick: Callable[[int], None] | None = None) -> bool:
+    """Feed a binary stream block by block. Returns True when it held NUL bytes (binary data).
+
+    Blocks are handed over whole (no copy); only the line cut by a block boundary is joined."""
+    pending = b""  # the start of a line cut by the previous block
+    skipping = False  # inside an overlong line: drop bytes up to the next newline
+    binary = False
+    while True:
+        block = stream.read(CHUNK)
+        if not block:
+            break
+        if tick:
+            tick(len(block))
+        if not binary and b"\x00" in block:
+            binary = True
+        start = 0
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                continue
+            start, skipping = nl + 1, False
+        if pending:
+            nl = block.find(b"\n", start)
+            if nl < 0:
+                pending += block[start:]
+                if len(pending) > MAX_LINE:
+                    scanner.feed_block(pending[:MAX_LINE] + b"\n", source)
+                    pending, skipping = b"", True
+                continue
+            scanner.feed_block(pending + block[start : nl + 1], source)
+            pending, start = b"", nl + 1
+        cut = block.rfind(b"\n", start)
+        if cut >= 0:
+            scanner.feed_block(block, source, start, cut + 1)
+            start = cut + 1
+        pending = block[start:]
+        if len(pending) > MAX_LINE:
+            scanner.feed_block(pending[:MAX_LINE] + b"\n", source)
+            pending, skipping = b"", True
+    if pending:
+        scanner.feed_block(pending, source)
+    scanner.end_source(source)
+    return binary
+
+
+def scan_paths(
+    paths: Sequence[str],
+    *,
+    rules: Sequence[Rule] | None = None,
+    progress: Progress | None = None,
+    stdin: BinaryIO | None = None,
+    scanner: Scanner | None = None,
+) -> TriageReport:
+    """Scan every input; the report lists what could not be read (`unreadable`) and what looked
+    odd (`notes`), and still covers everything that was read."""
+    scanner = scanner or Scanner(rules)
+    inputs = list(expand(paths))
+    total = 0
+    for _, p, _err in inputs:
+        if p is not None:
+            try:
+                total += p.stat().st_size
+            except OSError:
+                pass
+    known_total: int | None = None if any(n == STDIN for n, _, _ in inputs) else total
+    done = 0
+    read: list[str] = []
+    unreadable: list[str] = []
+    notes: list[str] = []
+
+    for name, path, err in inputs:
+        if err is not None:
+            unreadable.append(f"{name}: {err}")
+            continue
+
+        def tick(n: int, _name: str = name) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(done, known_total, _name)
+
+        try:
+            if path is None:
+                stream: BinaryIO = stdin or sys.stdin.buffer
+                binary = feed_stream(scanner, stream, name, tick)
+            else:
+                with _open(path) as stream:
+                    binary = feed_stream(scanner, stream, name, tick)
+        except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            scanner.end_source(name)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            unreadable.append(f"{name}: {reason}")
+            continue
+        read.append(name)
+        if binary:
+            notes.append(f"{name}: holds binary data (NUL bytes); scanned as text")
+    report = scanner.report()
+    return replace(report, inputs=read, unreadable=unreadable, notes=notes)
+

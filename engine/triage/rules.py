@@ -1,0 +1,245 @@
+"""The known-issue database: load `rules.yaml`, validate it, and index it for fast matching.
+
+Each rule carries its own test lines (`samples` must match, `counter_samples` must not); a
+broken regex, a missing field or a pattern that cannot be pre-filtered is reported at load time
+with the rule id, never discovered halfway through a 2 GB log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import BadInput
+from engine.triage.model import SEVERITIES
+
+RULES_FILE = "rules.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 5x faster start-up
+MIN_KEYWORD = 4  # shorter literals hit too many lines to be worth a pre-filter
+_REQUIRED = ("id", "title", "severity", "patterns", "cause", "fix", "samples")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
+# Patterns must stay inside what Python re, RE2 and `grep -E` (after \d -> [0-9]) share.
+_UNPORTABLE = re.compile(r"\(\?[=!<]|\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    severity: str
+    component: str
+    patterns: tuple[str, ...]
+    keywords: tuple[str, ...]  # literals: a line can only match if it contains one of them
+    cause: str
+    fix: str
+    links: tuple[str, ...]
+    samples: tuple[str, ...]
+    counter_samples: tuple[str, ...]
+    compiled: tuple[re.Pattern[str], ...]
+
+    def match(self, text: str) -> bool:
+        return any(p.search(text) for p in self.compiled)
+
+
+def required_literals(pattern: str) -> list[str] | None:
+    """One literal per top-level alternative that any match must contain (the longest run).
+
+    A tiny walk over the regex text: runs of plain characters at nesting depth 0, broken by
+    groups, classes, escapes such as \\d, and shortened by optional quantifiers. Returns None
+    when some alternative has no literal of MIN_KEYWORD characters.
+    """
+    alternatives: list[list[str]] = [[]]
+    run: list[str] = []
+
+    def close_run() -> None:
+        if run:
+            alternatives[-1].append("".join(run))
+            run.clear()
+
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "|":
+            close_run()
+            alternatives.append([])
+            i += 1
+            continue
+        if c in "([":
+            close_run()
+            i = _skip_group(pattern, i)
+            i = _skip_quantifier(pattern, i)
+            continue
+        if c in ".^$":
+            close_run()
+            i = _skip_quantifier(pattern, i + 1)
+            continue
+        if c == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt.isalnum():  # \d \s \b \w ...: not a literal
+                close_run()
+                i = _skip_quantifier(pattern, i + 2)
+                continue
+            char, i = nxt, i + 2
+        else:
+            char, i = c, i + 1
+        if i < n and pattern[i] in "?*{":
+            close_run()  # the char may be absent: it cannot be part of a required literal
+            i = _skip_quantifier(pattern, i)
+            continue
+        run.append(char)
+        if i < n and pattern[i] == "+":
+            close_run()
+            i = _skip_quantifier(pattern, i)
+    close_run()
+    out = []
+    for runs in alternatives:
+        best = max(runs, key=len, default="")
+        if len(best) < MIN_KEYWORD:
+            return None
+        out.append(best)
+    return out
+
+
+def _skip_group(pattern: str, i: int) -> int:
+    """Index just past the group or class that starts at i."""
+    if pattern[i] == "[":
+        j = i + 1
+        if j < len(pattern) and pattern[j] == "^":
+            j += 1
+        if j < len(pattern) and pattern[j] == "]":
+            j += 1
+        while j < len(pattern) and pattern[j] != "]":
+            j += 2 if pattern[j] == "\\" else 1
+        return j + 1
+    depth, j = 0, i
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j = _skip_group(pattern, j)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return j
+
+
+def _skip_quantifier(pattern: str, i: int) -> int:
+    if i < len(pattern) and pattern[i] in "?*+":
+        i += 1
+    elif i < len(pattern) and pattern[i] == "{":
+        close = pattern.find("}", i)
+        i = close + 1 if close > 0 else i + 1
+    if i < len(pattern) and pattern[i] == "?":  # lazy
+        i += 1
+    return i
+
+
+def _as_list(value: Any, where: str, key: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise BadInput(f"{where}: `{key}` must be a string or a list of strings", "fix the rules file")
+
+
+def _build_rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, dict):
+        raise BadInput(f"{where}: each rule must be a mapping", "fix the rules file")
+    missing = [k for k in _REQUIRED if not raw.get(k)]
+    if missing:
+        raise BadInput(f"{where}: missing {', '.join(missing)}", "every rule needs " + ", ".join(_REQUIRED))
+    rid = str(raw["id"])
+    where = f"{where} ({rid})"
+    if not _ID.match(rid):
+        raise BadInput(f"{where}: id must be lowercase words joined by '-'", "rename the rule")
+    if raw["severity"] not in SEVERITIES:
+        raise BadInput(f"{where}: severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}", "fix the severity")
+    patterns = _as_list(raw["patterns"], where, "patterns")
+    compiled = []
+    for p in patterns:
+        if _UNPORTABLE.search(p):
+            raise BadInput(f"{where}: pattern {p!r} uses lookaround, backreferences or inline flags", "rules must stay in the RE2 / grep -E subset")
+        try:
+            compiled.append(re.compile(p))
+        except re.error as exc:
+            raise BadInput(f"{where}: bad regex {p!r}: {exc}", "fix the pattern") from None
+    keywords = _as_list(raw.get("keywords"), where, "keywords")
+    if not keywords:
+        for p in patterns:
+            lits = required_literals(p)
+            if lits is None:
+                raise BadInput(
+                    f"{where}: cannot find a literal of {MIN_KEYWORD}+ characters in {p!r} to pre-filter on",
+                    "add `keywords:` (literals that every matching line contains)",
+                )
+            keywords.extend(lits)
+    rule = Rule(
+        id=rid,
+        title=str(raw["title"]),
+        severity=str(raw["severity"]),
+        component=str(raw.get("component", "")),
+        patterns=tuple(patterns),
+        keywords=tuple(dict.fromkeys(keywords)),
+        cause=" ".join(str(raw["cause"]).split()),
+        fix=str(raw["fix"]).strip(),
+        links=tuple(_as_list(raw.get("links"), where, "links")),
+        samples=tuple(_as_list(raw["samples"], where, "samples")),
+        counter_samples=tuple(_as_list(raw.get("counter_samples"), where, "counter_samples")),
+        compiled=tuple(compiled),
+    )
+    for s in rule.samples:
+        if not any(k in s for k in rule.keywords):
+            raise BadInput(f"{where}: sample contains none of the keywords {list(rule.keywords)}: {s[:120]!r}", "fix `keywords:`")
+    return rule
+
+
+def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
+    try:
+        data = yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise BadInput(f"{origin}{line}: not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+    items = data.get("rules") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise BadInput(f"{origin}: expected a top-level `rules:` list", "see engine/triage/rules.yaml for the format")
+    rules = [_build_rule(raw, f"{origin} rule #{n + 1}") for n, raw in enumerate(items)]
+    seen: set[str] = set()
+    for r in rules:
+        if r.id in seen:
+            raise BadInput(f"{origin}: duplicate rule id {r.id!r}", "give each rule its own id")
+        seen.add(r.id)
+    return tuple(rules)
+
+
+@lru_cache(maxsize=None)
+def _builtin() -> tuple[Rule, ...]:
+    text = resources.files("engine.triage").joinpath(RULES_FILE).read_text(encoding="utf-8")
+    return parse_rules(text, RULES_FILE)
+
+
+def load_rules(path: str | Path | None = None) -> tuple[Rule, ...]:
+    """The bundled database, or a user's own rules file in the same format."""
+    if path is None:
+        return _builtin()
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"cannot read rules file {p}: {exc}", "pass a readable YAML file") from None
+    return parse_rules(text, str(p))

@@ -1,0 +1,291 @@
+"""The streaming scanner: lines in, grouped known issues and unknown-error templates out.
+
+Events, not lines: a Python traceback (frames, the exception line and the torch_npu / CANN
+report that continues its message) is one event, so a failure printed as forty lines counts
+once. Interleaved processes are kept apart by their log prefix (`(Worker_TP0 pid=9) `).
+Memory is bounded: counters per rule, a capped template table, a capped set of open events.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from engine.triage.codes import CodeInfo, find_codes
+from engine.triage.formats import ERROR_LEVELS, Parsed, Stamp, parse_line
+from engine.triage.matcher import RuleIndex
+from engine.triage.miner import TemplateMiner
+from engine.triage.model import IssueSummary, TriageReport, severity_rank
+from engine.triage.rules import Rule, load_rules
+
+MAX_LINE = 64 * 1024  # longer lines are cut: rules look at the start of a line
+MAX_OPEN_EVENTS = 256
+MAX_EVENT_LINES = 2000
+MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message
+MAX_SOURCES = 5
+EXAMPLE_CHARS = 500
+_TRACEBACK = "Traceback (most recent call last)"
+_CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+@dataclass
+class _Hit:
+    title: str
+    severity: str
+    cause: str
+    fix: str
+    links: tuple[str, ...]
+    count: int = 0
+    first: Stamp | None = None
+    last: Stamp | None = None
+    example: str = ""
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Event:
+    source: str
+    key: str
+    src: str | None  # the vLLM [file:line] of the record that opened it
+    raw: bool  # its lines do not all carry an error marker: every line must be read while open
+    traceback: bool
+    phase: str = "frames"  # "frames" -> "message" (after the exception line)
+    lines: int = 0
+    message_lines: int = 0
+    stamp: Stamp | None = None
+    first_payload: str = ""
+    exception: str = ""
+    exception_line: str = ""
+    hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
+
+
+class Scanner:
+    """Feed lines (or blocks of bytes), then ask for the report; `report()` can be called at any
+    time (a live view) and does not disturb the scan."""
+
+    def __init__(self, rules: Sequence[Rule] | None = None, *, engine: str = "auto") -> None:
+        self.index = RuleIndex(load_rules() if rules is None else rules, engine=engine)
+        self._hits: dict[str, _Hit] = {}
+        self._miner = TemplateMiner()
+        self._open: dict[tuple[str, str], _Event] = {}
+        self._raw_open: dict[str, int] = {}
+        self.lines = 0
+        self.events = 0
+        self.bytes = 0
+
+    # -- input -----------------------------------------------------------------------------
+    def feed(self, line: str, source: str = "") -> None:
+        """One line of text (with or without its newline)."""
+        self.lines += 1
+        self.bytes += len(line)
+        line = line.rstrip("\r\n")[:MAX_LINE]
+        if self._raw_open.get(source) or self.index.candidate(line):
+            self._handle(line, source)
+
+    def feed_lines(self, lines: Iterable[str], source: str = "") -> None:
+        for line in lines:
+            self.feed(line, source)
+
+    def feed_block(self, data: bytes, source: str = "", start: int = 0, end: int | None = None) -> None:
+        """Whole lines of bytes, data[start:end] (ending at a newline, except at the end of an
+        input). Only the lines the pre-filter hits are decoded; this is the fast path the file
+        readers use, and it never copies the block."""
+        n = len(data) if end is None else end
+        self.bytes += n - start
+        self.lines += data.count(b"\n", start, n) + (0 if n <= start or data[n - 1] == 10 else 1)
+        pos = start
+        for hit in self.index.offsets(data, start, n):
+            if hit < pos:
+                continue  # a second hit in a line already handled
+            while self._raw_open.get(source) and pos < n:
+                # an open traceback without level markers: its lines carry no keyword, read them all
+                stop = data.find(b"\n", pos, n)
+                stop = n if stop < 0 else stop
+                self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+                pos = stop + 1
+            if hit < pos:
+                continue
+            first = data.rfind(b"\n", pos, hit) + 1 or pos
+            first = max(first, pos)
+            stop = data.find(b"\n", hit, n)
+            stop = n if stop < 0 else stop
+            self._handle(_decode(data[first : min(stop, first + MAX_LINE)]), source)
+            pos = stop + 1
+        while self._raw_open.get(source) and pos < n:
+            stop = data.find(b"\n", pos, n)
+            stop = n if stop < 0 else stop
+            self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+            pos = stop + 1
+
+    def end_source(self, source: str) -> None:
+        """The input ended: events still open in it are complete."""
+        for k in [k for k in self._open if k[0] == source]:
+            self._close(self._open.pop(k))
+
+    # -- events ----------------------------------------------------------------------------
+    def _handle(self, line: str, source: str) -> None:
+        p = parse_line(line)
+        k = (source, p.key)
+        ev = self._open.get(k)
+        if ev is not None:
+            if self._continue(ev, p, line):
+                return
+            self._close(self._open.pop(k))
+        payload = p.payload.strip()
+        if payload.startswith(_TRACEBACK):
+            self._start(k, p, traceback=True)
+            return
+        if payload.startswith(_CHAIN):
+            return  # the link between two tracebacks of one chain: not an error of its own
+        self._single(line, p, source)
+
+    def _continue(self, ev: _Event, p: Parsed, line: str) -> bool:
+        """Add the line to the open event if it belongs to it."""
+        text = p.payload
+        stripped = text.strip()
+        if stripped.startswith(_TRACEBACK) or stripped.startswith(_CHAIN):
+            return False
+        if ev.lines >= MAX_EVENT_LINES:
+            return False
+        if ev.phase == "frames":
+            if text[:1] in (" ", "\t") or not stripped:
+                self._add(ev, p, line)
+                return True
+            ev.phase = "message"
+            ev.exception = stripped
+            ev.exception_line = line
+            self._add(ev, p, line)
+            return True
+        if not stripped or ev.message_lines >= MAX_MESSAGE_LINES:
+            return False
+        same_record = p.src == ev.src if not ev.raw else p.src is None
+        if not same_record:
+            return False
+        ev.message_lines += 1
+        self._add(ev, p, line)
+        return True
+
+    def _start(self, k: tuple[str, str], p: Parsed, traceback: bool) -> None:
+        raw = p.level not in ERROR_LEVELS
+        ev = _Event(source=k[0], key=k[1], src=p.src, raw=raw, traceback=traceback, stamp=p.stamp)
+        ev.first_payload = p.payload.strip()
+        ev.lines = 1
+        if raw:
+            self._raw_open[k[0]] = self._raw_open.get(k[0], 0) + 1
+        if len(self._open) >= MAX_OPEN_EVENTS:
+            oldest = next(iter(self._open))
+            self._close(self._open.pop(oldest))
+        self._open[k] = ev
+
+    def _add(self, ev: _Event, p: Parsed, line: str) -> None:
+        ev.lines += 1
+        if ev.stamp is None:
+            ev.stamp = p.stamp
+        if not self.index.candidate(line):
+            return
+        for rule in self.index.matching(line):
+            ev.hits.setdefault(rule.id, (rule, p.payload.strip()))
+        for info in find_codes(line):
+            ev.hits.setdefault(info.issue_id, (info, p.payload.strip()))
+
+    def _close(self, ev: _Event) -> None:
+        if ev.raw:
+            left = self._raw_open.get(ev.source, 1) - 1
+            if left:
+                self._raw_open[ev.source] = left
+            else:
+                self._raw_open.pop(ev.source, None)
+        self._record(ev.hits, ev.stamp, ev.source)
+        if not ev.hits:
+            self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_payload)
+
+    def _single(self, line: str, p: Parsed, source: str) -> None:
+        hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
+        payload = p.payload.strip()
+        for rule in self.index.matching(line):
+            hits[rule.id] = (rule, payload)
+        for info in find_codes(line):
+            hits.setdefault(info.issue_id, (info, payload))
+        if hits:
+            self._record(hits, p.stamp, source)
+        elif p.level in ERROR_LEVELS and payload:
+            self.events += 1
+            self._miner.add(payload, line)
+
+    def _record(self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str) -> None:
+        self.events += 1
+        for hid, (what, example) in hits.items():
+            acc = self._hits.get(hid)
+            if acc is None:
+                acc = self._hits[hid] = _new_hit(what, example)
+            acc.count += 1
+            if stamp is not None:
+                if acc.first is None or stamp.before(acc.first):
+                    acc.first = stamp
+                if acc.last is None or acc.last.before(stamp):
+                    acc.last = stamp
+            if source and source not in acc.sources and len(acc.sources) < MAX_SOURCES:
+                acc.sources.append(source)
+
+    # -- output ----------------------------------------------------------------------------
+    def report(self) -> TriageReport:
+        """A snapshot: events still open count as if they ended now."""
+        snapshot = copy.copy(self)
+        snapshot._hits = {k: copy.copy(v) for k, v in self._hits.items()}
+        for acc in snapshot._hits.values():
+            acc.sources = list(acc.sources)
+        snapshot._miner = copy.deepcopy(self._miner)
+        snapshot._raw_open = dict(self._raw_open)
+        for ev in list(self._open.values()):
+            snapshot._close(ev)
+        return snapshot._build()
+
+    def _build(self) -> TriageReport:
+        issues = [
+            IssueSummary(
+                id=hid,
+                title=h.title,
+                severity=h.severity,
+                count=h.count,
+                first_seen=h.first.text() if h.first else None,
+                last_seen=h.last.text() if h.last else None,
+                cause=h.cause,
+                fix=h.fix,
+                links=h.links,
+                example=h.example,
+                sources=tuple(h.sources),
+            )
+            for hid, h in self._hits.items()
+        ]
+        issues.sort(key=lambda i: (-severity_rank(i.severity), -i.count, i.id))
+        return TriageReport(
+            issues=issues, unknown=self._miner.templates(), lines=self.lines, events=self.events, bytes=self.bytes
+        )
+
+
+def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
+    if isinstance(what, Rule):
+        return _Hit(what.title, what.severity, what.cause, what.fix, what.links, example=example[:EXAMPLE_CHARS])
+    title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
+    title += f" {what.name}" if what.name else ""
+    return _Hit(
+        title=title,
+        severity=what.severity,
+        cause=what.meaning,
+        fix=what.fix,
+        links=(),
+        example=example[:EXAMPLE_CHARS],
+    )
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").rstrip("\r")
+
+
+def diagnose_lines(lines: Iterable[str], source: str = "", rules: Sequence[Rule] | None = None) -> TriageReport:
+    """Scan an iterable of lines in one go (what `serve` calls on a crashed engine's log)."""
+    scanner = Scanner(rules)
+    scanner.feed_lines(lines, source)
+    scanner.end_source(source)
+    return scanner.report()

@@ -1,0 +1,128 @@
+"""Replay helpers for the telemetry tests: recorded npu-smi outputs behind a fake runner, and
+recorded /metrics bodies behind a fake scrape. Nothing here invents tool output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from engine.metrics import EngineMetrics, parse_metrics
+from engine.system.runner import CommandResult, ToolMissing, ToolTimeout
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+NPU = FIXTURES / "npu_smi"
+SEQ = FIXTURES / "vllm_seq"
+
+
+def npu_text(rel: str) -> str:
+    return (NPU / rel).read_text(encoding="utf-8")
+
+
+class ReplayRunner:
+    """Answers `npu-smi info` with one recording and `-t usages -i N` with another; can fail."""
+
+    def __init__(self, info: str | Exception, usages: str | Exception | None = None) -> None:
+        self.info = info
+        self.usages = usages
+        self.calls: list[tuple[str, ...]] = []
+
+    def which(self, name: str) -> str | None:
+        return None if isinstance(self.info, ToolMissing) else f"/usr/local/sbin/{name}"
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
+        argv = tuple(argv)
+        self.calls.append(argv)
+        answer = self.info if argv[1:] == ("info",) else self.usages
+        if answer is None:
+            return CommandResult(argv, 1, "", "")
+        if isinstance(answer, Exception):
+            raise answer
+        return CommandResult(argv, 0, answer, "")
+
+
+def timeout_error() -> ToolTimeout:
+    return ToolTimeout("npu-smi did not answer within 5 s", "check the driver")
+
+
+def seq_bodies() -> list[tuple[float, str]]:
+    times = json.loads((SEQ / "times.json").read_text())
+    return [(t, (SEQ / name).read_text(encoding="utf-8")) for name, t in sorted(times.items())]
+
+
+class ScriptedScrape:
+    """Per-URL list of bodies (or exceptions) served in order; the last one repeats."""
+
+    def __init__(self, script: Mapping[str, Iterable[str | Exception]]) -> None:
+        self.script = {url: list(items) for url, items in script.items()}
+        self.position = {url: 0 for url in script}
+
+    def __call__(self, url: str) -> EngineMetrics:
+        items = self.script[url]
+        i = min(self.position[url], len(items) - 1)
+        self.position[url] += 1
+        item = items[i]
+        if isinstance(item, Exception):
+            raise item
+        return parse_metrics(item)
+
+
+class StepClock:
+    """A clock that returns the given instants in turn (then keeps adding the last step)."""
+
+    def __init__(self, instants: Sequence[float]) -> None:
+        self.instants = list(instants)
+        self.i = 0
+
+    def __call__(self) -> float:
+        if self.i < len(self.instants):
+            value = self.instants[self.i]
+        else:
+            value = self.instants[-1] + (self.i - len(self.instants) + 1)
+        self.i += 1
+        return value
+
+
+def fixed(value: float) -> Callable[[], float]:
+    return lambda: value
+
+
+class MetricsServer:
+    """A local HTTP endpoint serving recorded /metrics bodies in turn (the last one repeats).
+    `.bodies` may be replaced at any time; a body of None answers HTTP 500."""
+
+    def __init__(self, bodies: Sequence[str | None]) -> None:
+        import http.server
+        import threading
+
+        self.bodies = list(bodies)
+        self.hits = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's naming
+                i = min(server.hits, len(server.bodies) - 1)
+                server.hits += 1
+                body = server.bodies[i]
+                if body is None or self.path != "/metrics":
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -63,15 +63,30 @@ say "installing ascendctl ($extras) into $VENV"
 # pull back the mismatched wheels removed below.
 not_installed() {
     "$VPY" - "$@" <<'PY'
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
+
+try:
+    from packaging.requirements import Requirement
+except ImportError:  # packaging missing: fall back to exact `name==version` pins only
+    Requirement = None
+
 for req in sys.argv[1:]:
-    name, _, want = req.partition("==")
+    name = re.split(r"[<>=!~;@\[ ]", req, maxsplit=1)[0]
     try:
-        if want and version(name) == want:
-            continue
+        have = version(name)
     except PackageNotFoundError:
-        pass
+        print(req)
+        continue
+    if Requirement is not None:
+        parsed = Requirement(req)
+        # A source (URL) requirement is taken as met once the package is there; the stamp
+        # file makes a changed pin reinstall it.
+        if parsed.url or parsed.specifier.contains(have, prereleases=True):
+            continue
+    elif req == f"{name}=={have}":
+        continue
     print(req)
 PY
 }

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from engine.bench.client import request_body, stream_request
+from engine.bench.client import endpoint, request_body, stream_request
 from engine.bench.runner import BenchRunner
 from engine.bench.scenario import load_scenario
 from engine.bench.stub import StubConfig, StubThread
@@ -141,8 +141,10 @@ max_requests: 30
     assert report.errors["http_500"] == 6  # requests 5, 10, ..., 30
     assert report.errors["dropped"] == 4  # 7, 14, 21, 28
     assert report.completed == 20 and report.output_tokens == 100
-    # The engine's counter covers the good answers plus the tokens streamed before each drop.
-    assert report.server.generation_tokens == served == 100 + 4 * 2
+    # The engine's counter covers the good answers plus the tokens streamed before each drop; the
+    # warm-up request before the run (5 tokens) is outside the figures.
+    assert report.server.generation_tokens == 100 + 4 * 2
+    assert served == 100 + 4 * 2 + 5
 
 
 def test_unreachable_server_raises_unreachable(tmp_path):
@@ -163,9 +165,9 @@ def test_transport_reuses_connections_and_streams_as_data_arrives():
     async def go(url: str):
         transport = LeanTransport()
         async with httpx.AsyncClient(base_url=url, transport=transport) as c:
-            results = [await stream_request(c, "completions", request_body("completions", "stub", "a b c", 6, True),
+            results = [await stream_request(c, endpoint(c, "completions"), request_body("completions", "stub", "a b c", 6, True),
                                             time.perf_counter) for _ in range(5)]
-            chat = await stream_request(c, "chat", request_body("chat", "stub", "你好", 4, True), time.perf_counter)
+            chat = await stream_request(c, endpoint(c, "chat"), request_body("chat", "stub", "你好", 4, True), time.perf_counter)
             models = (await c.get("/v1/models")).json()
             idle = sum(len(v) for v in transport._idle.values())
         return results, chat, models, idle

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ascendctl.cli import main
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"

@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -302,6 +303,32 @@ def test_a_second_signal_kills_at_once(state):
     assert not thread.is_alive()
     assert result["outcome"].exit_code == -signal.SIGKILL
     assert not any(_alive(p) for p in _pids(state))
+
+
+def test_the_engine_stops_when_its_supervisor_is_killed(state):
+    """SIGKILL cannot be forwarded: the engine learns of it from the kernel (parent-death signal)."""
+    import subprocess
+
+    port = free_port()
+    script = (
+        "import sys, os\n"
+        "from engine.launcher import Supervisor\n"
+        "from engine.launcher.rundir import new_run_dir\n"
+        f"argv = [sys.executable, {str(FAKE)!r}, '--log', {str(STARTUP_LOG)!r}, '--port', '{port}',"
+        f" '--pidfile', {str(state / 'pids.json')!r}]\n"
+        f"sup = Supervisor(argv, dict(os.environ), 'http://127.0.0.1:{port}', new_run_dir('x'), 'x')\n"
+        "sup.start(); sup.wait_ready(); print('ready', flush=True); sup.wait_exit()\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parent.parent)
+    assert parent.stdout.readline().strip() == "ready"
+    pids = _pids(state)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
 
 
 def test_a_crash_is_diagnosed_and_its_orphaned_helpers_are_swept(state):

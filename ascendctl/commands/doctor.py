@@ -70,6 +70,8 @@ def _render_report(console: Any, report: Any, strict: bool) -> None:
 
     facts = report.facts
     where = "" if report.live else f" (recorded machine at {report.root})"
+    if report.profile:
+        where += f" with profile {report.profile}"
     console.print(f"[bold]ascendctl doctor[/]{escape(where)}: {escape(report.headline)}", soft_wrap=True)
     width = max(len(c.id) for c in report.checks) if report.checks else 10
     skipped: dict[str, list[str]] = {}

@@ -20,8 +20,9 @@ PRECEDENCE = (
 )
 
 EXIT_CODES = (
-    "Exit codes: 0 the engine stopped cleanly; 1 the engine exited non-zero or never got ready "
-    "(its own code is printed and kept in run.json); 2 bad profile or flag, or the port is taken; "
+    "Exit codes: 0 the engine stopped cleanly; 1 the engine exited non-zero (its own code is printed "
+    "and kept in run.json) or never got ready, or doctor found errors; 2 bad profile or flag, or the "
+    "port is taken; "
     "130 stopped by Ctrl-C / SIGTERM (forwarded to the engine)."
 )
 
@@ -203,7 +204,8 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     out.error(headline)
     console = out.err_console
     if diag.root_error:
-        console.print(f"  [bold]cause:[/] {_esc(diag.root_error)}", soft_wrap=True)
+        cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
+        console.print(f"  [bold]cause:[/] {_esc(cause)}", soft_wrap=True)
     for finding in diag.findings:
         console.print(f"  [bold]known issue[/] [{_severity_style(finding.severity)}]{finding.severity}[/]: "
                       f"{_esc(finding.title)}", soft_wrap=True)
@@ -251,12 +253,14 @@ class LaunchView:
         self._progress = None
         self._task = None
         self._lock = threading.Lock()
+        self.run_dir = None
+        self._current: PhaseEvent | None = None
 
     # The Listener protocol of engine.launcher.Supervisor, by duck typing.
 
     def begin(self, run_dir, url: str) -> None:
-        if self.out.interactive:
-            self.out.info(f"run directory: {run_dir}")
+        self.run_dir = run_dir
+        self.out.info(f"run directory: {run_dir}")
 
     def started(self, pid: int, attempt: int) -> None:
         again = f" (restart {attempt})" if attempt else ""
@@ -274,6 +278,7 @@ class LaunchView:
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def phase(self, event: PhaseEvent) -> None:
+        self._current = event
         if self.out.json_mode:
             self.out.json_line({"schema_version": 1, "event": "phase", "phase": event.phase,
                                 "label": event.label, "at": round(event.at, 3)})
@@ -292,10 +297,17 @@ class LaunchView:
                                 "seconds": round(seconds, 3), "phases": to_jsonable(phases)})
             return
         self.out.info(f"[bold green]ready[/] in {seconds:.1f} s: {url}   (Ctrl-C stops the engine)")
+        self.out.info(f"  watch it: ascendctl top {url}    log: {self.run_dir / 'engine.log'}")
 
     def exited(self, code, diagnosis, restart_in, attempt) -> None:
         from engine.launcher import describe_exit
 
+        if self.out.interactive and self._current is not None and self._current.phase != "http":
+            with self._lock:
+                console = self._progress.console if self._progress is not None else self.out.err_console
+                console.print(f"  [red]✗[/] {self._current.at:6.1f} s  {self._current.label}: the engine died here",
+                              highlight=False)
+        self._current = None
         self._stop_progress()
         if self.out.json_mode:
             self.out.json_line({"schema_version": 1, "event": "exited", "exit_code": code,

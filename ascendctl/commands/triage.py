@@ -132,24 +132,34 @@ def _render(console: Any, report: Any, top: int) -> None:
         console.print("No known issue found.")
     else:
         table = Table(title=None, show_edge=False, header_style="bold", pad_edge=False)
-        for col, kw in (("severity", {}), ("count", {"justify": "right"}), ("issue", {"no_wrap": True}),
-                        ("first seen", {"no_wrap": True}), ("last seen", {"no_wrap": True})):
+        for col, kw in (("severity", {"min_width": 8, "no_wrap": True}), ("count", {"justify": "right", "min_width": 5}),
+                        ("issue", {"no_wrap": True}), ("first seen", {}), ("last seen", {})):
             table.add_column(col, **kw)
         for i in report.issues:
-            table.add_row(Text(i.severity, style=_SEV_STYLE.get(i.severity, "")), str(i.count), i.id,
+            table.add_row(Text(i.severity, style=_SEV_STYLE.get(i.severity, "")), str(i.count),
+                          Text(i.id, style="dim" if i.kind == "symptom" else ""),
                           i.first_seen or "N/A", i.last_seen or "N/A")
         console.print(table)
         for i in report.issues:
+            if i.kind == "symptom":
+                continue  # a consequence: its row above is enough, the root cause has the details
             console.print()
-            head = Text.assemble((f"{i.severity} ", _SEV_STYLE.get(i.severity, "")), (i.id, "bold"), f"  {i.title}")
-            console.print(head)
+            console.print(Text.assemble((f"{i.severity} ", _SEV_STYLE.get(i.severity, "")), (i.id, "bold"), f"  {i.title}"))
+            details = Table.grid(padding=(0, 1))
+            details.add_column(style="dim", no_wrap=True)
+            details.add_column(overflow="fold")
             if i.cause:
-                console.print(Text("  cause: ") + Text(i.cause))
+                details.add_row("  cause", i.cause)
             if i.fix:
-                console.print(Text("  fix:   ") + Text(i.fix, style="bold"))
-            console.print(Text("  seen:  ") + Text(i.example[:200], style="dim"))
+                details.add_row("  fix", Text(i.fix, style="bold"))
+            details.add_row("  seen", Text(i.example[:300], style="dim"))
             for link in i.links[:2]:
-                console.print(Text("  see:   ") + Text(link))
+                details.add_row("  see", link)
+            console.print(details)
+        symptoms = [i.id for i in report.issues if i.kind == "symptom"]
+        if symptoms:
+            console.print()
+            console.print(f"[dim]Consequences of the above (no separate fix): {', '.join(symptoms)}[/]")
     if report.unknown:
         console.print()
         console.print(f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):")

@@ -111,6 +111,7 @@ class TopApp(App[None]):
         self._polling = False
         self._timer: Timer | None = None
         self._diagnostics: list[Diagnostic] = []
+        self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(render.header_line(None, note="collecting…"), id="status")
@@ -164,6 +165,9 @@ class TopApp(App[None]):
         self.shown = snap
         self.query_one("#devices", Static).update(render.devices_table(snap))
         self.query_one("#engines", Static).update(render.engines_group(snap))
+        if self._diagnostics_shown == snap.diagnostics:
+            return  # unchanged rows: rebuilding the table each tick would only cost redraws
+        self._diagnostics_shown = snap.diagnostics
         table = self.query_one("#diagnostics", DataTable)
         cursor = table.cursor_row
         table.clear()

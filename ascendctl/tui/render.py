@@ -12,7 +12,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from engine.devices.sample import DeviceSample
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
 
 NA = "N/A"
@@ -71,44 +70,40 @@ def _status_text(status: SourceStatus | None) -> Text:
 
 
 def devices_table(snap: Snapshot) -> RenderableType:
+    """Fixed-width lines rather than a rich Table: this is redrawn every tick and a Table's
+    measuring pass costs more than everything else on the screen together."""
     t = snap.thresholds
     warn, crit = t.get("warn_pct", 80), t.get("crit_pct", 95)
     src = snap.device_source
-    title = f"Devices ({src.name})" if src else "Devices"
-    table = Table(title=title, title_justify="left", expand=True, show_edge=False, pad_edge=False)
-    for name, justify in (("dev", "left"), ("name", "left"), ("health", "left"), ("memory GiB", "left"),
-                          ("BW%", "right"), ("util%", "right"), ("power", "right"), ("temp", "right"),
-                          ("procs", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)
-    for d in snap.devices:
-        table.add_row(*_device_cells(d, warn, crit, t))
     if src is None:
         return Text("Devices: not polled", style="dim")
+    out = Text(f"Devices ({src.name})\n", style="bold")
+    key_w = max([3] + [len(d.key) for d in snap.devices])
+    name_w = max([4] + [len(d.name) for d in snap.devices])
+    out.append(f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
+               f"{'util%':>5} {'power':>6} {'temp':>5} {'procs':>5}", style="bold underline")
+    for d in snap.devices:
+        pct = d.mem_pct
+        used = num(None if d.mem_used_mb is None else d.mem_used_mb / 1024, "{:.1f}")
+        total = num(None if d.mem_total_mb is None else d.mem_total_mb / 1024, "{:.0f}")
+        out.append(f"\n{d.key:<{key_w}}  {d.name:<{name_w}}  ")
+        out.append(f"{d.health or NA:<8}", style="green" if d.health == "OK" else "dim" if d.health is None else "bold red")
+        out.append(" ")
+        out.append(bar(None if pct is None else pct / 100, 10), style=level_style(pct, warn, crit))
+        out.append(f" {used + '/' + total + 'G':<11} ")
+        out.append(f"{num(d.mem_bw_pct):>4}", style=level_style(d.mem_bw_pct, warn, t.get("hbm_bw_pct", crit)))
+        out.append(f" {num(d.util_pct):>5} {num(d.power_w, '{:.0f}', 'W'):>6} ")
+        out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}",
+                   style=level_style(d.temp_c, t.get("temp_warn_c", 75), t.get("temp_crit_c", 90)))
+        out.append(f" {num(d.processes):>5}")
     if not src.ok:
         since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
-        down = Text(f"{src.name} DOWN ({since}): {src.error}", style="red")
+        out.append(f"\n{src.name} DOWN ({since}): {src.error}", style="red")
         if src.fix:
-            down.append(f"\n  fix: {src.fix}", style="dim")
-        return Group(table, down) if snap.devices else Group(Text(title, style="italic"), down)
-    if not snap.devices:
-        table.add_row("", Text("no devices", style="dim"), *[""] * 7)
-    return table
-
-
-def _device_cells(d: DeviceSample, warn: float, crit: float, t: Mapping[str, float]) -> list:
-    pct = d.mem_pct
-    mem = Text(bar(None if pct is None else pct / 100, 10) + " ", style=level_style(pct, warn, crit))
-    mem.append(f"{num(d.mem_used_mb and d.mem_used_mb / 1024, '{:.1f}')}/{num(d.mem_total_mb and d.mem_total_mb / 1024, '{:.0f}')}G")
-    health = Text(d.health or NA, style="green" if d.health == "OK" else "dim" if d.health is None else "bold red")
-    return [
-        d.key, d.name, health, mem,
-        Text(num(d.mem_bw_pct), style=level_style(d.mem_bw_pct, warn, t.get("hbm_bw_pct", crit))),
-        Text(num(d.util_pct), style=level_style(d.util_pct, 101, 101)),
-        num(d.power_w, "{:.0f}", "W"),
-        Text(num(d.temp_c, "{:.0f}", "C"),
-             style=level_style(d.temp_c, t.get("temp_warn_c", 75), t.get("temp_crit_c", 90))),
-        num(d.processes),
-    ]
+            out.append(f"\n  fix: {src.fix}", style="dim")
+    elif not snap.devices:
+        out.append("\nno devices", style="dim")
+    return out
 
 
 def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> RenderableType:
@@ -148,13 +143,13 @@ def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> RenderableTy
                f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
                f"  ({r.ttft.count:.0f} req / {thresholds.get('window_s', 60):.0f}s)",
                style="" if r.ttft.count else "dim")
-    return Group(*lines, load, pool, flow, cache, lat)
+    return Text("\n").join([*lines, load, pool, flow, cache, lat])
 
 
 def engines_group(snap: Snapshot) -> RenderableType:
     if not snap.engines:
         return Text("Engines: none (pass a URL, or start one with `ascendctl serve`)", style="dim")
-    return Group(Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines))
+    return Text("\n").join([Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines)])
 
 
 def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import httpx
 
-from engine.bench.client import RequestResult, request_body, stream_request
+from engine.bench.client import Endpoint, RequestResult, endpoint, request_body, stream_request
 from engine.bench.prompts import PromptMaker
 from engine.bench.report import BenchReport, ServerCounters, build_report, queue_figures
 from engine.bench.scenario import Scenario, fit_context
@@ -148,7 +148,9 @@ class BenchRunner:
         self._samples: list[tuple[float, float]] = []
         self._waiting: float | None = None
         self._client: httpx.AsyncClient | None = None
+        self._endpoint: Endpoint | None = None
         self._stop: asyncio.Event | None = None
+        self._wake = asyncio.Event()  # set by a stop or by the last allowed request
         # A sync client for /metrics, scraped from a worker thread: reusing it keeps each scrape cheap.
         self._scraper = httpx.Client()
 
@@ -167,7 +169,18 @@ class BenchRunner:
         if not self._maker.measured:
             self.notes.append("the server has no /tokenize endpoint: prompt lengths are estimates")
         self.scenario = sc
+        await self._warm_up(client)
         return sc
+
+    async def _warm_up(self, client: httpx.AsyncClient) -> None:
+        """One request outside the figures (as `vllm bench serve` does): the first request after a
+        start-up or an idle spell pays one-off costs that are not the server's steady behaviour."""
+        sc = self.scenario
+        prompt = self._maker.make(999_999, int(sc.prompt_tokens.mean), random.Random(0))
+        body = request_body(sc.api, self.info.model, prompt, min(sc.max_tokens, 16), sc.ignore_eos)  # type: ignore[union-attr]
+        r = await stream_request(client, endpoint(client, sc.api), body, self.clock)
+        if not r.ok:
+            self.notes.append(f"the warm-up request failed ({r.error}: {r.detail})")
 
     # ---------------------------------------------------------------- the run
 
@@ -182,6 +195,7 @@ class BenchRunner:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         async with make_client(self.url, self.scenario.request_timeout_s) as client:
             self._client = client
+            self._endpoint = endpoint(client, self.scenario.api)
             sc = await self.prepare(client)
             self._windows = windows(sc)
             before = await self._scrape()
@@ -219,6 +233,7 @@ class BenchRunner:
         """Run the schedule, then let in-flight requests finish. True when interrupted."""
         stop = self._stop
         assert stop is not None
+        relay = asyncio.create_task(self._relay_stop())
         for w in self._windows:
             if stop.is_set() or not self._issuing:
                 break
@@ -249,6 +264,7 @@ class BenchRunner:
                     break
                 await asyncio.wait(pending | {stopper}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
+        relay.cancel()
         interrupted = stop.is_set()
         for t in list(self._tasks):
             t.cancel()
@@ -261,9 +277,16 @@ class BenchRunner:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    async def _relay_stop(self) -> None:
+        await self._stop.wait()  # type: ignore[union-attr]
+        self._wake.set()
+
+    def _end_issuing(self) -> None:
+        self._issuing = False
+        self._wake.set()
+
     async def _sleep_until(self, t: float) -> None:
-        """Sleep until run time t, waking at once when the run is stopped."""
-        stop = self._stop
+        """Sleep until run time t, waking at once when the run is stopped or no request is left to send."""
         delay = t - (self.clock() - self._t0)
         if delay <= 0:
             return
@@ -271,7 +294,7 @@ class BenchRunner:
             await asyncio.sleep(delay)
             return
         try:
-            await asyncio.wait_for(stop.wait(), delay)  # type: ignore[union-attr]
+            await asyncio.wait_for(self._wake.wait(), delay)
         except asyncio.TimeoutError:
             pass
 
@@ -299,18 +322,18 @@ class BenchRunner:
         sc = self.scenario
         index = self._next_index
         if sc.max_requests is not None and index >= sc.max_requests:
-            self._issuing = False
+            self._end_issuing()
             return
         self._next_index += 1
         if sc.max_requests is not None and self._next_index >= sc.max_requests:
-            self._issuing = False
+            self._end_issuing()
         now = self.clock() - self._t0
         w = window_at(self._windows, now) or self._windows[-1]
         prompt = self._maker.make(index, draw_length(sc.prompt_tokens, self._rng), self._rng)
         body = request_body(sc.api, self.info.model, prompt, sc.max_tokens, sc.ignore_eos)  # type: ignore[union-attr]
         self._in_flight += 1
         try:
-            r = await stream_request(self._client, sc.api, body, self.clock, index=index, phase=w.index,  # type: ignore[arg-type]
+            r = await stream_request(self._client, self._endpoint, body, self.clock, index=index, phase=w.index,  # type: ignore[arg-type]
                                      run_start=self._t0, lag_s=lag)
         except asyncio.CancelledError:
             self.cancelled += 1

@@ -114,6 +114,14 @@ def _os_name(host: Host) -> str | None:
     return fields.get("PRETTY_NAME") or fields.get("NAME")
 
 
+def _recorded_output(host: Host, argv: list[str]) -> str | None:
+    try:
+        result = host.runner.run(argv, timeout=5)
+    except Exception:  # not recorded, or a broken recording: the field shows N/A
+        return None
+    return result.stdout.strip() or None if result.ok else None
+
+
 def env_report(ascendctl_version: str, host: Host | None = None, live: bool = True) -> EnvReport:
     from engine.devices.npu_smi import parse_info
     from engine.system.devnodes import in_container
@@ -127,7 +135,8 @@ def env_report(ascendctl_version: str, host: Host | None = None, live: bool = Tr
     if live:
         kernel, arch = _platform.release(), _platform.machine()
     else:
-        arch = engine.machine or (tk.arch if tk else None)
+        kernel = _recorded_output(host, ["uname", "-r"])
+        arch = _recorded_output(host, ["uname", "-m"]) or engine.machine or (tk.arch if tk else None)
     npus: list[str] = []
     if host.runner.which("npu-smi") or any(paths.exists(host, p) for p in ("/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi")):
         try:

@@ -176,6 +176,8 @@ class Supervisor:
 
     def _on_line(self, line: str) -> None:
         self.listener.line(line)
+        if self._ready_at is not None:
+            return  # start-up is over: spare the pattern scan on every access-log line
         event = self.tracker.feed(line)
         if event is not None:
             self.listener.phase(event)

@@ -100,7 +100,7 @@ class Collector:
         self.devices = devices
         self._clock, self._wall = clock, wall
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
-        self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client))
+        self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, lean=True))
         self._engines = [_EngineState(t, self.thresholds["window_s"]) for t in targets]
         self._device_status = _Status(getattr(devices, "name", "devices"))
         self._last_devices: list[DeviceSample] = []

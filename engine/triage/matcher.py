@@ -123,7 +123,17 @@ class RuleIndex:
         self.parts = [re.escape(s) for s in literals] + list(CODE_REGEXES)
         self.prefilter_pattern = "|".join(self.parts)
         self._prefilter_str = re.compile(self.prefilter_pattern)
-        self.engine, self._finder = self._pick(engine)
+        self._wanted = engine
+        self._picked: tuple[str, Any] | None = None  # built on first use: the line API never needs it
+
+    @property
+    def engine(self) -> str:
+        return self._finder()[0]
+
+    def _finder(self) -> tuple[str, Any]:
+        if self._picked is None:
+            self._picked = self._pick(self._wanted)
+        return self._picked
 
     def _pick(self, engine: str) -> tuple[str, Any]:
         wanted = os.environ.get("ASCENDCTL_TRIAGE_ENGINE", "") if engine == "auto" else engine
@@ -147,7 +157,7 @@ class RuleIndex:
 
     def offsets(self, data: bytes, start: int, end: int) -> list[int]:
         """Sorted offsets in data[start:end] that lie in lines worth decoding."""
-        return self._finder.offsets(data, start, end)
+        return self._finder()[1].offsets(data, start, end)
 
     def candidate(self, line: str) -> bool:
         return self._prefilter_str.search(line) is not None

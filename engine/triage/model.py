@@ -30,6 +30,8 @@ class IssueSummary:
     links: tuple[str, ...]
     example: str  # the first line that matched, without the log prefix
     sources: tuple[str, ...] = ()  # the first few inputs it was seen in
+    kind: str = "rule"  # "rule": a known problem; "code": an ACL / CANN / torch_npu code explained;
+    #                     "symptom": a consequence (engine died, start-up failed) of another issue
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Template:
 
 @dataclass(frozen=True)
 class TriageReport:
-    issues: list[IssueSummary]  # most severe first, then most frequent
+    issues: list[IssueSummary]  # most severe first; root causes, then codes, then symptoms
     unknown: list[Template]  # most frequent first
     lines: int = 0  # lines seen
     events: int = 0  # error events (lines or whole tracebacks) looked at
@@ -57,6 +59,10 @@ class TriageReport:
         if not self.issues:
             return None
         return max((i.severity for i in self.issues), key=severity_rank)
+
+    def root_cause(self) -> IssueSummary | None:
+        """The issue to show first when one line must do (serve's crash diagnosis)."""
+        return self.issues[0] if self.issues else None
 
     def at_or_above(self, severity: str) -> list[IssueSummary]:
         floor = severity_rank(severity)

@@ -8,7 +8,7 @@ others are still scanned.
 
 from __future__ import annotations
 
-import gzip
+import io
 import os
 import sys
 import zlib
@@ -53,12 +53,49 @@ def expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, str | None]
             yield str(p), None, "no such file or directory"
 
 
+class _Gunzip(io.RawIOBase):
+    """Streaming gzip (multi-member too) that hands out everything it could decompress before
+    a truncation or corruption, then raises: the part that was read still gets scanned."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._broken: str | None = None
+
+    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+        if self._broken:
+            raise EOFError(self._broken)
+        while True:
+            compressed = self._raw.read(CHUNK)
+            if not compressed:
+                tail = self._z.flush()
+                if not self._z.eof:
+                    self._broken = "compressed file ended before the end of the gzip stream"
+                    if not tail:
+                        raise EOFError(self._broken)
+                return tail
+            try:
+                out = self._z.decompress(compressed)
+                while self._z.eof and self._z.unused_data:  # the next gzip member
+                    rest = self._z.unused_data
+                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    out += self._z.decompress(rest)
+            except zlib.error as exc:
+                raise EOFError(f"corrupt gzip data ({exc})") from None
+            if out:
+                return out
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def _open(path: Path) -> BinaryIO:
     f = open(path, "rb")  # noqa: SIM115 - closed by the caller
     magic = f.read(2)
     f.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+        return _Gunzip(f)  # type: ignore[return-value]
     return f
 
 
@@ -150,7 +187,7 @@ def scan_paths(
             else:
                 with _open(path) as stream:
                     binary = feed_stream(scanner, stream, name, tick)
-        except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             scanner.end_source(name)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             unreadable.append(f"{name}: {reason}")

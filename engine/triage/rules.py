@@ -42,6 +42,7 @@ class Rule:
     samples: tuple[str, ...]
     counter_samples: tuple[str, ...]
     compiled: tuple[re.Pattern[str], ...]
+    symptom: bool = False  # a consequence of another problem, listed after the root causes
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
@@ -201,6 +202,7 @@ def _build_rule(raw: Any, where: str) -> Rule:
         samples=tuple(_as_list(raw["samples"], where, "samples")),
         counter_samples=tuple(_as_list(raw.get("counter_samples"), where, "counter_samples")),
         compiled=tuple(compiled),
+        symptom=bool(raw.get("symptom", False)),
     )
     for s in rule.samples:
         if not any(k in s for k in rule.keywords):

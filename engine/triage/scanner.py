@@ -9,6 +9,7 @@ Memory is bounded: counters per rule, a capped template table, a capped set of o
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -25,12 +26,36 @@ MAX_EVENT_LINES = 2000
 MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message
 MAX_SOURCES = 5
 EXAMPLE_CHARS = 500
+_TIER = {"rule": 0, "code": 1, "symptom": 2}
 _TRACEBACK = "Traceback (most recent call last)"
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
+# Lines that open a torch_npu / CANN error report printed outside a Python traceback.
+_REPORT_OPENER = re.compile(
+    r"\s*(?:\w+Error: .*NPU function error|RuntimeError: The Inner error is reported|(?:CANN error: )?E[0-9A-Z]\d{4}: Inner Error"
+    r"|\[ERROR\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d \(PID:\d+, Device:-?\d+, RankID:-?\d+\) ERR\d{5}|\[Error\]: |-+$)"
+)
+# Lines that continue such a report (or the message of a traceback's exception).
+_REPORT_LINE = re.compile(
+    r"(?:\s|E[0-9A-Z]\d{4}\b|\[Error\]:|\[ERROR\] \d{4}-|TraceBack \(most recent|Since the operator is called"
+    r"|Note: ASCEND_LAUNCH_BLOCKING|\[PID: \d+\]|Exception raised from|frame #\d+|- Ascend Error Message|-+$)"
+)
+_PLOG_TABLE_OPENER = "LINK_ERROR_INFO"
+_PLOG_TABLE_ROW = re.compile(r"\[[^\]]+:\d+\] ?\[\d+\]\s+[|_]")
+# Error lines that are pieces of something larger (a traceback frame, a caret line): no template.
+_FRAGMENT = re.compile(r"\s|[\^~]+$")
+
+
+def _opens_block(p: Parsed) -> str:
+    if _PLOG_TABLE_OPENER in p.payload and p.src is not None:
+        return "table"
+    if _REPORT_OPENER.match(p.payload):
+        return "report"
+    return ""
 
 
 @dataclass
 class _Hit:
+    kind: str
     title: str
     severity: str
     cause: str
@@ -47,14 +72,16 @@ class _Hit:
 class _Event:
     source: str
     key: str
-    src: str | None  # the vLLM [file:line] of the record that opened it
+    src: str | None  # the vLLM [file:line] or plog module of the record that opened it
+    level: str | None
     raw: bool  # its lines do not all carry an error marker: every line must be read while open
-    traceback: bool
+    kind: str  # "traceback" | "report" (torch_npu / CANN error report) | "table" (plog table)
     phase: str = "frames"  # "frames" -> "message" (after the exception line)
     lines: int = 0
     message_lines: int = 0
     stamp: Stamp | None = None
     first_payload: str = ""
+    first_line: str = ""
     exception: str = ""
     exception_line: str = ""
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
@@ -134,49 +161,58 @@ class Scanner:
             self._close(self._open.pop(k))
         payload = p.payload.strip()
         if payload.startswith(_TRACEBACK):
-            self._start(k, p, traceback=True)
+            self._start(k, p, line, kind="traceback")
             return
         if payload.startswith(_CHAIN):
             return  # the link between two tracebacks of one chain: not an error of its own
+        kind = _opens_block(p)
+        if kind:
+            self._start(k, p, line, kind=kind)
+            return
         self._single(line, p, source)
 
     def _continue(self, ev: _Event, p: Parsed, line: str) -> bool:
         """Add the line to the open event if it belongs to it."""
         text = p.payload
         stripped = text.strip()
-        if stripped.startswith(_TRACEBACK) or stripped.startswith(_CHAIN):
+        if stripped.startswith(_TRACEBACK) or stripped.startswith(_CHAIN) or ev.lines >= MAX_EVENT_LINES:
             return False
-        if ev.lines >= MAX_EVENT_LINES:
-            return False
-        if ev.phase == "frames":
+        if ev.kind == "traceback" and ev.phase == "frames":
             if text[:1] in (" ", "\t") or not stripped:
                 self._add(ev, p, line)
                 return True
-            ev.phase = "message"
+            ev.phase = "message"  # the exception line; its message may go on over more lines
             ev.exception = stripped
             ev.exception_line = line
             self._add(ev, p, line)
             return True
         if not stripped or ev.message_lines >= MAX_MESSAGE_LINES:
             return False
-        same_record = p.src == ev.src if not ev.raw else p.src is None
-        if not same_record:
-            return False
-        ev.message_lines += 1
-        self._add(ev, p, line)
-        return True
+        if ev.kind == "table":
+            belongs = p.src == ev.src and _PLOG_TABLE_ROW.match(text) is not None
+        elif ev.raw:
+            belongs = p.src is None and _REPORT_LINE.match(text) is not None
+        else:  # the same vLLM log record: same [file:line] and level
+            belongs = p.src == ev.src and p.level == ev.level
+        if belongs:
+            ev.message_lines += 1
+            self._add(ev, p, line)
+        return belongs
 
-    def _start(self, k: tuple[str, str], p: Parsed, traceback: bool) -> None:
-        raw = p.level not in ERROR_LEVELS
-        ev = _Event(source=k[0], key=k[1], src=p.src, raw=raw, traceback=traceback, stamp=p.stamp)
+    def _start(self, k: tuple[str, str], p: Parsed, line: str, kind: str) -> None:
+        raw = kind != "table" and p.level not in ERROR_LEVELS
+        ev = _Event(source=k[0], key=k[1], src=p.src, level=p.level, raw=raw, kind=kind, stamp=p.stamp)
         ev.first_payload = p.payload.strip()
-        ev.lines = 1
+        ev.first_line = line
+        if kind != "traceback":
+            ev.phase = "message"
         if raw:
             self._raw_open[k[0]] = self._raw_open.get(k[0], 0) + 1
         if len(self._open) >= MAX_OPEN_EVENTS:
             oldest = next(iter(self._open))
             self._close(self._open.pop(oldest))
         self._open[k] = ev
+        self._add(ev, p, line)
 
     def _add(self, ev: _Event, p: Parsed, line: str) -> None:
         ev.lines += 1
@@ -187,7 +223,9 @@ class Scanner:
         for rule in self.index.matching(line):
             ev.hits.setdefault(rule.id, (rule, p.payload.strip()))
         for info in find_codes(line):
-            ev.hits.setdefault(info.issue_id, (info, p.payload.strip()))
+            seen = ev.hits.get(info.issue_id)
+            if seen is None or seen[1].endswith("Inner Error!"):  # prefer the detail line as example
+                ev.hits[info.issue_id] = (info, p.payload.strip())
 
     def _close(self, ev: _Event) -> None:
         if ev.raw:
@@ -198,7 +236,7 @@ class Scanner:
                 self._raw_open.pop(ev.source, None)
         self._record(ev.hits, ev.stamp, ev.source)
         if not ev.hits:
-            self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_payload)
+            self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
 
     def _single(self, line: str, p: Parsed, source: str) -> None:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
@@ -209,7 +247,7 @@ class Scanner:
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)
-        elif p.level in ERROR_LEVELS and payload:
+        elif p.level in ERROR_LEVELS and payload and not _FRAGMENT.match(p.payload):
             self.events += 1
             self._miner.add(payload, line)
 
@@ -255,10 +293,11 @@ class Scanner:
                 links=h.links,
                 example=h.example,
                 sources=tuple(h.sources),
+                kind=h.kind,
             )
             for hid, h in self._hits.items()
         ]
-        issues.sort(key=lambda i: (-severity_rank(i.severity), -i.count, i.id))
+        issues.sort(key=lambda i: (-severity_rank(i.severity), _TIER[i.kind], -i.count, i.id))
         return TriageReport(
             issues=issues, unknown=self._miner.templates(), lines=self.lines, events=self.events, bytes=self.bytes
         )
@@ -266,10 +305,12 @@ class Scanner:
 
 def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
     if isinstance(what, Rule):
-        return _Hit(what.title, what.severity, what.cause, what.fix, what.links, example=example[:EXAMPLE_CHARS])
+        kind = "symptom" if what.symptom else "rule"
+        return _Hit(kind, what.title, what.severity, what.cause, what.fix, what.links, example=example[:EXAMPLE_CHARS])
     title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
     title += f" {what.name}" if what.name else ""
     return _Hit(
+        kind="code",
         title=title,
         severity=what.severity,
         cause=what.meaning,

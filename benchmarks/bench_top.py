@@ -62,7 +62,7 @@ def child(kind: str) -> None:
     def scrape(url):  # the recorded bodies in a loop, parsed for real every tick
         body = bodies[position[url] % len(bodies)]
         position[url] += 1
-        return parse_metrics(body)
+        return parse_metrics(body, lean=True)  # as the live collector does
 
     collector = Collector([Target("http://e1", "engine-1"), Target("http://e2", "engine-2")],
                           NpuSmiSource(Replay()), default_thresholds(), scrape_fn=scrape)

@@ -181,3 +181,48 @@ def test_transport_reuses_connections_and_streams_as_data_arrives():
     # Tokens paced 20 ms apart arrive 20 ms apart: the transport does not buffer the stream.
     gaps = [g for r in results for g in r.itl_s]
     assert len(gaps) == 25 and min(gaps) > 0.01
+
+
+class _NotStreaming(_Flaky):
+    """Ignores stream=true and answers one JSON document."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self._send(200, b'{"choices":[{"text":"all at once"}],"usage":{"completion_tokens":3}}')
+
+
+def test_an_answer_that_is_not_an_event_stream_is_a_bad_response(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotStreaming)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sc = _scenario(tmp_path, "phases: [{duration_s: 5, concurrency: 2}]\nprompt_tokens: 8\nmax_tokens: 3\nmax_requests: 6\n")
+    try:
+        report = asyncio.run(BenchRunner(f"http://127.0.0.1:{server.server_address[1]}", sc).run())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert report.errors == {"bad_response": 6}
+    assert "not an event stream" in report.error_examples["bad_response"]
+
+
+def test_stop_ends_an_open_loop_run_waiting_on_its_concurrency_cap(tmp_path):
+    sc = _scenario(tmp_path, """\
+phases: [{name: capped, duration_s: 300, rate: 50, max_concurrency: 2}]
+prompt_tokens: 8
+max_tokens: 3000
+""")
+
+    async def go(url: str):
+        stop = asyncio.Event()
+        runner = BenchRunner(url, sc)
+        task = asyncio.create_task(runner.run(stop))
+        while runner._in_flight < 2:  # both slots taken; the dispatcher now waits for one
+            await asyncio.sleep(0.05)
+        stop.set()
+        # Each answer takes 30 s: a run that waited for them (or for the cap) would still be going.
+        return await asyncio.wait_for(task, 15.0)
+
+    with StubThread(StubConfig(token_delay_s=0.01, max_model_len=100_000)) as stub:
+        report = asyncio.run(go(stub.url))
+    assert report.interrupted and not report.passed
+    assert report.completed == 0 and report.cancelled == 2
+    assert report.requests == 2

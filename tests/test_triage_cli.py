@@ -27,7 +27,7 @@ def test_table_names_the_issue_its_cause_and_fix(capsys):
     out, err = capsys.readouterr()
     assert code == 1  # an error-level issue, default --fail-on error
     assert "vllm-no-kv-cache-memory" in out
-    assert "fix:" in out and "--gpu-memory-utilization" in out
+    assert "  fix " in out and "--gpu-memory-utilization" in out
     assert "11-29 21:12:20" in out
     assert "issues at or above error: vllm-no-kv-cache-memory" in err and "Traceback" not in err
 

@@ -342,3 +342,14 @@ def test_fuzzed_input_never_crashes_and_both_apis_agree(chunks):
     by_line = scanner.report()
     assert by_line.issues == by_block.issues
     assert by_line.unknown == by_block.unknown
+
+
+def test_a_quiet_process_does_not_keep_the_scanner_reading_every_line():
+    # A compose-prefixed report (its lines carry no level marker) from a process that then goes
+    # quiet: after a while the scanner is back to looking only at pre-filtered lines.
+    opener = "deepseek-v3_2-exp  | (EngineCore_DP0 pid=414) [Error]: Model execution failed. \n"
+    filler = "(APIServer pid=1) INFO 11-29 21:10:47 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s\n"
+    scanner = Scanner()
+    scanner.feed_block((opener + filler * 500).encode())
+    assert not scanner._raw_open
+    assert ids(scanner.report())["model-execute-failed"].count == 1

@@ -89,10 +89,10 @@ def _run(url: str, sc, model: Optional[str], out):
     def show(update):
         def on_progress(p: Progress) -> None:
             tput = "N/A" if p.output_tokens_per_s is None else f"{p.output_tokens_per_s:,.0f}"
-            waiting = "" if p.waiting is None else f" | engine queue {p.waiting:.0f}"
+            waiting = "" if p.waiting is None else f" | queue {p.waiting:.0f}"
             update(
-                f"[bold]{sc.name}[/] {p.elapsed_s:5.0f}/{p.total_s:.0f} s  phase {p.phase} ({p.load}) | "
-                f"in flight {p.in_flight} | done {p.completed} | failed {p.failed} | out {tput} tok/s{waiting}"
+                f"[bold]{sc.name}[/] {p.elapsed_s:.0f}/{p.total_s:.0f}s {p.phase} ({p.load}) | "
+                f"{p.in_flight} in flight, {p.completed} ok, {p.failed} failed | {tput} tok/s{waiting}"
             )
 
         return on_progress
@@ -115,7 +115,7 @@ def _run(url: str, sc, model: Optional[str], out):
         runner = BenchRunner(url, sc, model=model, on_progress=show(update) if out.interactive else None)
         return await runner.run(stop)
 
-    with out.status(f"bench {sc.name}: connecting to {url}") as update:
+    with out.status(f"bench {sc.name}: probing {url}, sizing prompts, one warm-up request") as update:
         return asyncio.run(main(update))
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -112,6 +113,7 @@ class TopApp(App[None]):
         self._timer: Timer | None = None
         self._diagnostics: list[Diagnostic] = []
         self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
+        self._panel_lines: dict[str, tuple[int, int]] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(render.header_line(None, note="collecting…"), id="status")
@@ -163,8 +165,8 @@ class TopApp(App[None]):
 
     def show(self, snap: Snapshot) -> None:
         self.shown = snap
-        self.query_one("#devices", Static).update(render.devices_table(snap))
-        self.query_one("#engines", Static).update(render.engines_group(snap))
+        self._update_panel("#devices", render.devices_table(snap))
+        self._update_panel("#engines", render.engines_group(snap))
         if self._diagnostics_shown == snap.diagnostics:
             return  # unchanged rows: rebuilding the table each tick would only cost redraws
         self._diagnostics_shown = snap.diagnostics
@@ -180,8 +182,18 @@ class TopApp(App[None]):
         if self._diagnostics:
             table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
 
+    def _update_panel(self, selector: str, content: Text) -> None:
+        """Re-layout the screen only when the panel's height changes; a repaint is much cheaper."""
+        widget = self.query_one(selector, Static)
+        width = max(1, widget.size.width)
+        height = sum(max(1, -(-cell_len(line) // width)) for line in content.plain.split("\n"))
+        relayout = self._panel_lines.get(selector) != (width, height)
+        self._panel_lines[selector] = (width, height)
+        widget.update(content, layout=relayout)
+
     def _update_status(self) -> None:
-        self.query_one("#status", Static).update(render.header_line(self.latest, self.paused, self.note))
+        # One line of fixed height: a repaint, never a re-layout of the screen.
+        self.query_one("#status", Static).update(render.header_line(self.latest, self.paused, self.note), layout=False)
 
     # --- keys ----------------------------------------------------------------------------------
 

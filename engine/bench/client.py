@@ -42,12 +42,17 @@ class Endpoint:
     url: httpx.URL
     headers: httpx.Headers
     extensions: dict
+    # When set, requests go straight to this transport, skipping the client's auth, redirect and
+    # cookie handling (none of which a bench request uses); else through `client.send`.
+    transport: httpx.AsyncBaseTransport | None = None
 
 
-def endpoint(client: httpx.AsyncClient, api: str) -> Endpoint:
+def endpoint(client: httpx.AsyncClient, api: str, transport: httpx.AsyncBaseTransport | None = None) -> Endpoint:
     headers = httpx.Headers(client.headers)
     headers["content-type"] = "application/json"
-    return Endpoint(api, client.base_url.join(PATHS[api]), headers, {"timeout": client.timeout.as_dict()})
+    if transport is not None:
+        headers["accept-encoding"] = "identity"  # the body is read raw, without httpx's decoders
+    return Endpoint(api, client.base_url.join(PATHS[api]), headers, {"timeout": client.timeout.as_dict()}, transport)
 
 
 def request_body(api: str, model: str, prompt: str, max_tokens: int, ignore_eos: bool) -> bytes:
@@ -103,22 +108,29 @@ async def stream_request(
     tokens = 0
     usage: dict | None = None
     done = False
+    events = 0
     marker = _TOKEN_MARKER[ep.api]
     try:
         req = httpx.Request("POST", ep.url, headers=ep.headers, content=body, extensions=ep.extensions)
-        resp = await client.send(req, stream=True)
+        if ep.transport is not None:
+            resp = await ep.transport.handle_async_request(req)
+            chunks, close = resp.stream, resp.stream.aclose  # type: ignore[union-attr]
+        else:
+            resp = await client.send(req, stream=True)
+            chunks, close = resp.aiter_bytes(), resp.aclose
         try:
             if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
+                text = b"".join([c async for c in chunks]).decode("utf-8", "replace")  # type: ignore[union-attr]
                 return RequestResult(ok=False, error=f"http_{resp.status_code}", detail=_short(text), **base)
             pending = b""
-            async for chunk in resp.aiter_bytes():
+            async for chunk in chunks:  # type: ignore[union-attr]
                 now = clock()
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if not line.startswith(b"data:"):
                         continue  # blank separators, comments, `event:` lines
+                    events += 1
                     payload = line[5:].strip()
                     if payload == b"[DONE]":
                         done = True
@@ -152,7 +164,7 @@ async def stream_request(
                                 gaps.append(now - last)  # type: ignore[operator]
                             last = now
         finally:
-            await resp.aclose()
+            await close()
     except httpx.ConnectError as exc:
         return RequestResult(ok=False, error="connect", detail=_short(str(exc) or type(exc).__name__), **base)
     except httpx.TimeoutException as exc:
@@ -165,6 +177,9 @@ async def stream_request(
     except (ValueError, UnicodeDecodeError, AttributeError, TypeError) as exc:
         return RequestResult(ok=False, error="bad_response", detail=_short(f"{type(exc).__name__}: {exc}"), **base)
     end = clock()
+    if not done and events == 0:
+        return RequestResult(ok=False, error="bad_response",
+                             detail="the answer is not an event stream: does the server support stream=true?", **base)
     if not done:
         return RequestResult(ok=False, error="dropped", detail="the stream ended before [DONE]",
                              ttft_s=None if first is None else first - t0, output_tokens=tokens, **base)

@@ -62,14 +62,15 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_client(url: str, request_timeout_s: float = 600.0) -> httpx.AsyncClient:
+def make_client(url: str, request_timeout_s: float = 600.0,
+                transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
     headers = {}
     key = os.environ.get(API_KEY_ENV)
     if key:
         headers["authorization"] = f"Bearer {key}"
     return httpx.AsyncClient(
         base_url=url,
-        transport=LeanTransport(),
+        transport=transport or LeanTransport(),
         headers=headers,
         timeout=httpx.Timeout(connect=10.0, read=request_timeout_s, write=30.0, pool=None),
     )
@@ -117,7 +118,7 @@ class BenchRunner:
         on_progress: Callable[[Progress], None] | None = None,
         progress_every_s: float = 0.5,
         metrics_every_s: float | None = None,
-        drain_grace_s: float = 60.0,
+        drain_grace_s: float = 120.0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.url = normalize_url(url)
@@ -193,9 +194,10 @@ class BenchRunner:
     async def _run(self, stop: asyncio.Event | None) -> BenchReport:
         self._stop = stop or asyncio.Event()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        async with make_client(self.url, self.scenario.request_timeout_s) as client:
+        transport = LeanTransport()
+        async with make_client(self.url, self.scenario.request_timeout_s, transport) as client:
             self._client = client
-            self._endpoint = endpoint(client, self.scenario.api)
+            self._endpoint = endpoint(client, self.scenario.api, transport)
             sc = await self.prepare(client)
             self._windows = windows(sc)
             before = await self._scrape()
@@ -280,6 +282,10 @@ class BenchRunner:
     async def _relay_stop(self) -> None:
         await self._stop.wait()  # type: ignore[union-attr]
         self._wake.set()
+        # Cancel what is in flight now: a dispatcher waiting for a free slot wakes up, and the
+        # partial report does not wait for slow answers.
+        for t in list(self._tasks):
+            t.cancel()
 
     def _end_issuing(self) -> None:
         self._issuing = False

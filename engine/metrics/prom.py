@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -98,31 +99,31 @@ _WANTED_HISTOGRAMS = frozenset(name for names in HISTOGRAM_NAMES.values() for na
 
 
 def _lean(text: str) -> tuple[str, str | None]:
-    """Only the lines a live view reads: `vllm:` families without their `_created` twins, and of
-    the histograms only TTFT / ITL / e2e. The parser's cost is per line and a vLLM page has
-    ~600, most of them buckets nobody on the dashboard looks at."""
+    """Only the sample lines a live view reads: `vllm:` samples without their `_created` twins,
+    and of the histograms only TTFT / ITL / e2e. Comment lines go too: the sums below are keyed
+    by sample name and need no TYPE. The parser's cost is per character and a vLLM page has ~600
+    lines, most of them buckets nobody on the dashboard looks at. Returns the lean body and the
+    cache_config_info line (parsed apart, once, by `_info_labels`)."""
     kept = []
     info = None
-    for line in text.splitlines():
-        if line.startswith("#"):
-            parts = line.split(" ", 3)
-            name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
-        else:
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-        if not name.startswith("vllm:") or name.endswith("_created"):
+    for match in _VLLM_SAMPLE.finditer(text):
+        name = match.group(1)
+        if name.endswith("_created"):
             continue
-        base = next((name[: -len(sfx)] for sfx in _HISTOGRAM_SUFFIXES if name.endswith(sfx)), None)
-        if base is not None and base not in _WANTED_HISTOGRAMS:
+        if name.endswith(_HISTOGRAM_SUFFIXES):
+            if name[: name.rindex("_")] not in _WANTED_HISTOGRAMS:
+                continue
+        elif name == _INFO:
+            info = match.group(0)
             continue
-        if line.startswith("# TYPE") and line.endswith(" histogram") and name not in _WANTED_HISTOGRAMS:
-            continue
-        if name == _INFO and not line.startswith("#"):
-            info = line
-            continue
-        kept.append(line)
-    return "\n".join(kept) + "\n", info
+        kept.append(match.group(0))
+    # The engine and model_name labels repeat on every sample and the parser walks labels one
+    # character at a time: dropping them halves its work. Values are summed over them anyway.
+    body = _CONSTANT_LABELS.sub("", "\n".join(kept)).replace(",}", "}").replace("{}", "")
+    return body + "\n", info
 
 
+_VLLM_SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)[^\n]*", re.MULTILINE)
 _INFO = "vllm:cache_config_info"
 
 
@@ -134,6 +135,10 @@ def _info_labels(line: str) -> tuple[tuple[str, str], ...]:
         for sample in fam.samples:
             return tuple(sample.labels.items())
     return ()
+
+
+_CONSTANT_LABELS = re.compile(r'\b(?:engine|model_name)="(?:[^"\\]|\\.)*",?')
+_MODEL_NAME = re.compile(r'\bmodel_name="((?:[^"\\]|\\.)*)"')
 
 
 def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
@@ -148,9 +153,11 @@ def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
                 "the /metrics page has no vllm: metrics",
                 "check that the URL is a vLLM server, started without --disable-log-stats",
             )
+        found = _MODEL_NAME.search(text)
+        lean_model = found.group(1) if found else None
         text, info_line = _lean(text)
     else:
-        info_line = None
+        info_line = lean_model = None
     sums: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
     families: set[str] = set()
@@ -210,7 +217,7 @@ def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
         samples=sums,
         cache_config=cache_config,
         breakdowns=breakdowns,
-        model_name=model_name,
+        model_name=model_name or lean_model,
     )
 
 

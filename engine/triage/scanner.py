@@ -24,6 +24,7 @@ MAX_LINE = 64 * 1024  # longer lines are cut: rules look at the start of a line
 MAX_OPEN_EVENTS = 256
 MAX_EVENT_LINES = 2000
 MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message
+STALE_LINES = 200  # a raw event that got none of the last this many lines of its input is over
 MAX_SOURCES = 5
 EXAMPLE_CHARS = 500
 _TIER = {"rule": 0, "code": 1, "symptom": 2}
@@ -78,6 +79,7 @@ class _Event:
     kind: str  # "traceback" | "report" (torch_npu / CANN error report) | "table" (plog table)
     phase: str = "frames"  # "frames" -> "message" (after the exception line)
     lines: int = 0
+    last_at: int = 0  # the source's handled-line count when it last got a line
     message_lines: int = 0
     stamp: Stamp | None = None
     first_payload: str = ""
@@ -97,6 +99,7 @@ class Scanner:
         self._miner = TemplateMiner()
         self._open: dict[tuple[str, str], _Event] = {}
         self._raw_open: dict[str, int] = {}
+        self._handled: dict[str, int] = {}  # lines looked at per source (the clock of STALE_LINES)
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -152,6 +155,9 @@ class Scanner:
 
     # -- events ----------------------------------------------------------------------------
     def _handle(self, line: str, source: str) -> None:
+        n = self._handled[source] = self._handled.get(source, 0) + 1
+        if self._raw_open.get(source):
+            self._expire(source, n)
         p = parse_line(line)
         k = (source, p.key)
         ev = self._open.get(k)
@@ -170,6 +176,12 @@ class Scanner:
             self._start(k, p, line, kind=kind)
             return
         self._single(line, p, source)
+
+    def _expire(self, source: str, n: int) -> None:
+        """Close raw events that got no line for a while: their process went quiet, and reading
+        every line on their behalf would turn a block scan into a line-by-line one."""
+        for k in [k for k, ev in self._open.items() if ev.raw and k[0] == source and n - ev.last_at > STALE_LINES]:
+            self._close(self._open.pop(k))
 
     def _continue(self, ev: _Event, p: Parsed, line: str) -> bool:
         """Add the line to the open event if it belongs to it."""
@@ -216,6 +228,7 @@ class Scanner:
 
     def _add(self, ev: _Event, p: Parsed, line: str) -> None:
         ev.lines += 1
+        ev.last_at = self._handled.get(ev.source, 0)
         if ev.stamp is None:
             ev.stamp = p.stamp
         if not self.index.candidate(line):
@@ -275,6 +288,7 @@ class Scanner:
             acc.sources = list(acc.sources)
         snapshot._miner = copy.deepcopy(self._miner)
         snapshot._raw_open = dict(self._raw_open)
+        snapshot._handled = dict(self._handled)
         for ev in list(self._open.values()):
             snapshot._close(ev)
         return snapshot._build()

@@ -6,6 +6,10 @@ same run, starts alternating so a busy machine slows both alike. Prints the rati
 Ready means GET /health answers 200, polled by this script every 0.1 s in both cases, counted from
 the moment the process is spawned. ascendctl's cost is its own start (profile, preflight, run
 directory) and the log tee; the engine's start-up is the same.
+
+The ratio compares the fastest start of each kind: on a shared host other work only ever adds
+time (a start spends most of it importing torch and vLLM), so the minimum is the measurement least
+disturbed. Medians are printed too.
 """
 
 from __future__ import annotations
@@ -108,13 +112,14 @@ def main() -> int:
                 own_start.append(_engine_spawned_after(state, time_to_ready.spawned_at))  # type: ignore[attr-defined]
             print(f"round {i + 1}: {kind:<9} ready in {t:6.2f} s", flush=True)
 
-    raw, ctl = statistics.median(raw_times), statistics.median(ctl_times)
+    raw, ctl = min(raw_times), min(ctl_times)
     ratio = ctl / raw
-    print(f"raw api_server  median {raw:6.2f} s  ({', '.join(f'{t:.2f}' for t in raw_times)})")
-    print(f"ascendctl serve median {ctl:6.2f} s  ({', '.join(f'{t:.2f}' for t in ctl_times)})")
+    for name, times in (("raw api_server ", raw_times), ("ascendctl serve", ctl_times)):
+        print(f"{name} best {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
+              f"({', '.join(f'{t:.2f}' for t in times)})")
     print(f"ascendctl's own start before it spawns the engine: median {statistics.median(own_start):.2f} s "
           f"({', '.join(f'{t:.2f}' for t in own_start)})")
-    print(f"ratio ascendctl / raw = {ratio:.3f}  (goal <= {GOAL}) {'OK' if ratio <= GOAL else 'OVER'}")
+    print(f"ratio ascendctl / raw (best starts) = {ratio:.3f}  (goal <= {GOAL}) {'OK' if ratio <= GOAL else 'OVER'}")
     return 0
 
 

@@ -45,7 +45,10 @@ def child(kind: str) -> None:
     from engine.system.runner import CommandResult
     from engine.telemetry import Collector, Target, default_thresholds
 
-    info = (FIX / "npu_smi" / "info" / "s02_910b2_25.2.0_vllm_dp.txt").read_text()
+    # Three 8-card 910B recordings in turn, so the device panel changes every tick as it does live.
+    infos = [(FIX / "npu_smi" / "info" / name).read_text() for name in (
+        "s01_910b3_25.2.0_blank_name.txt", "s02_910b2_25.2.0_vllm_dp.txt", "s03_910b4_25.0.rc1.1_idle.txt")]
+    ticks = [0]
     usages = (FIX / "npu_smi" / "usages" / "u2_910b_25.5.1.txt").read_text()
     times = json.loads((FIX / "vllm_seq" / "times.json").read_text())
     bodies = [(FIX / "vllm_seq" / name).read_text() for name in sorted(times)]
@@ -55,7 +58,10 @@ def child(kind: str) -> None:
             return "/usr/local/sbin/npu-smi"
 
         def run(self, argv, timeout=10.0, env=None):
-            return CommandResult(tuple(argv), 0, info if list(argv[1:]) == ["info"] else usages, "")
+            if list(argv[1:]) == ["info"]:
+                ticks[0] += 1
+                return CommandResult(tuple(argv), 0, infos[ticks[0] % len(infos)], "")
+            return CommandResult(tuple(argv), 0, usages, "")
 
     position = {"http://e1": 0, "http://e2": 5}
 

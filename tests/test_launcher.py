@@ -328,7 +328,9 @@ def test_the_engine_stops_when_its_supervisor_is_killed(state):
     deadline = time.monotonic() + 20
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+    import psutil
+    left = [(p, psutil.Process(p).status(), psutil.Process(p).cmdline()[:3], psutil.Process(p).ppid()) for p in pids if _alive(p)]
+    assert not left, (pids, left)
 
 
 def test_a_crash_is_diagnosed_and_its_orphaned_helpers_are_swept(state):

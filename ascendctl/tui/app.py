@@ -1,13 +1,14 @@
 """The `ascendctl top` dashboard (Textual).
 
-A thread worker takes each snapshot (a live poll, or the next recorded one) and posts it as a
-message; only the main thread touches widgets. The next poll is scheduled when the previous one
+One background thread takes each snapshot (a live poll, or the next recorded one) and posts it
+as a message; only the main thread touches widgets. The next poll is scheduled when the previous one
 has finished, so polls never overlap however slow a source is.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -114,6 +115,10 @@ class TopApp(App[None]):
         self._diagnostics: list[Diagnostic] = []
         self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
         self._panel_lines: dict[str, tuple[int, int]] = {}
+        self._panel_content: dict[str, Text] = {}
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
         yield Static(render.header_line(None, note="collecting…"), id="status")
@@ -126,23 +131,35 @@ class TopApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._poller.start()
         self._start_poll()
 
-    # --- polling (worker thread) -------------------------------------------------------------
+    def on_unmount(self) -> None:
+        self._closing.set()
+        self._wake.set()
+
+    # --- polling (one background thread) ------------------------------------------------------
 
     def _start_poll(self) -> None:
         if self._polling or self.ended:
             return
         self._polling = True
-        self.run_worker(self._poll_in_thread, thread=True, exit_on_error=False, group="poll")
+        self._wake.set()
 
-    def _poll_in_thread(self) -> None:
-        start = time.monotonic()
-        try:
-            snapshot, error = self.feed(), None
-        except Exception as exc:  # noqa: BLE001 - the collector already turns source failures into rows
-            snapshot, error = None, f"{type(exc).__name__}: {exc}"
-        self.post_message(SnapshotReady(snapshot, time.monotonic() - start, error))
+    def _poll_loop(self) -> None:
+        """The one thread that polls: it sleeps until woken, polls, posts the result. Being a
+        single thread, two polls cannot run at once, whatever the keys and timers do."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closing.is_set():
+                return
+            start = time.monotonic()
+            try:
+                snapshot, error = self.feed(), None
+            except Exception as exc:  # noqa: BLE001 - the collector already turns source failures into rows
+                snapshot, error = None, f"{type(exc).__name__}: {exc}"
+            self.post_message(SnapshotReady(snapshot, time.monotonic() - start, error))
 
     @on(SnapshotReady)
     def _snapshot_ready(self, message: SnapshotReady) -> None:
@@ -185,6 +202,9 @@ class TopApp(App[None]):
     def _update_panel(self, selector: str, content: Text) -> None:
         """Re-layout the screen only when the panel's height changes; a repaint is much cheaper."""
         widget = self.query_one(selector, Static)
+        if self._panel_content.get(selector) == content:
+            return  # same figures as on screen: no repaint
+        self._panel_content[selector] = content
         width = max(1, widget.size.width)
         height = sum(max(1, -(-cell_len(line) // width)) for line in content.plain.split("\n"))
         relayout = self._panel_lines.get(selector) != (width, height)

@@ -126,8 +126,11 @@ class BenchRunner:
         self.model = model
         self.on_progress = on_progress
         self.progress_every_s = progress_every_s
-        # Drain times need a fine time line; plain runs sample the queue once a second.
-        self.metrics_every_s = metrics_every_s or (0.25 if scenario.drain_after else 1.0)
+        # Drain times need a fine time line of the queue. Otherwise /metrics is read only before
+        # and after the run (and every 2 s for a progress display): parsing vLLM's page costs the
+        # client tens of ms of CPU and the server some too, which shows up in the latency tail.
+        self.metrics_every_s = metrics_every_s or (
+            0.25 if scenario.drain_after else 2.0 if on_progress is not None else None)
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.notes: list[str] = []
@@ -205,7 +208,7 @@ class BenchRunner:
                 self.notes.append(f"{self.url}/metrics did not answer: no engine counters or queue figures")
             self._t0 = self.clock()
             helpers = [asyncio.create_task(self._report_progress())]
-            if before is not None:
+            if before is not None and self.metrics_every_s:
                 helpers.append(asyncio.create_task(self._sample_metrics()))
             interrupted = False
             try:

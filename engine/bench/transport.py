@@ -80,7 +80,6 @@ class _Body(httpx.AsyncByteStream):
         return data
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        reader = self._conn.reader
         if not self._chunked:
             left = self._length
             if left is None:  # read to close: the connection cannot be reused
@@ -128,7 +127,6 @@ class _Body(httpx.AsyncByteStream):
             if out:
                 yield b"".join(out)
             buf += await self._read()
-        del reader
 
     async def aclose(self) -> None:
         if self._done and self._keep:

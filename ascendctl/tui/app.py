@@ -116,8 +116,8 @@ class TopApp(App[None]):
         self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
         self._panel_lines: dict[str, tuple[int, int]] = {}
         self._panel_content: dict[str, Text] = {}
-        self._wake = threading.Event()
-        self._closing = threading.Event()
+        self._poll_wake = threading.Event()
+        self._poll_stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
@@ -135,8 +135,8 @@ class TopApp(App[None]):
         self._start_poll()
 
     def on_unmount(self) -> None:
-        self._closing.set()
-        self._wake.set()
+        self._poll_stop.set()
+        self._poll_wake.set()
 
     # --- polling (one background thread) ------------------------------------------------------
 
@@ -144,15 +144,15 @@ class TopApp(App[None]):
         if self._polling or self.ended:
             return
         self._polling = True
-        self._wake.set()
+        self._poll_wake.set()
 
     def _poll_loop(self) -> None:
         """The one thread that polls: it sleeps until woken, polls, posts the result. Being a
         single thread, two polls cannot run at once, whatever the keys and timers do."""
         while True:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closing.is_set():
+            self._poll_wake.wait()
+            self._poll_wake.clear()
+            if self._poll_stop.is_set():
                 return
             start = time.monotonic()
             try:

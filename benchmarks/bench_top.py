@@ -76,7 +76,7 @@ def child(kind: str) -> None:
 
 
 def measure(kind: str, seconds: float) -> tuple[float, float]:
-    """(CPU % of one core, peak RSS MB) of one child over `seconds` after a 3 s warm-up."""
+    """(CPU % of one core, peak RSS MB) of one child over `seconds` after a 5 s warm-up."""
     import psutil
 
     master, slave = pty.openpty()
@@ -97,7 +97,7 @@ def measure(kind: str, seconds: float) -> tuple[float, float]:
 
     threading.Thread(target=drain, daemon=True).start()
     p = psutil.Process(proc.pid)
-    time.sleep(3.0)  # imports and first paint are start-up, not steady state
+    time.sleep(5.0)  # imports and first paint are start-up, not steady state
     t0, c0 = time.monotonic(), sum(p.cpu_times()[:2])
     peak = 0.0
     while time.monotonic() - t0 < seconds:

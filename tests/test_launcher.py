@@ -221,7 +221,11 @@ class Recorder(Listener):
 @pytest.fixture
 def state(tmp_path, monkeypatch):
     monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path
+    yield tmp_path
+    if (tmp_path / "pids.json").exists():  # whatever a failed test left running
+        for pid in _pids(tmp_path):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _supervisor(tmp_path: Path, *fake_args: str, log: Path = STARTUP_LOG, **kw) -> tuple[Supervisor, Recorder, int]:
@@ -328,9 +332,10 @@ def test_the_engine_stops_when_its_supervisor_is_killed(state):
     deadline = time.monotonic() + 20
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
-    import psutil
-    left = [(p, psutil.Process(p).status(), psutil.Process(p).cmdline()[:3], psutil.Process(p).ppid()) for p in pids if _alive(p)]
-    assert not left, (pids, left)
+    left = [p for p in pids if _alive(p)]
+    for pid in left:  # a failed test must not leave its own orphans behind
+        os.kill(pid, signal.SIGKILL)
+    assert not left
 
 
 def test_a_crash_is_diagnosed_and_its_orphaned_helpers_are_swept(state):

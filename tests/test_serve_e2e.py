@@ -4,7 +4,6 @@ model directory dies in seconds)."""
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shutil
 import signal

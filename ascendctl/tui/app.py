@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -114,7 +113,7 @@ class TopApp(App[None]):
         self._timer: Timer | None = None
         self._diagnostics: list[Diagnostic] = []
         self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
-        self._panel_lines: dict[str, tuple[int, int]] = {}
+        self._panel_lines: dict[str, int] = {}
         self._panel_content: dict[str, Text] = {}
         self._poll_wake = threading.Event()
         self._poll_stop = threading.Event()
@@ -200,15 +199,19 @@ class TopApp(App[None]):
             table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
 
     def _update_panel(self, selector: str, content: Text) -> None:
-        """Re-layout the screen only when the panel's height changes; a repaint is much cheaper."""
+        """Repaint a panel only when its text changed, and re-layout the screen only when its
+        height changed: a repaint is much cheaper than a layout."""
         widget = self.query_one(selector, Static)
         if self._panel_content.get(selector) == content:
             return  # same figures as on screen: no repaint
         self._panel_content[selector] = content
-        width = max(1, widget.size.width)
-        height = sum(max(1, -(-cell_len(line) // width)) for line in content.plain.split("\n"))
-        relayout = self._panel_lines.get(selector) != (width, height)
-        self._panel_lines[selector] = (width, height)
+        # Lines are cropped, not wrapped: wrapping every line of every panel each tick was the
+        # largest cost of a frame, and the height is then simply the line count.
+        content = content.copy()
+        content.no_wrap, content.overflow = True, "ellipsis"
+        height = content.plain.count("\n") + 1
+        relayout = self._panel_lines.get(selector) != height
+        self._panel_lines[selector] = height
         widget.update(content, layout=relayout)
 
     def _update_status(self) -> None:

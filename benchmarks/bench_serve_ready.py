@@ -85,7 +85,8 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from engine.demo.ensure import ensure_model
-    from engine.launcher.engine_info import engine_version
+    from engine.system import Host
+    from engine.system.enginepy import query_engine
     from engine.profiles import launch_spec, load_profile
 
     model, _ = ensure_model()
@@ -101,7 +102,7 @@ def main() -> int:
             port = free_port()
             if kind == "raw":
                 spec = launch_spec(load_profile("cpu-tiny", [f"server.port={port}"], model=str(model)),
-                                   engine_version(sys.executable), sys.executable)
+                                   query_engine(Host()).vllm, sys.executable)
                 t = time_to_ready(spec.argv, {**base_env, **spec.env}, port)
                 raw_times.append(t)
             else:

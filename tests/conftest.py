@@ -18,6 +18,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import settings
+
+# CI replays the same examples every run (a red CI must be reproducible); local runs explore.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

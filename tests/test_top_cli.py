@@ -125,3 +125,29 @@ def test_host_devices_are_polled_by_default(server, capsys):
     assert main(["top", server.url, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["device_source"]["ok"] and data["devices"][0]["kind"] in ("cpu", "npu", "cuda")
+
+
+def test_profile_diagnostics_become_the_thresholds(capsys):
+    from engine.profiles import load_profile
+
+    expected = load_profile("cpu-tiny").diagnostics
+    assert main(["top", "--json", "--no-devices", "--profile", "cpu-tiny", "--set", "window_s=30"]) == 0
+    th = json.loads(capsys.readouterr().out)["thresholds"]
+    assert th["pending_requests"] == expected.pending_threshold
+    assert th["kv_usage_pct"] == pytest.approx(expected.kv_usage_warn * 100) and th["window_s"] == 30
+
+
+def test_a_run_brings_the_pending_threshold_of_its_profile(server, capsys):
+    from importlib import resources
+
+    from engine.profiles import load_profile
+
+    run = runs_dir() / "run-7"
+    run.mkdir(parents=True)
+    (run / "profile.yaml").write_text(
+        resources.files("engine.profiles").joinpath("data/cpu-tiny.yaml").read_text(encoding="utf-8"))
+    write_run(RunInfo("run-7", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
+    assert main(["top", "--json", "--no-devices"]) == 0
+    engine = json.loads(capsys.readouterr().out)["engines"][0]
+    assert engine["label"] == "run-7"
+    assert engine["pending_threshold"] == load_profile("cpu-tiny").diagnostics.pending_threshold

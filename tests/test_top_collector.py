@@ -196,3 +196,13 @@ def test_snapshot_json_has_nulls_for_missing_values():
     assert data["schema"] == "ascendctl.top/1"
     assert data["engines"][0]["rates"]["prompt_tps"] is None
     assert Snapshot.from_dict(data) == snap
+
+
+def test_a_runs_own_pending_threshold_wins_over_the_global_one():
+    busy = seq_bodies()[8][1]
+    body = busy.replace('vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
+                        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 40.0')
+    th = {**default_thresholds(), "pending_requests": 100, "pending_sustain_s": 0}
+    strict = collector({"http://a": [body]}, thresholds=th, targets=[Target("http://a", "run-1", pending_threshold=8)])
+    snap = strict.poll()
+    assert [d.id for d in snap.diagnostics] == ["pending-high"] and "more than 8 requests" in snap.diagnostics[0].cause

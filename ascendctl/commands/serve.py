@@ -80,15 +80,15 @@ def serve(
 def resolve(profile: str, model: str | None, sets: list[str]) -> tuple[Profile, LaunchSpec, str | None]:
     """Profile -> launch spec for the engine interpreter next to ascendctl. Warns about flags the
     installed engine does not know (they are dropped, never passed blindly)."""
-    import sys
-
     from ascendctl.output import get_output
-    from engine.launcher.engine_info import engine_version
     from engine.profiles import launch_spec, load_profile
+    from engine.system import Host
+    from engine.system.enginepy import engine_interpreter, query_engine
 
     prof = load_profile(profile, overrides=list(sets), model=model)
-    python = sys.executable
-    version = engine_version(python)
+    host = Host()
+    python = engine_interpreter(host)
+    version = query_engine(host).vllm
     spec = launch_spec(prof, version, python)
     for reason in spec.dropped:
         get_output().warn(f"dropped {reason}")

@@ -23,7 +23,9 @@ diagnostics table (known issues in the engine log + threshold rules).
 With no URL it watches the live runs started by `ascendctl serve`. When stdout is not a terminal
 it prints one frame (as --once). --json prints one snapshot, or NDJSON every --interval seconds.
 
-Thresholds: built-in defaults, then --thresholds FILE (YAML, any subset of keys), then --set.
+Thresholds: built-in defaults, then --profile's diagnostics section, then --thresholds FILE
+(YAML, any subset of keys), then --set. A run started by `ascendctl serve` also brings its own
+profile's pending-requests threshold.
 Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, ? help and thresholds."""
 
 
@@ -41,6 +43,7 @@ def top(
     replay: Optional[Path] = typer.Option(None, "--replay", help="Play back a recording instead of polling."),
     thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="YAML file overriding thresholds."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override one threshold, e.g. --set pending_requests=32."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Take thresholds from this serving profile's diagnostics."),
     no_devices: bool = typer.Option(False, "--no-devices", help="Do not poll npu-smi / nvidia-smi / the host."),
 ) -> None:
     from ascendctl.output import get_output
@@ -48,7 +51,13 @@ def top(
     from engine.telemetry import load_thresholds
 
     out = get_output()
-    thresholds = load_thresholds(thresholds_file, set_ or ())
+    base = None
+    if profile is not None:
+        from engine.profiles import load_profile
+        from engine.telemetry.rules import profile_thresholds
+
+        base = profile_thresholds(load_profile(profile))
+    thresholds = load_thresholds(thresholds_file, set_ or (), base)
     if replay is not None and urls:
         raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
     headless = once or out.json_mode or not sys.stdout.isatty()

@@ -96,14 +96,13 @@ class TopApp(App[None]):
     ]
 
     def __init__(self, feed: Feed, interval: float | None = 1.0, thresholds: dict | None = None,
-                 save_dir: Path | None = None, on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+                 save_dir: Path | None = None) -> None:
         """`interval` None: poll once at start and then only on `r` (tests drive it that way)."""
         super().__init__()
         self.feed = feed
         self.interval = interval
         self.thresholds = dict(thresholds or {})
         self.save_dir = save_dir or Path.cwd()
-        self.on_snapshot = on_snapshot
         self.paused = False
         self.latest: Snapshot | None = None
         self.shown: Snapshot | None = None
@@ -169,8 +168,6 @@ class TopApp(App[None]):
             self.ended, self.note = True, "replay ended"
         else:
             self.latest, self.note = message.snapshot, ""
-            if self.on_snapshot is not None:
-                self.on_snapshot(message.snapshot)
             if not self.paused:
                 self.show(message.snapshot)
         self._update_status()

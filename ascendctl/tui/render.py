@@ -154,8 +154,10 @@ def engines_group(snap: Snapshot) -> RenderableType:
 
 def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
     table = Table(title="Diagnostics", title_justify="left", expand=True, show_edge=False, pad_edge=False)
-    for name in ("severity", "on", "issue", "fix"):
-        table.add_column(name, overflow="fold")
+    table.add_column("severity", no_wrap=True)
+    table.add_column("on", no_wrap=True)
+    table.add_column("issue", ratio=2, overflow="fold")
+    table.add_column("fix", ratio=3, overflow="fold")
     rows = list(diagnostics)
     for d in rows:
         table.add_row(Text(d.severity, style=_SEVERITY_STYLE.get(d.severity, "")), d.subject,

@@ -8,6 +8,7 @@ source does can raise out of `poll()`.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -36,6 +37,8 @@ class Target:
     url: str
     label: str = ""
     log_path: str | None = None
+    # The serving profile's diagnostics.pending_threshold, when the run's profile is known.
+    pending_threshold: float | None = None
 
     @property
     def name(self) -> str:
@@ -44,9 +47,24 @@ class Target:
 
 def targets_from_runs() -> list[Target]:
     """The live runs `ascendctl serve` started (newest first)."""
-    from engine.runs import list_runs
+    from engine.runs import PROFILE_FILE, list_runs
 
-    return [Target(r.url, r.run_id, str(r.log_path)) for r in list_runs(live_only=True)]
+    return [
+        Target(r.url, r.run_id, str(r.log_path), _profile_pending(Path(r.directory) / PROFILE_FILE))
+        for r in list_runs(live_only=True)
+    ]
+
+
+def _profile_pending(path: Path) -> float | None:
+    """The pending-requests threshold of a run's resolved profile; None if it cannot be read."""
+    if not path.is_file():
+        return None
+    try:
+        from engine.profiles import load_profile
+
+        return float(load_profile(str(path)).diagnostics.pending_threshold)
+    except (ImportError, AscendctlError, AttributeError, OSError, TypeError, ValueError):
+        return None  # a damaged or older profile must not keep the dashboard from starting
 
 
 class _Status:
@@ -175,6 +193,7 @@ class Collector:
             rates=rates,
             history={k: tuple(v) for k, v in state.history.items()},
             log_path=state.target.log_path,
+            pending_threshold=state.target.pending_threshold,
         )
         return replace(view, kv=pool) if pool is not None else view
 

@@ -20,10 +20,23 @@ def default_thresholds() -> dict[str, float]:
     return {k: float(v) for k, v in yaml.safe_load(text).items()}
 
 
-def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = ()) -> dict[str, float]:
-    """Defaults, then a YAML file of some keys, then `key=value` overrides. Unknown keys and
-    non-numbers are rejected with the list of valid keys."""
+def profile_thresholds(profile: Any) -> dict[str, float]:
+    """The `diagnostics` section of a serving profile (engine.profiles.Profile) as thresholds."""
+    d = profile.diagnostics
+    return {
+        "pending_requests": float(d.pending_threshold),
+        "kv_usage_pct": float(d.kv_usage_warn) * 100,
+        "hbm_bw_pct": float(d.hbm_bandwidth_warn_pct),
+        "temp_warn_c": float(d.temperature_warn_c),
+    }
+
+
+def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (),
+                    base: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Defaults, then `base` (a profile's), then a YAML file of some keys, then `key=value`
+    overrides. Unknown keys and non-numbers are rejected with the list of valid keys."""
     values = default_thresholds()
+    values.update(base or {})
     updates: list[tuple[str, Any, str]] = []
     if path is not None:
         try:
@@ -103,13 +116,14 @@ class RuleEngine:
                     since=e.status.last_ok,
                 ))
                 continue
-            pending = e.waiting is not None and e.waiting > t["pending_requests"]
+            limit = e.pending_threshold if e.pending_threshold is not None else t["pending_requests"]
+            pending = e.waiting is not None and e.waiting > limit
             since = self._sustained("pending", e.label, pending, now, t["pending_sustain_s"])
             if since is not None:
                 out.append(Diagnostic(
                     "pending-high", "warning", e.label,
                     f"{e.label}: {e.waiting:g} requests pending",
-                    f"more than {t['pending_requests']:g} requests have waited for {now - since:.0f} s: "
+                    f"more than {limit:g} requests have waited for {now - since:.0f} s: "
                     "the engine is at capacity",
                     "add replicas, or raise max_num_seqs if the KV pool has room (see the KV gauge)",
                     since=since,

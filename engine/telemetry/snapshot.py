@@ -46,6 +46,7 @@ class EngineView:
     rates: EngineRates = field(default_factory=EngineRates)
     history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
     log_path: str | None = None
+    pending_threshold: float | None = None  # from the run's profile; else the global threshold
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,9 @@ class RuleIndex:
         self._literals = literals
         self.parts = [re.escape(s) for s in literals] + list(CODE_REGEXES)
         self.prefilter_pattern = "|".join(self.parts)
-        self._prefilter_str = re.compile(self.prefilter_pattern)
+        # ASCII word boundaries, as in the byte engines: `ÀEZ0000` must be judged the same way
+        # whether a line arrives as text or inside a block of bytes.
+        self._prefilter_str = re.compile(self.prefilter_pattern, re.ASCII)
         self._wanted = engine
         self._picked: tuple[str, Any] | None = None  # built on first use: the line API never needs it
 

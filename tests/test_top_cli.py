@@ -151,3 +151,14 @@ def test_a_run_brings_the_pending_threshold_of_its_profile(server, capsys):
     engine = json.loads(capsys.readouterr().out)["engines"][0]
     assert engine["label"] == "run-7"
     assert engine["pending_threshold"] == load_profile("cpu-tiny").diagnostics.pending_threshold
+
+
+def test_a_url_of_a_serve_run_gets_its_log_and_label(server, capsys):
+    run = runs_dir() / "run-9"
+    run.mkdir(parents=True)
+    (run / "engine.log").write_text((FIXTURES / "vllm" / "fail_kv_too_small.log").read_text())
+    write_run(RunInfo("run-9", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
+    assert main(["top", server.url + "/", "--json", "--no-devices"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engines"][0]["label"] == "run-9"
+    assert any(d["source"] == "log" and d["subject"] == "run-9" for d in data["diagnostics"])

@@ -90,7 +90,13 @@ def top(
 def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource | None") -> "Collector":
     from engine.telemetry import Collector, Target, targets_from_runs
 
-    targets = [Target(_normalise_url(u)) for u in urls] if urls else targets_from_runs()
+    runs = targets_from_runs()
+    if urls:
+        # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
+        known = {t.url.rstrip("/"): t for t in runs}
+        targets = [known.get(url, Target(url)) for url in (_normalise_url(u) for u in urls)]
+    else:
+        targets = runs
     return Collector(targets, devices, thresholds)
 
 

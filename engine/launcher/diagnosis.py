@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from engine.launcher.phases import log_message
+from engine.triage import IssueSummary, diagnose_lines, severity_rank
 
-_SEVERITY_RANK = {"critical": 0, "error": 1, "warning": 2, "info": 3}
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)(?:\[\w+\])?: \S")
 # Re-raises across vLLM's processes that only point back at the real error ("see above").
 _WRAPPERS = re.compile(
@@ -18,24 +18,11 @@ _WRAPPERS = re.compile(
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One known issue that matched the log tail (a subset of triage's IssueSummary)."""
-
-    id: str
-    title: str
-    severity: str
-    cause: str
-    fix: str
-    example: str = ""
-
-
-@dataclass(frozen=True)
 class Diagnosis:
     exit_code: int | None
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[IssueSummary] = field(default_factory=list)
     root_error: str | None = None  # the first real exception line in the tail
     tail: list[str] = field(default_factory=list)  # the last lines, for the user to read
-    triage_available: bool = True
 
 
 def root_exception(lines: Sequence[str]) -> str | None:
@@ -62,19 +49,14 @@ def _names_root(example: str, root: str | None) -> bool:
     return bool(root and ex) and (ex[:60] in root or root[:60] in ex)
 
 
-def _triage_findings(lines: Sequence[str], root: str | None) -> list[Finding] | None:
-    try:
-        from engine.triage import diagnose_lines
-    except ImportError:  # triage not installed in this build: the root exception still shows
-        return None
+def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummary]:
     report = diagnose_lines(lines)
     # The issue that matched the root exception first; generic ones ("engine core failed to
     # start", "worker died") are true as well but name no cause.
     issues = sorted(report.issues, key=lambda i: (not _names_root(str(i.example), root),
-                                                  _SEVERITY_RANK.get(i.severity, 9), -i.count))
+                                                  -severity_rank(i.severity), -i.count))
     # Warnings (a low open-file limit...) are true but do not explain a dead engine.
-    serious = [i for i in issues if i.severity in ("critical", "error")]
-    return [Finding(i.id, i.title, i.severity, i.cause, i.fix, str(i.example or "")) for i in serious[:3]]
+    return [i for i in issues if severity_rank(i.severity) >= severity_rank("error")][:3]
 
 
 def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -> Diagnosis:
@@ -82,13 +64,7 @@ def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -
     root = root_exception(lines)
     findings = _triage_findings(lines, root)
     shown = [line for line in lines if line.strip()][-show_lines:]
-    return Diagnosis(
-        exit_code=exit_code,
-        findings=findings or [],
-        root_error=root,
-        tail=shown,
-        triage_available=findings is not None,
-    )
+    return Diagnosis(exit_code=exit_code, findings=findings, root_error=root, tail=shown)
 
 
 def describe_exit(code: int | None) -> str:

@@ -122,6 +122,13 @@ def test_tight_when_max_num_seqs_exceeds_what_fits():
     assert p.suggested_tensor_parallel_size == 8  # the smallest TP where 64 full-length requests fit
 
 
+def test_max_model_len_beyond_the_model_is_refused_before_launch():
+    # The engine itself would refuse it only after loading (tests/fixtures/vllm/fail_max_model_len_too_big.log).
+    p = plan(load_profile("910b-32b", ["engine.max_model_len=65536"]), QWEN3_32B)
+    assert p.verdict == NO_FIT
+    assert any("exceeds the model's max_position_embeddings 40,960" in r for r in p.reasons)
+
+
 def test_hybrid_and_moe_profiles_plan():
     hybrid = plan(load_profile("910b-qwen3.5-27b"), QWEN35_27B)
     assert hybrid.verdict == OK and hybrid.state_bytes_per_seq > 0

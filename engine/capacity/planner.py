@@ -191,6 +191,10 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     max_seqs = profile.engine.max_num_seqs or defaults["max_num_seqs_per_rank"] * (tp if profile.platform == "cpu" else 1)
 
     reasons: list[str] = []
+    if shape.max_position_embeddings and max_len > shape.max_position_embeddings:
+        # vLLM refuses to start in this case, after loading for a while: say it before launch.
+        reasons.append(f"max_model_len {max_len:,} exceeds the model's max_position_embeddings "
+                       f"{shape.max_position_embeddings:,}: the engine refuses to start")
     refused = _tp_allowed(shape, tp)
     if refused:
         reasons.append(f"TP {tp}: {refused}")

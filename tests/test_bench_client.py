@@ -178,9 +178,12 @@ def test_transport_reuses_connections_and_streams_as_data_arrives():
     assert chat.ok and chat.output_tokens == 4 and chat.prompt_tokens == 2
     assert idle == 1  # one connection served every request in turn
     assert models["data"][0]["id"] == "stub"
-    # Tokens paced 20 ms apart arrive 20 ms apart: the transport does not buffer the stream.
+    # Tokens paced 20 ms apart arrive spread out, not in one lump at the end: the transport does
+    # not buffer the stream. (A buffered stream shows gaps of microseconds; a loaded machine may
+    # delay one token and bunch the next, so single gaps are not compared.)
     gaps = [g for r in results for g in r.itl_s]
-    assert len(gaps) == 25 and min(gaps) > 0.01
+    assert len(gaps) == 25 and sorted(gaps)[len(gaps) // 2] > 0.01
+    assert all(sum(r.itl_s) > 0.05 for r in results)  # 5 gaps of 20 ms each, ~0 if buffered
 
 
 class _NotStreaming(_Flaky):

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from engine.capacity.kv import Capacity, KVLayout, capacity, layout
 from engine.capacity.model_config import ModelShape, read_config
 from engine.capacity.safetensors import Weights, weights
+from engine.data import load_yaml
 from engine.errors import BadInput
 from engine.profiles.schema import Profile
 
@@ -28,10 +25,8 @@ GIB = 2**30
 OK, TIGHT, NO_FIT = "ok", "tight", "does-not-fit"
 
 
-@lru_cache(maxsize=1)
 def platform_defaults() -> dict[str, Any]:
-    text = resources.files("engine.capacity").joinpath("defaults.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_yaml("engine.capacity", "defaults.yaml")
 
 
 @dataclass(frozen=True)

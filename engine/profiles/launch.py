@@ -10,12 +10,9 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping
 
-import yaml
-
+from engine.data import load_yaml
 from engine.errors import BadInput
 from engine.profiles.schema import Profile
 
@@ -72,10 +69,8 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     return (parts + (0, 0, 0))[:3]
 
 
-@lru_cache(maxsize=1)
 def gated_flags() -> dict[str, dict[str, Any]]:
-    text = resources.files("engine.profiles").joinpath("flags.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_yaml("engine.profiles", "flags.yaml")
 
 
 def _fmt(value: Any) -> str:

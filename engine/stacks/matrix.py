@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from engine.stacks.data import load_data
+from engine.data import load_yaml
 from engine.stacks.versions import cann_release, normalize, release_tuple, same_release
 
 
@@ -100,7 +100,7 @@ def _s(value: Any) -> str:
 
 @lru_cache(maxsize=1)
 def load_matrix() -> Matrix:
-    raw = load_data("matrix.yaml")
+    raw = load_yaml("engine.stacks", "matrix.yaml")
     releases = tuple(
         Release(
             vllm_ascend=_s(r["vllm_ascend"]), date=_s(r.get("date")), final=bool(r.get("final")),

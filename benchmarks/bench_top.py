@@ -41,7 +41,7 @@ def child(kind: str) -> None:
 
     from ascendctl.tui.app import TopApp
     from engine.devices import NpuSmiSource
-    from engine.metrics import parse_metrics
+    from engine.metrics import LeanParser
     from engine.system.runner import CommandResult
     from engine.telemetry import Collector, Target, default_thresholds
 
@@ -64,11 +64,12 @@ def child(kind: str) -> None:
             return CommandResult(tuple(argv), 0, usages, "")
 
     position = {"http://e1": 0, "http://e2": 5}
+    parsers = {url: LeanParser() for url in position}  # one per engine, as the live collector has
 
     def scrape(url):  # the recorded bodies in a loop, parsed for real every tick
         body = bodies[position[url] % len(bodies)]
         position[url] += 1
-        return parse_metrics(body, lean=True)  # as the live collector does
+        return parsers[url](body)
 
     collector = Collector([Target("http://e1", "engine-1"), Target("http://e2", "engine-2")],
                           NpuSmiSource(Replay()), default_thresholds(), scrape_fn=scrape)

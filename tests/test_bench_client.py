@@ -147,6 +147,21 @@ max_requests: 30
     assert served == 100 + 4 * 2 + 5
 
 
+def test_latencies_follow_a_server_paced_at_a_known_rate(tmp_path):
+    """First token after 80 ms, then one every 15 ms: each figure must be at least that (a clock
+    started late or a first token taken for a later one would read less) and they must not be
+    mixed up. Only lower bounds: a loaded machine can add delay, it cannot remove it."""
+    sc = _scenario(tmp_path, "phases: [{duration_s: 30, concurrency: 2}]\nprompt_tokens: 8\nmax_tokens: 5\n"
+                             "max_requests: 6\n")
+    with StubThread(StubConfig(first_token_delay_s=0.08, token_delay_s=0.015)) as stub:
+        report = asyncio.run(BenchRunner(stub.url, sc).run())
+    assert report.completed == 6
+    assert report.ttft_ms.min >= 79 and report.ttft_ms.p50 < report.e2e_ms.p50
+    assert report.tpot_ms.min >= 14 and report.itl_ms.p50 >= 14
+    assert report.e2e_ms.min >= 79 + 4 * 14
+    assert report.itl_ms.p50 < report.ttft_ms.min  # the wait for the first token is not a gap
+
+
 def test_unreachable_server_raises_unreachable(tmp_path):
     sc = _scenario(tmp_path, "phases: [{duration_s: 1, concurrency: 1}]\nprompt_tokens: 8\nmax_tokens: 2\n")
     with pytest.raises(Unreachable) as err:

@@ -7,7 +7,7 @@ import pytest
 
 from engine.errors import BadInput
 from engine.metrics import (
-    Histogram, RateTracker, histogram_quantile, kv_pool, parse_kv_capacity, parse_metrics,
+    Histogram, LeanParser, RateTracker, histogram_quantile, kv_pool, parse_kv_capacity, parse_metrics,
 )
 from engine.metrics.rates import histogram_delta
 from top_fakes import FIXTURES, seq_bodies
@@ -140,6 +140,37 @@ def test_breakdowns_keep_tiers_and_reasons():
 def test_a_body_that_is_not_prometheus_is_bad_input(body):
     with pytest.raises(BadInput):
         parse_metrics(body)
+
+
+DASHBOARD_FIGURES = ("running", "waiting", "kv_usage", "preemptions", "prompt_tokens", "generation_tokens",
+                     "requests_ok", "prefix_queries", "prefix_hits", "admission_rejections", "model_name")
+
+
+def test_the_live_parse_reads_the_same_figures_as_the_full_parse():
+    """The dashboard parses only the lines it shows, and re-parses only the lines that changed since
+    the engine's previous scrape; every figure it shows must still equal the full parse's."""
+    live = LeanParser()
+    for _, body in seq_bodies() + seq_bodies()[:3]:  # wrapping round: every line changes at once
+        full, lean, memo = parse_metrics(body), parse_metrics(body, lean=True), live(body)
+        for m in (lean, memo):
+            assert {k: getattr(m, k) for k in DASHBOARD_FIGURES} == {k: getattr(full, k) for k in DASHBOARD_FIGURES}
+            assert m.histogram("ttft") == full.histogram("ttft") and m.histogram("itl") == full.histogram("itl")
+            assert m.cache_config == full.cache_config and m.config_int("num_gpu_blocks") == 16384
+            assert m.breakdowns["vllm:prompt_tokens_cached_by_source_total"] == \
+                full.breakdowns["vllm:prompt_tokens_cached_by_source_total"]
+
+
+def test_the_live_parse_sees_a_changed_line_and_rejects_a_damaged_one():
+    live = LeanParser()
+    running = 'vllm:num_requests_running{engine="0",model_name="tiny"} '
+    assert live(IDLE).running == 0
+    assert live(IDLE.replace(running + "0.0", running + "3.0")).running == 3
+    assert live(IDLE).running == 0
+    busy = live(BUSY)
+    assert busy.running == parse_metrics(BUSY).running and busy.generation_tokens == 591
+    with pytest.raises(BadInput):
+        live(BUSY.replace(running + "0.0", running + "zero"))
+    assert live(BUSY).generation_tokens == 591  # a bad scrape does not poison the next one
 
 
 def test_histogram_delta_subtracts_buckets():

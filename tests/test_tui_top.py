@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-from rich.console import Console
-from textual.widgets import DataTable, Static
+from textual.geometry import Region
+from textual.widgets import DataTable
 
 from ascendctl.tui.app import DetailScreen, HelpScreen, TopApp
 from engine.devices import NpuSmiSource
@@ -32,10 +32,10 @@ def make_collector(script):
     return Collector(targets, devices, default_thresholds(), scrape_fn=ScriptedScrape(script), clock=tick, wall=tick)
 
 
-def text_of(app, selector: str) -> str:
-    console = Console(width=160, record=True, file=open("/dev/null", "w"))
-    console.print(app.query_one(selector, Static).content)
-    return console.export_text()
+def text_of(screen, selector: str) -> str:
+    """A widget's lines as painted on the screen."""
+    widget = screen.query_one(selector)
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
 
 
 async def settle(pilot, app, seq):
@@ -59,6 +59,20 @@ async def test_panels_update_on_new_snapshots():
         engines = text_of(app, "#engines")
         assert "a:8000 up" in engines and "TTFT p50 35ms" in engines and "total 8192" in engines
         assert "tick 2" in text_of(app, "#status")
+
+
+async def test_a_narrow_terminal_crops_lines_and_a_resize_redraws_them():
+    collector = make_collector({"http://a:8000": [BUSY]})
+    app = TopApp(collector.poll, interval=None)
+    async with app.run_test(size=(50, 50)) as pilot:
+        await settle(pilot, app, 1)
+        narrow = text_of(app, "#devices").splitlines()
+        assert len(narrow) == 10  # title, header, 8 cards: cropped, never wrapped onto more lines
+        assert narrow[2].startswith("npu0") and narrow[2].endswith("…") and "98W" not in narrow[2]
+        await pilot.resize_terminal(140, 50)
+        await pilot.pause(0.05)
+        wide = text_of(app, "#devices").splitlines()
+        assert len(wide) == 10 and "98W" in wide[2] and "…" not in wide[2]
 
 
 async def test_pause_keeps_the_screen_while_collection_goes_on():

@@ -24,6 +24,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static
 
 from ascendctl.tui import render
+from ascendctl.tui.panel import TextPanel
 from engine.telemetry.snapshot import Diagnostic, Snapshot
 
 # A feed gives the next snapshot; None means "no more" (a replay that ended).
@@ -112,17 +113,15 @@ class TopApp(App[None]):
         self._timer: Timer | None = None
         self._diagnostics: list[Diagnostic] = []
         self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
-        self._panel_lines: dict[str, int] = {}
-        self._panel_content: dict[str, Text] = {}
         self._poll_wake = threading.Event()
         self._poll_stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
-        yield Static(render.header_line(None, note="collecting…"), id="status")
+        yield TextPanel(render.header_line(None, note="collecting…"), id="status")
         with VerticalScroll(id="main"):
-            yield Static("", id="devices")
-            yield Static("", id="engines")
+            yield TextPanel(id="devices")
+            yield TextPanel(id="engines")
             table = DataTable(id="diagnostics", cursor_type="row", zebra_stripes=False)
             table.add_columns("severity", "on", "issue", "fix")
             yield table
@@ -178,8 +177,8 @@ class TopApp(App[None]):
 
     def show(self, snap: Snapshot) -> None:
         self.shown = snap
-        self._update_panel("#devices", render.devices_table(snap))
-        self._update_panel("#engines", render.engines_group(snap))
+        self.query_one("#devices", TextPanel).update(render.devices_table(snap))
+        self.query_one("#engines", TextPanel).update(render.engines_group(snap))
         if self._diagnostics_shown == snap.diagnostics:
             return  # unchanged rows: rebuilding the table each tick would only cost redraws
         self._diagnostics_shown = snap.diagnostics
@@ -195,25 +194,8 @@ class TopApp(App[None]):
         if self._diagnostics:
             table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
 
-    def _update_panel(self, selector: str, content: Text) -> None:
-        """Repaint a panel only when its text changed, and re-layout the screen only when its
-        height changed: a repaint is much cheaper than a layout."""
-        widget = self.query_one(selector, Static)
-        if self._panel_content.get(selector) == content:
-            return  # same figures as on screen: no repaint
-        self._panel_content[selector] = content
-        # Lines are cropped, not wrapped: wrapping every line of every panel each tick was the
-        # largest cost of a frame, and the height is then simply the line count.
-        content = content.copy()
-        content.no_wrap, content.overflow = True, "ellipsis"
-        height = content.plain.count("\n") + 1
-        relayout = self._panel_lines.get(selector) != height
-        self._panel_lines[selector] = height
-        widget.update(content, layout=relayout)
-
     def _update_status(self) -> None:
-        # One line of fixed height: a repaint, never a re-layout of the screen.
-        self.query_one("#status", Static).update(render.header_line(self.latest, self.paused, self.note), layout=False)
+        self.query_one("#status", TextPanel).update(render.header_line(self.latest, self.paused, self.note))
 
     # --- keys ----------------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def _status_text(status: SourceStatus | None) -> Text:
     return Text("DOWN", style="bold red")
 
 
-def devices_table(snap: Snapshot) -> RenderableType:
+def devices_table(snap: Snapshot) -> Text:
     """Fixed-width lines rather than a rich Table: this is redrawn every tick and a Table's
     measuring pass costs more than everything else on the screen together."""
     t = snap.thresholds
@@ -77,7 +77,8 @@ def devices_table(snap: Snapshot) -> RenderableType:
     src = snap.device_source
     if src is None:
         return Text("Devices: not polled", style="dim")
-    out = Text(f"Devices ({src.name})\n", style="bold")
+    out = Text()
+    out.append(f"Devices ({src.name})\n", style="bold")
     key_w = max([3] + [len(d.key) for d in snap.devices])
     name_w = max([4] + [len(d.name) for d in snap.devices])
     out.append(f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
@@ -106,7 +107,7 @@ def devices_table(snap: Snapshot) -> RenderableType:
     return out
 
 
-def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> RenderableType:
+def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> Text:
     """A few short lines per engine: load, KV pool, throughput and caches, latencies."""
     r, kv, h = e.rates, e.kv, e.history
     head = Text()
@@ -146,7 +147,7 @@ def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> RenderableTy
     return Text("\n").join([*lines, load, pool, flow, cache, lat])
 
 
-def engines_group(snap: Snapshot) -> RenderableType:
+def engines_group(snap: Snapshot) -> Text:
     if not snap.engines:
         return Text("Engines: none (pass a URL, or start one with `ascendctl serve`)", style="dim")
     return Text("\n").join([Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines)])

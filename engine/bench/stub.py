@@ -29,6 +29,7 @@ class StubConfig:
     model: str = "stub"
     max_model_len: int = 4096
     token_delay_s: float = 0.0  # pause between streamed tokens
+    first_token_delay_s: float | None = None  # pause before the first token (None: token_delay_s)
     fail_every: int = 0  # every k-th generation request gets HTTP 500
     drop_every: int = 0  # every k-th generation request loses its connection after two tokens
     tokenize: bool = True  # serve /tokenize (False: 404, like a server without it)
@@ -60,6 +61,7 @@ class StubServer:
         self.counters = StubCounters()
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
+        self.answering: set[asyncio.Future] = set()  # paced answers in flight
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         loop = asyncio.get_running_loop()
@@ -73,6 +75,9 @@ class StubServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for task in list(self.answering):  # or they would be destroyed pending with the loop
+            task.cancel()
+        await asyncio.gather(*self.answering, return_exceptions=True)
 
     # ------------------------------------------------------------------ routes
 
@@ -148,7 +153,9 @@ class _Conn(asyncio.Protocol):
             delayed = self._generate(path, body)
             if delayed is not None:
                 self.busy = True
-                asyncio.ensure_future(delayed)
+                task = asyncio.ensure_future(delayed)
+                self.server.answering.add(task)
+                task.add_done_callback(self.server.answering.discard)
                 return
 
     def _generate(self, path: bytes, body: bytes):
@@ -174,7 +181,7 @@ class _Conn(asyncio.Protocol):
             % (prompt_tokens, max_tokens, prompt_tokens + max_tokens)
         )
         c.prompt_tokens += prompt_tokens
-        if cfg.token_delay_s <= 0 and not drop:
+        if cfg.token_delay_s <= 0 and not cfg.first_token_delay_s and not drop:
             c.generation_tokens += max_tokens
             c.succeeded += 1
             self.transport.write(
@@ -189,9 +196,11 @@ class _Conn(asyncio.Protocol):
         c.running += 1
         try:
             t.write(_STREAM_HEAD)
+            first = cfg.token_delay_s if cfg.first_token_delay_s is None else cfg.first_token_delay_s
             for i in range(max_tokens):
-                if cfg.token_delay_s > 0:
-                    await asyncio.sleep(cfg.token_delay_s)
+                delay = first if i == 0 else cfg.token_delay_s
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 if t.is_closing():
                     return
                 t.write(_chunk(tok))
@@ -239,13 +248,14 @@ class StubThread:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Minimal OpenAI-style streaming server (load generator checks).")
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--token-delay", type=float, default=0.0)
+    ap.add_argument("--token-delay", type=float, default=0.0, help="seconds between tokens")
+    ap.add_argument("--first-token-delay", type=float, help="seconds before the first token (default: --token-delay)")
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--drop-every", type=int, default=0)
     ap.add_argument("--max-model-len", type=int, default=4096)
     args = ap.parse_args(argv)
-    cfg = StubConfig(token_delay_s=args.token_delay, fail_every=args.fail_every, drop_every=args.drop_every,
-                     max_model_len=args.max_model_len)
+    cfg = StubConfig(token_delay_s=args.token_delay, first_token_delay_s=args.first_token_delay,
+                     fail_every=args.fail_every, drop_every=args.drop_every, max_model_len=args.max_model_len)
 
     async def serve() -> None:
         srv = StubServer(cfg)

@@ -10,10 +10,11 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from engine.errors import BadInput, Unreachable
 
@@ -107,25 +108,34 @@ def _lean(text: str) -> tuple[str, str | None]:
     cache_config_info line (parsed apart, once, by `_info_labels`)."""
     kept = []
     info = None
-    for match in _VLLM_SAMPLE.finditer(text):
-        name = match.group(1)
-        if name.endswith("_created"):
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
             continue
-        if name.endswith(_HISTOGRAM_SUFFIXES):
-            if name[: name.rindex("_")] not in _WANTED_HISTOGRAMS:
-                continue
-        elif name == _INFO:
-            info = match.group(0)
-            continue
-        kept.append(match.group(0))
+        brace, space = line.find("{"), line.find(" ")
+        end = brace if brace >= 0 and (brace < space or space < 0) else space
+        role = _role(line if end < 0 else line[:end])
+        if role == _KEEP:
+            kept.append(line)
+        elif role == _CONFIG:
+            info = line
     # The engine and model_name labels repeat on every sample and the parser walks labels one
     # character at a time: dropping them halves its work. Values are summed over them anyway.
     body = _CONSTANT_LABELS.sub("", "\n".join(kept)).replace(",}", "}").replace("{}", "")
     return body + "\n", info
 
 
-_VLLM_SAMPLE = re.compile(r"^(vllm:[A-Za-z0-9_:]+)[^\n]*", re.MULTILINE)
+_DROP, _KEEP, _CONFIG = range(3)
 _INFO = "vllm:cache_config_info"
+
+
+@functools.lru_cache(maxsize=4096)
+def _role(name: str) -> int:
+    """What `_lean` does with a sample of this name (a page has ~100 distinct names)."""
+    if name.endswith("_created"):
+        return _DROP
+    if name.endswith(_HISTOGRAM_SUFFIXES):
+        return _KEEP if name[: name.rindex("_")] in _WANTED_HISTOGRAMS else _DROP
+    return _CONFIG if name == _INFO else _KEEP
 
 
 @functools.lru_cache(maxsize=16)
@@ -142,13 +152,45 @@ _CONSTANT_LABELS = re.compile(r'\b(?:engine|model_name)="(?:[^"\\]|\\.)*",?')
 _MODEL_NAME = re.compile(r'\bmodel_name="((?:[^"\\]|\\.)*)"')
 
 
-def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
+def _samples_of_lines(body: str, memo: dict[str, Sample]) -> list[Sample]:
+    """The samples of a lean body (one sample a line), parsing only the lines that are not in
+    `memo`; `memo` is left holding this body's lines for the next call."""
+    lines = body.splitlines()
+    new = [line for line in lines if line not in memo]
+    if new:
+        parsed = [s for fam in text_string_to_metric_families("\n".join(new) + "\n") for s in fam.samples]
+        if len(parsed) != len(new):
+            raise ValueError("a sample line did not parse as exactly one sample")
+        memo.update(zip(new, parsed))
+    samples = [memo[line] for line in lines]
+    memo.clear()
+    memo.update(zip(lines, samples))
+    return samples
+
+
+class LeanParser:
+    """Parses the successive scrapes of one engine for a live view (`parse_metrics(lean=True)`).
+
+    Between two scrapes a second apart only the counters and buckets that moved change: a third
+    of the lines under load, none when idle. Samples of unchanged lines are taken from the
+    previous scrape instead of being parsed again, the parser costing ~30 us a line."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, Sample] = {}
+
+    def __call__(self, text: str) -> EngineMetrics:
+        return parse_metrics(text, lean=True, memo=self._memo)
+
+
+def parse_metrics(text: str, lean: bool = False, memo: dict[str, Sample] | None = None) -> EngineMetrics:
     """Parse a Prometheus text body. Raises BadInput when it is not one.
 
     `lean=True` keeps only what the live dashboard reads (see `_lean`), several times faster.
+    `memo` (lean only) carries the samples of the previous scrape of the same engine from one
+    call to the next: see `LeanParser`.
     """
     if lean:
-        if not any(line.startswith("vllm:") for line in text.splitlines()):
+        if not (text.startswith("vllm:") or "\nvllm:" in text):
             parse_metrics(text)  # garbage: let the full parse say what is wrong
             raise BadInput(
                 "the /metrics page has no vllm: metrics",
@@ -166,24 +208,27 @@ def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
     breakdowns: dict[str, dict[str, float]] = {}
     model_name: str | None = None
     try:
-        for fam in text_string_to_metric_families(text):
-            families.add(fam.name)
-            for s in fam.samples:
-                if math.isnan(s.value):
-                    continue
-                sums[s.name] = sums.get(s.name, 0.0) + s.value
-                if s.name.endswith("_bucket") and "le" in s.labels:
-                    b = buckets.setdefault(s.name[: -len("_bucket")], {})
-                    le = float(s.labels["le"])
-                    b[le] = b.get(le, 0.0) + s.value
-                if model_name is None and s.name.startswith("vllm:"):
-                    model_name = s.labels.get("model_name")
-                label = _BREAKDOWNS.get(s.name)
-                if label is not None and label in s.labels:
-                    per = breakdowns.setdefault(s.name, {})
-                    per[s.labels[label]] = per.get(s.labels[label], 0.0) + s.value
-                if fam.name == "vllm:cache_config_info" and not cache_config:
-                    cache_config = dict(s.labels)
+        if lean:  # a lean body has no TYPE lines: each sample is its own family
+            pairs = [(s.name, s) for s in _samples_of_lines(text, {} if memo is None else memo)]
+        else:
+            pairs = ((fam.name, s) for fam in text_string_to_metric_families(text) for s in fam.samples)
+        for family, s in pairs:
+            families.add(family)
+            if math.isnan(s.value):
+                continue
+            sums[s.name] = sums.get(s.name, 0.0) + s.value
+            if s.name.endswith("_bucket") and "le" in s.labels:
+                b = buckets.setdefault(s.name[: -len("_bucket")], {})
+                le = float(s.labels["le"])
+                b[le] = b.get(le, 0.0) + s.value
+            if model_name is None and s.name.startswith("vllm:"):
+                model_name = s.labels.get("model_name")
+            label = _BREAKDOWNS.get(s.name)
+            if label is not None and label in s.labels:
+                per = breakdowns.setdefault(s.name, {})
+                per[s.labels[label]] = per.get(s.labels[label], 0.0) + s.value
+            if family == "vllm:cache_config_info" and not cache_config:
+                cache_config = dict(s.labels)
     except (ValueError, TypeError, IndexError) as exc:
         raise BadInput(
             f"the /metrics body is not Prometheus text ({exc})",
@@ -223,9 +268,13 @@ def parse_metrics(text: str, lean: bool = False) -> EngineMetrics:
 
 
 def scrape(
-    base_url: str, timeout: float = 2.0, client: httpx.Client | None = None, lean: bool = False
+    base_url: str,
+    timeout: float = 2.0,
+    client: httpx.Client | None = None,
+    parse: Callable[[str], EngineMetrics] = parse_metrics,
 ) -> EngineMetrics:
-    """GET {base_url}/metrics and parse it. Raises Unreachable or BadInput with a fix."""
+    """GET {base_url}/metrics and parse it (a live view passes its engine's LeanParser).
+    Raises Unreachable or BadInput with a fix."""
     url = base_url.rstrip("/") + "/metrics"
     try:
         if client is None:
@@ -239,4 +288,4 @@ def scrape(
         ) from exc
     if resp.status_code != 200:
         raise Unreachable(f"{url} answered HTTP {resp.status_code}", "check the URL and the server's API key")
-    return parse_metrics(resp.text, lean=lean)
+    return parse(resp.text)

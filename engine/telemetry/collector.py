@@ -19,7 +19,7 @@ import httpx
 from engine.devices.sample import DeviceSample
 from engine.devices.sources import DeviceSource
 from engine.errors import AscendctlError
-from engine.metrics.prom import EngineMetrics, scrape
+from engine.metrics.prom import EngineMetrics, LeanParser, scrape
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine, default_thresholds
@@ -118,7 +118,8 @@ class Collector:
         self.devices = devices
         self._clock, self._wall = clock, wall
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
-        self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, lean=True))
+        parsers = {t.url: LeanParser() for t in targets}
+        self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, parse=parsers[url]))
         self._engines = [_EngineState(t, self.thresholds["window_s"]) for t in targets]
         self._device_status = _Status(getattr(devices, "name", "devices"))
         self._last_devices: list[DeviceSample] = []

@@ -75,6 +75,23 @@ async def test_a_narrow_terminal_crops_lines_and_a_resize_redraws_them():
         assert len(wide) == 10 and "98W" in wide[2] and "…" not in wide[2]
 
 
+async def test_a_theme_change_repaints_the_panels_in_its_colours():
+    collector = make_collector({"http://a:8000": [BUSY]})
+    app = TopApp(collector.poll, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        panel = app.query_one("#devices")
+
+        def heading_style():
+            return next(iter(panel.render_lines(Region(0, 0, *panel.size))[0])).style
+
+        dark = heading_style()
+        app.theme = "textual-light"
+        await pilot.pause(0.05)
+        light = heading_style()
+        assert light.color != dark.color and light.bgcolor != dark.bgcolor
+
+
 async def test_pause_keeps_the_screen_while_collection_goes_on():
     collector = make_collector({"http://a:8000": [IDLE, BUSY]})
     app = TopApp(collector.poll, interval=None)

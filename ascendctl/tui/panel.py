@@ -9,6 +9,7 @@ that differ from the ones on screen are repainted.
 from __future__ import annotations
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region, Size
 from textual.strip import Strip
@@ -22,8 +23,10 @@ class TextPanel(Widget):
         super().__init__(id=id)
         self._text = text or Text()
         self._strips: list[Strip] = []
-        self._strips_width = -1  # the width _strips were rendered at; -1: not rendered
-        self._line_cache: dict[tuple, Strip] = {}  # the lines of the last render, at _strips_width
+        # What _strips were rendered for: the width and the widget's CSS style (a theme change
+        # alters the latter). None: not rendered yet, or the line count changed.
+        self._rendered_for: tuple[int, Style] | None = None
+        self._line_cache: dict[tuple, Strip] = {}  # the lines of the last render
 
     @property
     def text(self) -> Text:
@@ -36,12 +39,12 @@ class TextPanel(Widget):
             return
         same_height = text.plain.count("\n") == self._text.plain.count("\n")
         self._text = text
-        width = self._strips_width
-        if not same_height or width < 0:
-            self._strips_width = -1
+        if not same_height or self._rendered_for is None:
+            self._rendered_for = None
             self.refresh(layout=not same_height)
             return
-        old, self._strips = self._strips, self._render(width)
+        width = self._rendered_for[0]
+        old, self._strips = self._strips, self._render(*self._rendered_for)
         changed = [Region(0, y, width, 1) for y, (a, b) in enumerate(zip(old, self._strips)) if a != b]
         if changed:
             self.refresh(*changed)
@@ -50,19 +53,18 @@ class TextPanel(Widget):
         return self._text.plain.count("\n") + 1
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if self._strips_width != width:
-            self._strips = self._render(width)
-            self._strips_width = width
-        return self._strips[y] if y < len(self._strips) else Strip.blank(width)
+        wanted = (self.size.width, self.rich_style)
+        if self._rendered_for != wanted:
+            self._strips = self._render(*wanted)
+            self._rendered_for = wanted
+        return self._strips[y] if y < len(self._strips) else Strip.blank(wanted[0])
 
-    def _render(self, width: int) -> list[Strip]:
-        """One strip a line; a line equal to one already rendered at this width is reused (the
-        headings, and whatever did not move since the last tick)."""
-        console, base = self.app.console, self.rich_style
-        if width != self._strips_width:
-            self._line_cache = {}
-        cache, self._line_cache = self._line_cache, {}
+    def _render(self, width: int, base: Style) -> list[Strip]:
+        """One strip a line; a line equal to one of the last render is reused (the headings, and
+        whatever did not move since the last tick)."""
+        console = self.app.console
+        cache = self._line_cache if self._rendered_for == (width, base) else {}
+        self._line_cache = {}
         strips = []
         for line in self._text.split("\n", allow_blank=True):
             key = (line.plain, tuple(line.spans), str(line.style))

@@ -137,32 +137,26 @@ async def stream_request(
                         continue
                     if (marker in payload and payload[:1] == b"{" and payload[-1:] == b"}"
                             and b'"usage"' not in payload and b'"error"' not in payload and b'"role"' not in payload):
-                        # The common case, a compact one-choice token chunk: no need to decode it.
+                        found = 1  # the common case, a compact one-choice token chunk: no need to decode it
+                    else:
+                        event = json.loads(payload)
+                        if not isinstance(event, dict):
+                            raise ValueError(f"event is not an object: {payload[:80]!r}")
+                        if event.get("error"):
+                            err = event["error"]
+                            msg = err.get("message", err) if isinstance(err, dict) else err
+                            return RequestResult(ok=False, error="server_error", detail=_short(str(msg)),
+                                                 ttft_s=None if first is None else first - t0, **base)
+                        if event.get("usage"):
+                            usage = event["usage"]
+                        found = sum(1 for choice in event.get("choices") or () if _is_token_event(choice, ep.api))
+                    for _ in range(found):  # tokens of one read share its arrival time
                         tokens += 1
                         if first is None:
                             first = now
                         else:
                             gaps.append(now - last)  # type: ignore[operator]
                         last = now
-                        continue
-                    event = json.loads(payload)
-                    if not isinstance(event, dict):
-                        raise ValueError(f"event is not an object: {payload[:80]!r}")
-                    if event.get("error"):
-                        err = event["error"]
-                        msg = err.get("message", err) if isinstance(err, dict) else err
-                        return RequestResult(ok=False, error="server_error", detail=_short(str(msg)),
-                                             ttft_s=None if first is None else first - t0, **base)
-                    if event.get("usage"):
-                        usage = event["usage"]
-                    for choice in event.get("choices") or ():
-                        if _is_token_event(choice, ep.api):
-                            tokens += 1
-                            if first is None:
-                                first = now
-                            else:
-                                gaps.append(now - last)  # type: ignore[operator]
-                            last = now
         finally:
             await close()
     except httpx.ConnectError as exc:

@@ -171,6 +171,8 @@ def test_the_live_parse_sees_a_changed_line_and_rejects_a_damaged_one():
     with pytest.raises(BadInput):
         live(BUSY.replace(running + "0.0", running + "zero"))
     assert live(BUSY).generation_tokens == 591  # a bad scrape does not poison the next one
+    with pytest.raises(BadInput, match="holds no metrics"):  # only lines the live view drops
+        live('vllm:cache_config_info{block_size="16"} 1.0\nvllm:prompt_tokens_created 1.7e9\n')
 
 
 def test_histogram_delta_subtracts_buckets():

@@ -155,7 +155,7 @@ _MODEL_NAME = re.compile(r'\bmodel_name="((?:[^"\\]|\\.)*)"')
 def _samples_of_lines(body: str, memo: dict[str, Sample]) -> list[Sample]:
     """The samples of a lean body (one sample a line), parsing only the lines that are not in
     `memo`; `memo` is left holding this body's lines for the next call."""
-    lines = body.splitlines()
+    lines = [line for line in body.splitlines() if line]  # a page with nothing kept leaves ""
     new = [line for line in lines if line not in memo]
     if new:
         parsed = [s for fam in text_string_to_metric_families("\n".join(new) + "\n") for s in fam.samples]

@@ -36,14 +36,8 @@ fi
 VPY="$VENV/bin/python"
 PIP=("$VPY" -m pip --disable-pip-version-check)
 
-# Platform: Ascend when a davinci device or npu-smi is present, CUDA with nvidia-smi, else CPU.
-if compgen -G "/dev/davinci[0-9]*" >/dev/null || command -v npu-smi >/dev/null; then
-    PLATFORM=ascend
-elif command -v nvidia-smi >/dev/null; then
-    PLATFORM=cuda
-else
-    PLATFORM=cpu
-fi
+# Platform: the same answer doctor and top give (engine/system/platform.py, standard library only).
+PLATFORM=$("$PY" -m engine.system.platform) || die "could not tell the platform" "run: $PY -m engine.system.platform"
 say "platform: $PLATFORM"
 
 extras=fast

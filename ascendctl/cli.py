@@ -37,7 +37,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from ascendctl.commands.doctor import print_versions
+        from ascendctl.versions_view import print_versions
 
         print_versions(__version__)
         raise typer.Exit()

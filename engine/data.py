@@ -3,6 +3,10 @@ package data and parsed once per process.
 
 libyaml's C loader parses them about five times faster than the pure-Python one, which matters
 for commands such as doctor that must answer in well under a second.
+
+These files are ours and tested, so they load as plain data. YAML a person writes (profiles,
+scenarios, rules or thresholds passed on the command line) goes through `engine.yamlfile`
+instead, which keeps the line of every key for its messages.
 """
 
 from __future__ import annotations

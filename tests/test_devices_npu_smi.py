@@ -207,6 +207,24 @@ def test_detect_source_falls_back_to_the_host():
     assert host.kind == "cpu" and host.mem_total_mb > 0
 
 
+def test_an_ascend_host_without_npu_smi_on_path_is_still_watched_through_npu_smi(tmp_path):
+    """doctor calls a host with /dev/davinci0 Ascend; top must not show the CPU in its place."""
+    from engine.system.host import Host
+
+    class Nothing:
+        def which(self, name):
+            return None
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "davinci0").touch()
+    source = detect_source(host=Host(root=tmp_path, env={}, runner=Nothing()))
+    assert isinstance(source, NpuSmiSource)
+    (tmp_path / "usr/local/sbin").mkdir(parents=True)
+    (tmp_path / "usr/local/sbin/npu-smi").touch()
+    source = detect_source(host=Host(root=tmp_path, env={}, runner=Nothing()))
+    assert source.program == "/usr/local/sbin/npu-smi"
+
+
 def test_nvidia_source_reports_an_empty_answer_as_unreachable():
     with pytest.raises(Unreachable):
         NvidiaSmiSource(ReplayRunner("", "")).sample()

@@ -27,6 +27,8 @@ from engine.launcher import (
     group_members,
     health_url,
     log_message,
+    preflight_errors,
+    prepare_run,
 )
 from engine.launcher.diagnosis import describe_exit, root_exception
 from engine.launcher.phases import parse_phases
@@ -69,7 +71,7 @@ def test_phases_of_a_recorded_cpu_start_up_in_order_with_details():
     ("fail_runtime_engine_dead_headdim16.log", "http"),
 ])
 def test_a_failed_start_up_stops_at_the_phase_it_died_in(log, last_phase):
-    assert _track(_lines(SAMPLES / log)).current == last_phase
+    assert _track(_lines(SAMPLES / log)).records()[-1].phase == last_phase
 
 
 def test_ascend_and_gpu_wordings_of_the_milestones():
@@ -150,7 +152,6 @@ def test_diagnosis_keeps_the_last_lines_and_the_exit_code():
     ("fail_max_model_len_too_big.log", "max-model-len"),
 ])
 def test_the_known_issue_shown_first_is_the_cause_not_the_generic_wrapper(log, word):
-    pytest.importorskip("engine.triage")
     diag = diagnose(_lines(SAMPLES / log), 1)
     assert diag.findings
     top = diag.findings[0]
@@ -384,3 +385,76 @@ def test_an_engine_that_cannot_be_started_is_bad_input(state):
     with pytest.raises(BadInput) as err:
         sup.run()
     assert "cannot start the engine" in err.value.cause
+
+
+# -- the one entry point: preflight, prepare_run, and a run driven by hand ---------------------
+
+
+def _prepared(tmp_path: Path, *fake_args: str, log: Path = STARTUP_LOG) -> Supervisor:
+    import dataclasses
+
+    from engine.profiles import launch_spec, load_profile
+
+    port = free_port()
+    prof = load_profile("cpu-tiny", [f"server.port={port}"])
+    spec = launch_spec(prof, "0.32.0", sys.executable)
+    argv = [sys.executable, str(FAKE), "--log", str(log), "--port", str(port),
+            "--pidfile", str(tmp_path / "pids.json"), *fake_args]
+    return prepare_run(prof, dataclasses.replace(spec, argv=argv), listener=Recorder(), grace=5.0)
+
+
+def test_preflight_is_the_port_then_every_doctor_error_of_the_profile():
+    from engine.profiles import load_profile
+
+    assert preflight_errors(load_profile("cpu-tiny"), "127.0.0.1", free_port()) == []
+    errors = preflight_errors(load_profile("910b-32b"), "127.0.0.1", free_port())  # this host has no NPU
+    assert [e.id for e in errors] == ["profile.platform"] and errors[0].cause.startswith("profile.platform:")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with pytest.raises(BadInput):
+            preflight_errors(load_profile("cpu-tiny"), "127.0.0.1", sock.getsockname()[1])
+
+
+def test_prepare_run_writes_the_profile_and_the_engine_start_writes_run_json(state):
+    sup = _prepared(state)
+    assert "platform: cpu" in (sup.run_dir / runs.PROFILE_FILE).read_text()
+    assert runs.read_run(sup.run_dir) is None and runs.list_runs() == []  # nothing started yet
+    try:
+        sup.start()
+        assert sup.wait_ready() and sup.poll() is None
+        assert runs.list_runs()[0].run_id == sup.run_dir.name
+        assert sup.outcome().exit_code is None and sup.outcome().diagnosis is None
+    finally:
+        code = sup.shutdown()
+    assert code == 0 and sup.poll() == 0
+    assert not any(_alive(p) for p in _pids(state))
+    info = runs.read_run(sup.run_dir)
+    assert info.profile == "cpu-tiny" and info.exit_code == 0 and info.ended_at
+    outcome = sup.outcome()
+    assert outcome.ready_seconds is not None and outcome.phases[-1].phase == "http"
+
+
+def test_a_crash_driven_by_hand_is_diagnosed_and_shutdown_sweeps_its_helpers(state):
+    sup = _prepared(state, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")
+    sup.start()
+    assert not sup.wait_ready()
+    assert sup.wait_exit(10) == 1
+    assert sup.shutdown() == 1
+    assert not any(_alive(p) for p in _pids(state))  # the helpers outlived the main process: swept
+    outcome = sup.outcome()
+    assert outcome.failed and outcome.exit_code == 1 and outcome.ready_seconds is None
+    assert "No available memory for the cache blocks" in outcome.diagnosis.root_error
+    assert outcome.phases[-1].phase == "kv_cache"
+    assert runs.read_run(sup.run_dir).exit_code == 1
+
+
+def test_wait_exit_gives_up_after_its_timeout(state):
+    sup = _prepared(state, "--children", "0")
+    try:
+        sup.start()
+        started = time.monotonic()
+        assert sup.wait_exit(0.3) is None
+        assert time.monotonic() - started < 5
+    finally:
+        sup.shutdown()

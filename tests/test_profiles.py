@@ -265,9 +265,10 @@ def test_cli_bad_profile_elsewhere_prints_the_problems_without_traceback(tmp_pat
     assert "Traceback" not in err
 
 
-def test_installed_package_ships_the_profiles():
-    # The same lookup an installed wheel uses: package data next to engine.profiles.
+def test_the_shipped_profiles_come_from_the_top_level_profiles_folder():
+    # The lookup every install uses; an editable install maps it onto the repository's profiles/.
     from importlib import resources
 
-    data = resources.files("engine.profiles").joinpath("data")
+    data = resources.files("engine.profiles.shipped")
     assert {p.name for p in data.iterdir()} >= {f"{n}.yaml" for n in SHIPPED}
+    assert Path(str(data)).resolve() == (Path(__file__).resolve().parents[1] / "profiles")

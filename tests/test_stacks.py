@@ -10,7 +10,7 @@ import pytest
 
 from engine.stacks.matrix import load_matrix
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets, main
-from engine.stacks.versions import cann_key, cann_release, release_tuple, same_release, satisfies
+from engine.versions import cann_key, cann_release, release_tuple, same_release, satisfies
 
 HOSTS = Path(__file__).parent / "fixtures" / "hosts"
 ROOT = Path(__file__).resolve().parent.parent

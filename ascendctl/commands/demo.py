@@ -1,5 +1,5 @@
 """`ascendctl demo`: build a tiny model once, serve it on the CPU engine, send a few requests,
-then watch it (the `top` dashboard when this build has it, else live status lines)."""
+then watch it (the `top` dashboard on a terminal, else live status lines)."""
 
 from __future__ import annotations
 
@@ -35,13 +35,10 @@ def demo(
     port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="Port to serve on (default: the profile's, or a free one when it is taken)."),
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between live status lines."),
 ) -> None:
-    import os
-
-    from ascendctl.commands.serve import LaunchView, doctor_preflight, resolve, show_diagnosis
-    from ascendctl.output import get_output
-    from engine.launcher import Supervisor, port_is_free
-    from engine.launcher.rundir import new_run_dir, write_profile
-    from engine.profiles import dump_profile
+    from ascendctl.launch_view import LaunchView, preflight, show_diagnosis
+    from ascendctl.output import SCHEMA_VERSION, get_output
+    from ascendctl.profile_args import resolve
+    from engine.launcher import port_is_free, prepare_run
 
     out = get_output()
     batch = batch or out.json_mode
@@ -54,17 +51,11 @@ def demo(
         free = _free_port(spec.host)
         out.info(f"port {spec.port} is taken; the demo uses {free} instead")
         prof, spec, _ = resolve(PROFILE, model, [f"server.port={free}"])
-    else:
-        from engine.launcher import check_port
+    preflight(out, prof, spec)
 
-        check_port(spec.host, spec.port)
-    doctor_preflight(out, prof)
-
-    run_dir = new_run_dir(prof.name)
-    write_profile(run_dir, dump_profile(prof))
     view = LaunchView(out, echo=False)
-    sup = Supervisor(spec.argv, {**os.environ, **spec.env}, spec.url, run_dir, prof.name,
-                     listener=view, ready_timeout=900.0)
+    sup = prepare_run(prof, spec, listener=view, ready_timeout=900.0)
+    run_dir = sup.run_dir
     view.begin(run_dir, spec.url)
     exchanges: list[Exchange] = []
     code = 0
@@ -79,21 +70,18 @@ def demo(
                     code = _watch(out, sup, no_top, interval)
         finally:
             view.end()
-            if sup.engine is not None and sup.engine.poll() is None:
-                sup.stop(sup.stop_signal)
-            elif sup.engine is not None:
-                sup.engine.sweep()
+            sup.shutdown()
     if code == 0 and sup.stopping and not batch:
         code = 130
     if out.json_mode:
         from ascendctl.output import to_jsonable
 
-        out.json_line({"schema_version": 1, "event": "end", "run_dir": str(run_dir), "url": spec.url,
+        out.json_line({"schema_version": SCHEMA_VERSION, "event": "end", "run_dir": str(run_dir), "url": spec.url,
                        "exchanges": to_jsonable(exchanges), "exit_code": code})
     elif code in (0, 130):
         out.info(f"demo over; the engine is stopped. Its log: {run_dir / 'engine.log'}")
-    if code == 1 and sup.engine is not None:
-        _show_crash(out, sup, show_diagnosis)
+    if code == 1:
+        show_diagnosis(out, sup.outcome())
     raise typer.Exit(code)
 
 
@@ -123,17 +111,6 @@ def _not_ready(out: Output, sup: Supervisor) -> int:
     return 1
 
 
-def _show_crash(out: Output, sup: Supervisor, show_diagnosis) -> None:
-    from engine.launcher import Outcome, diagnose
-
-    engine = sup.engine
-    assert engine is not None
-    code = engine.poll()
-    outcome = Outcome(exit_code=code, run_dir=sup.run_dir, url=sup.url, timed_out=sup.timed_out,
-                      diagnosis=diagnose(list(engine.tail), code), phases=sup.tracker.records())
-    show_diagnosis(out, outcome)
-
-
 def _talk(out: Output, sup: Supervisor, model_name: str, count: int,
           api_key: str | None) -> tuple[list[Exchange], int]:
     """Send the requests and print them. Exit code 1 when the engine died under them."""
@@ -153,7 +130,7 @@ def _talk(out: Output, sup: Supervisor, model_name: str, count: int,
             if sup.stopping:
                 break
     except Unreachable:
-        if sup.engine is not None and sup.engine.wait(5) is not None:
+        if sup.wait_exit(5) is not None:
             return exchanges, 1  # the engine died: the diagnosis says why
         raise
     return exchanges, 0
@@ -173,23 +150,24 @@ def _show_exchange(out: Output, ex: Exchange, escape) -> None:
 
 
 def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float) -> int:
-    """The dashboard when this build has one and a person watches a terminal, else a status
-    line per interval. Either way until Ctrl-C (or quitting the dashboard)."""
+    """The dashboard when a person watches a terminal, else a status line per interval. Either
+    way until Ctrl-C (or quitting the dashboard)."""
     import sys
 
-    dashboard = None if no_top or not (out.interactive and sys.stdout.isatty()) else _dashboard()
-    if dashboard is None:
+    if no_top or not (out.interactive and sys.stdout.isatty()):
         out.info(f"live status from {sup.url}/metrics every {interval:g} s; Ctrl-C stops the engine")
         return _status_lines(out, sup, interval)
     import threading
 
+    from ascendctl.dashboard import run_dashboard
+
     closed = threading.Event()
     threading.Thread(target=_stop_under_dashboard, args=(sup, closed), daemon=True).start()
     try:
-        dashboard([sup.url])
+        run_dashboard([sup.url])
     finally:
         closed.set()
-    return 1 if sup.engine is not None and sup.engine.poll() not in (None, 0) and not sup.stopping else 0
+    return 1 if sup.poll() not in (None, 0) and not sup.stopping else 0
 
 
 def _stop_under_dashboard(sup: Supervisor, closed) -> None:
@@ -201,15 +179,6 @@ def _stop_under_dashboard(sup: Supervisor, closed) -> None:
             return
 
 
-def _dashboard():
-    """`top`'s entry point for a list of engine URLs, when the top command provides one."""
-    try:
-        from ascendctl.commands import top
-    except ImportError:
-        return None
-    return getattr(top, "run_dashboard", None)
-
-
 def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
     from engine.errors import AscendctlError
     from engine.metrics.prom import scrape
@@ -219,7 +188,7 @@ def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
 
     previous = None
     while not sup.stopping:
-        if sup.engine is not None and sup.engine.poll() is not None:
+        if sup.poll() is not None:
             return 1
         try:
             m = scrape(sup.url)

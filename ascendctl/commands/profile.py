@@ -7,20 +7,7 @@ from typing import List, Optional
 
 import typer
 
-# Shared by every command that takes a profile (plan, serve), so the precedence reads the same.
-PRECEDENCE = (
-    "Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order."
-)
-PROFILE_HELP = "Profile name (`ascendctl profile list`) or path to a YAML file."
-MODEL_HELP = "Model directory; replaces the profile's model.path."
-SET_HELP = "Override one key, SECTION.KEY=VALUE (e.g. engine.max_num_seqs=32); repeatable."
-
-
-def load(profile: str, sets: Optional[List[str]], model: Optional[str]):
-    """The profile with the command line's overrides applied (raises BadInput with every problem)."""
-    from engine.profiles import load_profile
-
-    return load_profile(profile, tuple(sets or ()), model=model)
+from ascendctl.profile_args import MODEL_HELP, PRECEDENCE, PROFILE_HELP, SET_HELP, load
 
 
 def _list() -> None:

@@ -1,6 +1,6 @@
 """`ascendctl top`: the live dashboard; `--once` / `--json` print snapshots without the TUI.
 
-`run_dashboard(urls, ...)` opens the dashboard from other commands (`ascendctl demo`).
+The dashboard itself (also opened by `ascendctl demo`) is in ascendctl.dashboard.
 """
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 
+from ascendctl.dashboard import default_devices, make_collector, open_recorder, poll_and_record, run_app
+
 if TYPE_CHECKING:
-    from engine.devices.sources import DeviceSource
     from engine.telemetry import Collector, Snapshot
 
 HELP = """Live dashboard: every NPU (HBM, bandwidth, AI Core, power, temperature, health), every
@@ -64,11 +65,11 @@ def top(
     if replay is not None:
         _replay(replay, headless, interval, thresholds)
         return
-    collector = make_collector(urls or (), thresholds, None if no_devices else _default_devices())
-    recorder = _recorder(record)
+    collector = make_collector(urls or (), thresholds, None if no_devices else default_devices())
+    recorder = open_recorder(record)
     try:
         if not headless:
-            run_app(lambda: _poll_and_record(collector, recorder), interval or 1.0, thresholds)
+            run_app(lambda: poll_and_record(collector, recorder), interval or 1.0, thresholds)
             return
         if out.json_mode and interval is not None:
             _stream(collector, recorder, interval, count)
@@ -87,91 +88,13 @@ def top(
             recorder.close()
 
 
-def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource | None") -> "Collector":
-    from engine.telemetry import Collector, Target, targets_from_runs
-
-    runs = targets_from_runs()
-    if urls:
-        # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
-        known = {t.url.rstrip("/"): t for t in runs}
-        targets = [known.get(url, Target(url)) for url in (_normalise_url(u) for u in urls)]
-    else:
-        targets = runs
-    return Collector(targets, devices, thresholds)
-
-
-def run_dashboard(
-    urls: Sequence[str] = (),
-    interval: float = 1.0,
-    thresholds: dict | None = None,
-    devices: "DeviceSource | None | bool" = True,
-    record: Path | None = None,
-) -> None:
-    """Open the dashboard on `urls` (or on the live runs) until the user quits.
-
-    `devices`: True picks npu-smi / nvidia-smi / the host automatically, False polls none, or a
-    DeviceSource to use. Blocks; raises BadInput on a bad URL or thresholds.
-    """
-    from engine.telemetry import default_thresholds
-
-    thresholds = thresholds or default_thresholds()
-    source = _default_devices() if devices is True else (None if devices is False else devices)
-    collector = make_collector(urls, thresholds, source)
-    recorder = _recorder(record)
-    try:
-        run_app(lambda: _poll_and_record(collector, recorder), interval, thresholds)
-    finally:
-        collector.close()
-        if recorder is not None:
-            recorder.close()
-
-
-def run_app(feed, interval: float | None, thresholds: dict) -> None:
-    from ascendctl.tui.app import TopApp
-
-    TopApp(feed, interval, thresholds).run()
-
-
-def _default_devices() -> "DeviceSource":
-    from engine.devices import detect_source
-
-    return detect_source()
-
-
-def _normalise_url(url: str) -> str:
-    from engine.errors import BadInput
-
-    url = url.strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    scheme, _, rest = url.partition("://")
-    if scheme not in ("http", "https") or not rest or any(c.isspace() for c in rest):
-        raise BadInput(f"{url!r} is not an http(s) URL of a vLLM server", "give e.g. http://127.0.0.1:8000")
-    return url
-
-
-def _recorder(path: Path | None):
-    if path is None:
-        return None
-    from engine.telemetry import Recorder
-
-    return Recorder(path)
-
-
-def _poll_and_record(collector: "Collector", recorder) -> "Snapshot":
-    snap = collector.poll()
-    if recorder is not None:
-        recorder.write(snap)
-    return snap
-
-
 def _two_polls(collector: "Collector", recorder, gap: float) -> "Snapshot":
     """Rates need two scrapes: poll, wait `gap`, poll again, and report the second."""
-    first = _poll_and_record(collector, recorder)
+    first = poll_and_record(collector, recorder)
     if not first.engines:
         return first
     time.sleep(gap)
-    return _poll_and_record(collector, recorder)
+    return poll_and_record(collector, recorder)
 
 
 def _stream(collector: "Collector", recorder, interval: float, count: int | None) -> None:
@@ -181,7 +104,7 @@ def _stream(collector: "Collector", recorder, interval: float, count: int | None
     written = 0
     next_at = time.monotonic()
     while count is None or written < count:
-        snap = _poll_and_record(collector, recorder)
+        snap = poll_and_record(collector, recorder)
         if snap.seq > 1 or not snap.engines:  # the first poll has no rates yet
             out.json_line(snap.to_dict())
             written += 1

@@ -7,7 +7,11 @@ from typing import Any, List, Optional
 
 import typer
 
-FAIL_ON_CHOICES = ("info", "warning", "error", "critical", "never")
+from ascendctl.style import severity_style, size
+from engine.severity import Severity
+
+# The severities a rule can have, and "never".
+FAIL_ON_CHOICES = (*(w for w in Severity.words() if w != "ok"), "never")
 PROGRESS_EVERY_S = 0.2
 
 
@@ -100,23 +104,10 @@ def _scan(out: Any, paths: list[str], rules_file: str | None) -> Any:
                 return
             last[0] = now
             pct = f" ({100 * done / total:.0f}%)" if total else ""
-            size = f"{_size(done)} of {_size(total)}" if total else _size(done)
-            update(f"triage: {size}{pct} — {name}")
+            amount = f"{size(done)} of {size(total)}" if total else size(done)
+            update(f"triage: {amount}{pct} — {name}")
 
         return scan_paths(paths, scanner=scanner, progress=progress)
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "N/A"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
-_SEV_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 
 
 def _render(console: Any, report: Any, top: int) -> None:
@@ -136,7 +127,7 @@ def _render(console: Any, report: Any, top: int) -> None:
                         ("issue", {"no_wrap": True}), ("first seen", {}), ("last seen", {})):
             table.add_column(col, **kw)
         for i in report.issues:
-            table.add_row(Text(i.severity, style=_SEV_STYLE.get(i.severity, "")), str(i.count),
+            table.add_row(Text(i.severity, style=severity_style(i.severity)), str(i.count),
                           Text(i.id, style="dim" if i.kind == "symptom" else ""),
                           i.first_seen or "N/A", i.last_seen or "N/A")
         console.print(table)
@@ -144,7 +135,7 @@ def _render(console: Any, report: Any, top: int) -> None:
             if i.kind == "symptom":
                 continue  # a consequence: its row above is enough, the root cause has the details
             console.print()
-            console.print(Text.assemble((f"{i.severity} ", _SEV_STYLE.get(i.severity, "")), (i.id, "bold"), f"  {i.title}"))
+            console.print(Text.assemble((f"{i.severity} ", severity_style(i.severity)), (i.id, "bold"), f"  {i.title}"))
             details = Table.grid(padding=(0, 1))
             details.add_column(style="dim", no_wrap=True)
             details.add_column(overflow="fold")
@@ -185,7 +176,7 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
             console.print(Text.assemble((info.code, "bold"), f"  {info.name}" if info.name else ""))
             console.print(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
             console.print(Text("  meaning:  ") + Text(info.meaning or "N/A"))
-            console.print(Text("  severity: ") + Text(info.severity, style=_SEV_STYLE.get(info.severity, "")))
+            console.print(Text("  severity: ") + Text(info.severity, style=severity_style(info.severity)))
             if info.fix:
                 console.print(Text("  fix:      ") + Text(info.fix, style="bold"))
 
@@ -197,7 +188,7 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
                                                            "cause", "fix", "links", "samples")}}
 
             def render_rule(console: Any) -> None:
-                console.print(Text.assemble((rule.id, "bold"), f"  {rule.title}  ", (rule.severity, _SEV_STYLE.get(rule.severity, ""))))
+                console.print(Text.assemble((rule.id, "bold"), f"  {rule.title}  ", (rule.severity, severity_style(rule.severity))))
                 console.print(Text("  cause: ") + Text(rule.cause))
                 console.print(Text("  fix:   ") + Text(rule.fix, style="bold"))
                 for p in rule.patterns:
@@ -229,7 +220,7 @@ def _list(out: Any, rules_file: str | None) -> None:
         for col in ("id", "severity", "component", "title"):
             table.add_column(col)
         for r in rules:
-            table.add_row(r.id, Text(r.severity, style=_SEV_STYLE.get(r.severity, "")), r.component, r.title)
+            table.add_row(r.id, Text(r.severity, style=severity_style(r.severity)), r.component, r.title)
         console.print(table)
         console.print()
         codes_table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(codes)} codes (ascendctl triage --explain CODE)")

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from engine.errors import BadInput
+from engine.yamlfile import Problem, YamlInvalid, duplicate_keys, line_of, load, quote
 
 APIS = ("completions", "chat")
 DISTS = ("fixed", "uniform", "normal")
@@ -95,47 +96,19 @@ class Scenario:
 # ---------------------------------------------------------------- loading with line numbers
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader whose mappings remember the line of each key (for error messages)."""
-
-
-class _Map(dict):
-    lines: dict[str, int]
-    line: int
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
-    loader.flatten_mapping(node)
-    out = _Map()
-    out.lines = {}
-    out.line = node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.lines[str(key)] = key_node.start_mark.line + 1
-    return out
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 class _Problems:
     """Collects every problem of a file, so the user fixes them in one go."""
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.items: list[str] = []
+        self.items: list[Problem] = []
 
     def add(self, where: Mapping[str, Any] | None, key: str, message: str) -> None:
-        line = None
-        if isinstance(where, _Map):
-            line = where.lines.get(key, where.line)
-        loc = f"{self.source}:{line}" if line else self.source
-        self.items.append(f"{loc}: {key}: {message}")
+        self.items.append(Problem(self.source, line_of(where, key), key, message))
 
     def raise_if_any(self) -> None:
         if self.items:
-            more = f" (and {len(self.items) - 1} more: {'; '.join(self.items[1:])})" if len(self.items) > 1 else ""
+            more = f" (and {len(self.items) - 1} more: {'; '.join(map(str, self.items[1:]))})" if len(self.items) > 1 else ""
             raise BadInput(
                 f"bad scenario {self.items[0]}{more}",
                 "fix the scenario file; the built-in ones are shown by `ascendctl bench --scenario long-doc --print-scenario`",
@@ -150,13 +123,13 @@ def _number(p: _Problems, m: Mapping[str, Any], key: str, *, integer: bool = Fal
         return None
     v = m[key]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
-        p.add(m, key, f"must be a number, got {v!r}")
+        p.add(m, key, f"must be a number, got {quote(v)}")
         return None
     if integer and not float(v).is_integer():
-        p.add(m, key, f"must be a whole number, got {v!r}")
+        p.add(m, key, f"must be a whole number, got {quote(v)}")
         return None
     if (strict and v <= low) or (not strict and v < low):
-        p.add(m, key, f"must be {'>' if strict else '>='} {low:g}, got {v!r}")
+        p.add(m, key, f"must be {'>' if strict else '>='} {low:g}, got {quote(v)}")
         return None
     return int(v) if integer else float(v)
 
@@ -168,9 +141,10 @@ def _unknown_keys(p: _Problems, m: Mapping[str, Any], allowed: Iterable[str], wh
             p.add(m, str(key), f"unknown key in {what} (known: {', '.join(sorted(allowed))})")
 
 
-def _parse_phase(p: _Problems, raw: Any, index: int) -> Phase | None:
-    if not isinstance(raw, _Map):
-        p.items.append(f"{p.source}: phases[{index}]: must be a mapping with duration_s and concurrency or rate")
+def _parse_phase(p: _Problems, raw: Any, index: int, line: int | None) -> Phase | None:
+    if not isinstance(raw, dict):
+        p.items.append(Problem(p.source, line, f"phases[{index}]",
+                               "must be a mapping with duration_s and concurrency or rate"))
         return None
     _unknown_keys(p, raw, ("name", "duration_s", "concurrency", "rate", "arrival", "max_concurrency"), "a phase")
     duration = _number(p, raw, "duration_s")
@@ -182,7 +156,7 @@ def _parse_phase(p: _Problems, raw: Any, index: int) -> Phase | None:
     rate = _number(p, raw, "rate") if has_r else None
     arrival = raw.get("arrival", "poisson")
     if arrival not in ARRIVALS:
-        p.add(raw, "arrival", f"must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+        p.add(raw, "arrival", f"must be one of {', '.join(ARRIVALS)}, got {quote(arrival)}")
     cap = _number(p, raw, "max_concurrency", integer=True, required=False)
     if has_c and cap is not None:
         p.add(raw, "max_concurrency", "only applies to a `rate` phase")
@@ -196,16 +170,16 @@ def _parse_phase(p: _Problems, raw: Any, index: int) -> Phase | None:
 def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDist | None:
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
         if raw < 1:
-            p.add(where, "prompt_tokens", f"must be >= 1, got {raw!r}")
+            p.add(where, "prompt_tokens", f"must be >= 1, got {quote(raw)}")
             return None
         return LengthDist("fixed", float(raw), int(raw), int(raw))
-    if not isinstance(raw, _Map):
+    if not isinstance(raw, dict):
         p.add(where, "prompt_tokens", "must be a number of tokens or a mapping with `dist`")
         return None
     _unknown_keys(p, raw, ("dist", "mean", "min", "max", "stddev"), "prompt_tokens")
     dist = raw.get("dist", "fixed")
     if dist not in DISTS:
-        p.add(raw, "dist", f"must be one of {', '.join(DISTS)}, got {dist!r}")
+        p.add(raw, "dist", f"must be one of {', '.join(DISTS)}, got {quote(dist)}")
         return None
     if dist == "fixed":
         mean = _number(p, raw, "mean", integer=True, low=1, strict=False)
@@ -229,33 +203,34 @@ def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDi
 def parse_scenario(data: Any, source: str) -> Scenario:
     """Validate a loaded YAML document. Raises BadInput listing every problem with its line."""
     p = _Problems(source)
-    if not isinstance(data, _Map):
+    if not isinstance(data, dict):
         raise BadInput(f"bad scenario {source}: the file must hold a YAML mapping (name, phases, ...)",
                        "start from a built-in: `ascendctl bench --scenario chat-qa --print-scenario > my.yaml`")
+    p.items.extend(duplicate_keys(data, source))
     _unknown_keys(p, data, ("name", "description", "api", "phases", "prompt_tokens", "max_tokens", "slo",
                             "drain_after", "ignore_eos", "max_requests", "request_timeout_s", "seed"), "a scenario")
     api = data.get("api", "completions")
     if api not in APIS:
-        p.add(data, "api", f"must be one of {', '.join(APIS)}, got {api!r}")
+        p.add(data, "api", f"must be one of {', '.join(APIS)}, got {quote(api)}")
     raw_phases = data.get("phases")
     phases: list[Phase] = []
     if not isinstance(raw_phases, list) or not raw_phases:
         p.add(data, "phases", "missing or empty: give a list of phases with duration_s and concurrency or rate")
     else:
         for i, raw in enumerate(raw_phases):
-            ph = _parse_phase(p, raw, i)
+            ph = _parse_phase(p, raw, i, line_of(raw_phases, i))
             if ph is not None:
                 phases.append(ph)
         names = [ph.name for ph in phases]
         if len(set(names)) != len(names):
-            p.add(data, "phases", f"phase names must be unique, got {names}")
+            p.add(data, "phases", f"phase names must be unique, got {quote(names)}")
     lengths = _parse_lengths(p, data.get("prompt_tokens"), data) if "prompt_tokens" in data else None
     if "prompt_tokens" not in data:
         p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
     max_tokens = _number(p, data, "max_tokens", integer=True)
     slo: dict[str, float] = {}
     raw_slo = data.get("slo") or {}
-    if not isinstance(raw_slo, _Map) and raw_slo != {}:
+    if not isinstance(raw_slo, dict) and raw_slo != {}:
         p.add(data, "slo", "must be a mapping of SLO name to target")
     elif raw_slo:
         _unknown_keys(p, raw_slo, SLOS, "slo")
@@ -265,13 +240,13 @@ def parse_scenario(data: Any, source: str) -> Scenario:
                 if v is not None:
                     slo[key] = v
     drain_after = data.get("drain_after")
-    if drain_after is not None and drain_after not in {ph.name for ph in phases}:
+    if drain_after is not None and drain_after not in [ph.name for ph in phases]:
         p.add(data, "drain_after", f"names no phase (phases: {', '.join(ph.name for ph in phases)})")
     if "queue_drain_s" in slo and drain_after is None:
         p.add(raw_slo, "queue_drain_s", "needs `drain_after: PHASE` to know when the burst ends")
     ignore_eos = data.get("ignore_eos", True)
     if not isinstance(ignore_eos, bool):
-        p.add(data, "ignore_eos", f"must be true or false, got {ignore_eos!r}")
+        p.add(data, "ignore_eos", f"must be true or false, got {quote(ignore_eos)}")
     max_requests = _number(p, data, "max_requests", integer=True, required=False)
     timeout = _number(p, data, "request_timeout_s", required=False)
     seed = _number(p, data, "seed", integer=True, low=0, strict=False, required=False)
@@ -326,13 +301,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     """A built-in scenario by name (`long-doc`, `chat-qa`, `burst`) or a YAML file."""
     text, source = scenario_text(name_or_path)
     try:
-        data = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"scenario {where} is not valid YAML: {problem}",
-                       "fix the YAML syntax (indentation, colons, quotes) at that line") from None
+        data = load(text, source)
+    except YamlInvalid as exc:
+        raise BadInput(f"bad scenario {exc.problem}", exc.fix) from None
     return parse_scenario(data, source)
 
 

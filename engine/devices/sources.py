@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_info, parse_usages
 from engine.devices.sample import DeviceSample
 from engine.errors import Unreachable
 from engine.system.runner import Runner, SubprocessRunner
 
+if TYPE_CHECKING:
+    from engine.system.host import Host
+
 
 class DeviceSource(Protocol):
     name: str
 
     def sample(self) -> list[DeviceSample]: ...
+
+if TYPE_CHECKING:
+    from engine.system.host import Host
 
 
 class NpuSmiSource:
@@ -155,11 +161,20 @@ class HostSource:
         )]
 
 
-def detect_source(runner: Runner | None = None) -> DeviceSource:
-    """npu-smi when it is on PATH, else nvidia-smi, else the CPU host."""
-    runner = runner or SubprocessRunner()
-    if runner.which("npu-smi"):
-        return NpuSmiSource(runner)
-    if runner.which("nvidia-smi"):
+def detect_source(runner: Runner | None = None, host: Host | None = None) -> DeviceSource:
+    """The source for this machine's platform (`engine.system.platform`, as doctor decides it).
+
+    An Ascend host whose npu-smi is not on PATH gets npu-smi from the driver's install location,
+    or a source that reports it missing: never the CPU host's figures in place of the NPUs'.
+    """
+    from engine.system.host import Host
+    from engine.system.platform import detect_platform, npu_smi_path
+
+    runner = runner or (host.runner if host else SubprocessRunner())
+    host = host or Host(runner=runner)
+    platform = detect_platform(host)
+    if platform == "ascend":
+        return NpuSmiSource(runner, program=npu_smi_path(host) or "npu-smi")
+    if platform == "cuda":
         return NvidiaSmiSource(runner)
     return HostSource()

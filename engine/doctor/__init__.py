@@ -20,7 +20,7 @@ from engine.doctor.model import CheckInfo, CheckResult, DoctorReport, Outcome, S
 from engine.system.host import Host
 
 __all__ = [
-    "CheckInfo", "CheckResult", "Context", "DoctorReport", "Status", "list_checks", "preflight_errors", "run_checks",
+    "CheckInfo", "CheckResult", "Context", "DoctorReport", "Status", "list_checks", "run_checks",
     "run_doctor",
 ]
 
@@ -131,11 +131,3 @@ def run_doctor(
         checks=tuple(checks), facts=facts, profile=profile_name,
     )
 
-
-def preflight_errors(profile: Any, model_dir: str | None = None) -> list[CheckResult]:
-    """The errors that should stop `ascendctl serve --profile P` before the engine starts.
-
-    The port is left out: serve checks the exact host and port it is about to bind itself.
-    """
-    report = run_doctor(profile=profile, profile_name=getattr(profile, "name", None), model_dir=model_dir)
-    return [c for c in report.checks if c.status is Status.ERROR and c.id != "system.port"]

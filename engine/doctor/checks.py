@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import posixpath
 import shlex
-import socket
 from dataclasses import dataclass
 from typing import Callable
 
 from engine.doctor.context import Context
 from engine.doctor.model import CheckInfo, Outcome, error, ok, skip, warn
+from engine.errors import BadInput
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets
-from engine.stacks.versions import cann_key, cann_release, normalize, release_tuple, same_release, satisfies
+from engine.versions import cann_key, cann_release, normalize, release_tuple, same_release, satisfies
 from engine.system import paths
 from engine.system.cann import default_set_env
 from engine.system.driver import firmware_in_range, pair
 from engine.system.enginepy import ENGINE_PYTHON_VAR
 from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, analyze
+from engine.system.ports import port_holder, port_is_free
 
 NO_NPU = "no NPU: the CPU engine does not need it"
 
@@ -585,11 +586,13 @@ def check_port(ctx: Context) -> Outcome:
     host = "127.0.0.1"
     if ctx.profile is not None:
         host = getattr(getattr(ctx.profile, "server", None), "host", host) or host
-    bind_host = "0.0.0.0" if host in ("0.0.0.0", "::") else "127.0.0.1"
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((bind_host, ctx.port))
-        except OSError:
-            return warn(f"port {ctx.port} is already in use on {bind_host}",
-                        f"stop what listens there (ss -ltnp 'sport = :{ctx.port}') or set server.port in the profile to a free port")
-    return ok(f"port {ctx.port} is free on {bind_host}")
+    # The same test serve's preflight makes, so doctor and serve never disagree on a port.
+    try:
+        free = port_is_free(host, ctx.port)
+    except BadInput as exc:
+        return error(exc.cause, exc.fix)
+    if not free:
+        holder = port_holder(ctx.port)
+        return warn(f"port {ctx.port} is already in use on {host}" + (f" by {holder}" if holder else ""),
+                    f"stop what listens there (ss -ltnp 'sport = :{ctx.port}') or set server.port in the profile to a free port")
+    return ok(f"port {ctx.port} is free on {host}")

@@ -12,7 +12,7 @@ from functools import cached_property
 from typing import Any, Callable, TypeVar
 
 from engine.stacks.matrix import Matrix, load_matrix
-from engine.system import paths
+from engine.system.platform import detect_platform, npu_smi_path
 from engine.system.cann import CannToolkit, find_toolkit
 from engine.system.devnodes import DeviceNodes, device_nodes, in_container
 from engine.system.driver import DriverInfo, FirmwareInfo, install_prefix, read_driver, read_firmware
@@ -21,7 +21,6 @@ from engine.system.host import Host
 from engine.system.libc import glibc_version
 from engine.system.runner import ToolMissing, ToolTimeout
 
-NPU_SMI_PATHS = ("/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi")
 NPU_SMI_TIMEOUT = 8.0
 ENGINE_TIMEOUT = 15.0
 
@@ -113,10 +112,7 @@ class Context:
 
     @cached_property
     def npu_smi_path(self) -> str | None:
-        found = self.host.runner.which("npu-smi")
-        if found:
-            return found
-        return next((p for p in NPU_SMI_PATHS if paths.exists(self.host, p)), None)
+        return npu_smi_path(self.host)
 
     @property
     def engine(self) -> EnginePython:
@@ -155,9 +151,4 @@ class Context:
 
     @cached_property
     def platform(self) -> str:
-        """ascend when any part of the NPU stack is present, cuda with nvidia-smi, else cpu."""
-        if self.nodes.any or self.npu_smi_path or self.driver is not None or self.toolkit is not None:
-            return "ascend"
-        if self.host.runner.which("nvidia-smi") or paths.exists(self.host, "/dev/nvidia0"):
-            return "cuda"
-        return "cpu"
+        return detect_platform(self.host)

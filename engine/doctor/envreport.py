@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from engine.redact import MASK, is_secret_name, redact_env, redact_value
 from engine.system import paths
 from engine.system.cann import find_toolkit
 from engine.system.driver import read_driver, read_firmware
@@ -21,37 +22,12 @@ from engine.system.enginepy import EnginePython, query_engine
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
 
-MASK = "****"
 # Variables worth showing: what set_env.sh / the runtime / vLLM read, and where libraries come from.
 PREFIXES = (
     "ASCEND", "ATB_", "HCCL_", "HCCN_", "TORCH", "PYTORCH_", "VLLM_", "HF_", "TRANSFORMERS_", "CUDA_", "NCCL_",
     "OMP_", "MKL_", "TASK_QUEUE_ENABLE", "SOC_VERSION", "CPU_AFFINITY", "PYTHON", "LD_", "PATH", "TOOLCHAIN_HOME",
     "OPTION_", "MOONCAKE_", "NPU_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
 )
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE", re.I)
-_URL_CREDS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@", re.I)
-_TOKENS = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9\-]{10,}"
-    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,})\b"
-)
-_FLAG_SECRET = re.compile(r"(--(?:api[-_]key|token|password)[= ])\S+", re.I)
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact_value(value: str) -> str:
-    """Mask credentials inside a value: user:password@ in URLs, token-shaped strings, --api-key X."""
-    value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", value)
-    value = _TOKENS.sub(MASK, value)
-    return _FLAG_SECRET.sub(lambda m: m.group(1) + MASK, value)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: (MASK if is_secret_name(k) and v else redact_value(v)) for k, v in env.items()}
-
-
 def selected_env(env: Mapping[str, str]) -> dict[str, str]:
     picked = {k: v for k, v in env.items() if k.startswith(PREFIXES) or k == "container"}
     return dict(sorted(redact_env(picked).items()))

@@ -8,8 +8,11 @@ from typing import Any
 
 
 class Status(str, enum.Enum):
+    """A check's result. The words are those of `engine.severity` (so one colour map serves
+    doctor, triage and top), plus "skip" for a check that did not apply."""
+
     OK = "ok"
-    WARN = "warn"
+    WARN = "warning"
     ERROR = "error"
     SKIP = "skip"
 

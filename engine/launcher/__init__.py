@@ -1,22 +1,29 @@
 """Launch and supervise the engine: `ascendctl serve` and `ascendctl demo` are thin shells
-around `Supervisor`.
+around `preflight_errors` and `prepare_run`.
 
+    errors = preflight_errors(profile, spec.host, spec.port)  # BadInput: the port is taken
+    sup = prepare_run(profile, spec, listener=view)           # run directory, profile written
+    outcome = sup.run()                                       # or start(), wait_ready(), ...,
+                                                              # then outcome() and shutdown()
+
+- run: prepare_run, the one entry point
 - phases: start-up phases parsed from the engine log (patterns in phases.yaml)
 - process: one engine process tree in its own process group, output tee'd
 - supervisor: readiness on /health, signal forwarding, restarts, the outcome
-- preflight: checks before launch (the port)
+- preflight: checks before launch (the port, doctor's errors for the profile)
 - diagnosis: why it died (triage's matcher on the log tail, plus the root exception)
 - rundir: the run directory (run.json, engine.log, profile.yaml)
 """
 
 from engine.launcher.diagnosis import Diagnosis, diagnose, describe_exit
-from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, load_phases, log_message
-from engine.launcher.preflight import check_port, port_is_free
-from engine.launcher.process import EngineProcess, group_alive, group_members
+from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, log_message
+from engine.launcher.preflight import check_port, port_is_free, preflight_errors
+from engine.launcher.process import EngineProcess, group_members
+from engine.launcher.run import prepare_run
 from engine.launcher.supervisor import Listener, Outcome, RestartPolicy, Supervisor, health_url
 
 __all__ = [
     "Diagnosis", "EngineProcess", "Listener", "Outcome", "PhaseEvent", "PhaseRecord",
     "PhaseTracker", "RestartPolicy", "Supervisor", "check_port", "describe_exit", "diagnose",
-    "group_alive", "group_members", "health_url", "load_phases", "log_message", "port_is_free",
+    "group_members", "health_url", "log_message", "port_is_free", "preflight_errors", "prepare_run",
 ]

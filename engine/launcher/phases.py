@@ -133,17 +133,6 @@ class PhaseTracker:
                 break
         return event
 
-    @property
-    def current(self) -> str | None:
-        return self._order[-1] if self._order else None
-
-    def label(self, phase_id: str) -> str:
-        return next((s.label for s in self.specs if s.id == phase_id), phase_id)
-
-    def values(self, phase_id: str) -> dict[str, str]:
-        state = self._states.get(phase_id)
-        return dict(state.values) if state else {}
-
     def _record(self, phase_id: str, end: float | None) -> PhaseRecord:
         state = self._states[phase_id]
         seconds = None if end is None else max(0.0, end - state.started)
@@ -157,10 +146,3 @@ class PhaseTracker:
             end = self._states[self._order[i + 1]].started if i + 1 < len(self._order) else until
             out.append(self._record(pid, end))
         return out
-
-    def record(self, phase_id: str, until: float | None = None) -> PhaseRecord | None:
-        if phase_id not in self._states:
-            return None
-        i = self._order.index(phase_id)
-        end = self._states[self._order[i + 1]].started if i + 1 < len(self._order) else until
-        return self._record(phase_id, end)

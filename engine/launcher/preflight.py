@@ -3,53 +3,14 @@ with the fix instead of minutes later in the engine log."""
 
 from __future__ import annotations
 
-import errno
-import socket
+from typing import TYPE_CHECKING
 
-import psutil
-
+from engine.doctor import CheckResult, Status, run_doctor
 from engine.errors import BadInput
+from engine.system.ports import port_holder, port_is_free
 
-
-def port_holder(port: int) -> str | None:
-    """'pid 1234 (python3)' for the process listening on `port`, when we may see it."""
-    try:
-        conns = psutil.net_connections(kind="inet")
-    except (psutil.Error, OSError):
-        return None
-    for conn in conns:
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-            try:
-                return f"pid {conn.pid} ({psutil.Process(conn.pid).name()})"
-            except psutil.Error:
-                return f"pid {conn.pid}"
-    return None
-
-
-def port_is_free(host: str, port: int) -> bool:
-    """Bind the way vLLM does (SO_REUSEADDR), so a socket in TIME_WAIT does not count as busy."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise BadInput(
-            f"cannot resolve the server host {host!r}: {exc.strerror}",
-            "set server.host to an address of this machine, e.g. --set server.host=127.0.0.1",
-        ) from exc
-    family, _, _, _, addr = infos[0]
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(addr)
-        except OSError as exc:
-            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
-                return False
-            if exc.errno == errno.EADDRNOTAVAIL:
-                raise BadInput(
-                    f"{host} is not an address of this machine",
-                    "set server.host to 127.0.0.1 or 0.0.0.0, e.g. --set server.host=127.0.0.1",
-                ) from exc
-            raise
-    return True
+if TYPE_CHECKING:
+    from engine.profiles import Profile
 
 
 def check_port(host: str, port: int) -> None:
@@ -63,3 +24,14 @@ def check_port(host: str, port: int) -> None:
         f"port {port} on {host} is already in use{who}",
         f"stop that server, or choose another port: --set server.port={port + 1}",
     )
+
+
+def preflight_errors(profile: Profile, host: str, port: int) -> list[CheckResult]:
+    """Everything that should stop a launch of `profile` on `host:port` before the engine starts.
+
+    A taken port raises BadInput (exit 2: the fix is a setting). Returns doctor's errors for the
+    profile, every one of them: the caller shows each with its fix and does not start (exit 1).
+    """
+    check_port(host, port)
+    report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path)
+    return [c for c in report.checks if c.status is Status.ERROR]

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
+from engine.redact import redact_argv
 
 
-def new_run_dir(profile_name: str, now: float | None = None) -> Path:
+def new_run_dir(profile_name: str) -> Path:
     """<state>/runs/<YYYYmmdd-HHMMSS>-<profile>[-n]: sortable by time, readable by name."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now or time.time()))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(profile_name).stem or "run")[:40]
     base = runs.runs_dir()
     base.mkdir(parents=True, exist_ok=True)
@@ -42,7 +43,7 @@ def start_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pi
         pid=pid,
         url=url,
         profile=profile_name,
-        argv=list(argv),
+        argv=redact_argv(argv),  # run.json is read by top and bundles: no secret flag in it
         started_at=time.time(),
     )
     runs.write_run(info)

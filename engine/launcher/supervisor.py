@@ -205,14 +205,24 @@ class Supervisor:
                 self._stop.wait(self.poll_interval)
         return False
 
-    def wait_exit(self) -> int | None:
-        """Block until the engine exits (its code) or a stop is requested (None)."""
+    def wait_exit(self, timeout: float | None = None) -> int | None:
+        """Block until the engine exits (its code), or a stop is requested or `timeout` seconds
+        pass (None)."""
         assert self.engine is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
         while not self._stop.is_set():
-            code = self.engine.wait(self.poll_interval)
+            step = self.poll_interval if deadline is None else \
+                max(0.0, min(self.poll_interval, deadline - time.monotonic()))
+            code = self.engine.wait(step)
             if code is not None:
                 return code
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
         return None
+
+    def poll(self) -> int | None:
+        """The engine's exit code; None while it runs, or before it started."""
+        return self.engine.poll() if self.engine is not None else None
 
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
         """Stop the whole process group: `sig`, then SIGKILL after the grace period."""
@@ -223,8 +233,22 @@ class Supervisor:
         self._finish(code)
         return code
 
+    def shutdown(self) -> int | None:
+        """Leave nothing running, however the run went: stop the engine's process group if the
+        engine still runs (with the signal we received, else SIGTERM), else sweep what its main
+        process left behind. run.json records how it ended. Returns the engine's exit code."""
+        if self.engine is None:
+            return None
+        if self.engine.poll() is None:
+            return self.stop(self.stop_signal)
+        self.engine.sweep(self.grace)
+        code = self.engine.poll()
+        self._finish(code)
+        return code
+
     def _finish(self, code: int | None) -> None:
-        if self.info is not None:
+        # The first end is the one to keep: a stop from another thread may have recorded it.
+        if self.info is not None and self.info.ended_at is None:
             self.info = rundir.update_record(self.info, ended_at=time.time(), exit_code=code)
 
     # -- the serve loop ----------------------------------------------------------------------
@@ -262,6 +286,19 @@ class Supervisor:
                 continue
             self.listener.exited(code, diagnosis, None, attempt)
             return self._outcome(code, attempt, diagnosis=diagnosis, timed_out=self.timed_out)
+
+    def outcome(self) -> Outcome:
+        """The run as it stands, for a caller that drives start() and wait_ready() itself instead
+        of run(): the engine's exit code (None while it runs) and, once it has exited or missed
+        the ready timeout, the diagnosis of its log tail."""
+        code = self.poll()
+        ended = self.engine is not None and (code is not None or self.timed_out)
+        return self._outcome(
+            code, 0,
+            stopped_by=signal.Signals(self.stop_signal).name if self.stopping else None,
+            timed_out=self.timed_out,
+            diagnosis=diagnose(list(self.engine.tail), code) if ended else None,
+        )
 
     def _outcome(self, code: int | None, restarts: int, **kw) -> Outcome:
         return Outcome(

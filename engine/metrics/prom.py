@@ -1,11 +1,11 @@
 """Scrape and parse vLLM `/metrics` with prometheus_client's own text parser.
 
-Metric names moved between vLLM versions (`gpu_cache_usage_perc` became `kv_cache_usage_perc`);
-each headline figure lists the names it accepts, newest first, in `_NAMES`.
+Which figures are read, and under which names across vLLM versions, is the table in `catalog`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -17,27 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from engine.errors import BadInput, Unreachable
+from engine.metrics.catalog import HISTOGRAMS, SCALARS, optional_fields
 
 # Headline figure -> metric family names that carry it, newest vLLM first.
-_NAMES: Mapping[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
-    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    "preemptions": ("vllm:num_preemptions", "vllm:num_preemptions_total"),
-    "prompt_tokens": ("vllm:prompt_tokens", "vllm:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens", "vllm:generation_tokens_total"),
-    "requests_ok": ("vllm:request_success", "vllm:request_success_total"),
-    "prefix_queries": ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"),
-    "prefix_hits": ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
-    "admission_rejections": ("vllm:admission_rejections",),
-}
-
-# Histograms the dashboard reads -> family names, newest vLLM first (TPOT was renamed ITL in 0.10).
-HISTOGRAM_NAMES: Mapping[str, tuple[str, ...]] = {
-    "ttft": ("vllm:time_to_first_token_seconds",),
-    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-    "e2e": ("vllm:e2e_request_latency_seconds",),
-}
+_NAMES: Mapping[str, tuple[str, ...]] = {m.key: m.names for m in SCALARS}
+HISTOGRAM_NAMES: Mapping[str, tuple[str, ...]] = {m.key: m.names for m in HISTOGRAMS}
 
 # Counters kept per label value as well as summed: (sample name, label) -> breakdown key.
 _BREAKDOWNS: Mapping[str, str] = {
@@ -57,52 +41,51 @@ class Histogram:
     sum: float
 
 
-@dataclass(frozen=True)
-class EngineMetrics:
-    """One scrape. Headline values are None when the engine does not expose them."""
+def _histogram(self, key: str) -> Histogram | None:
+    """The histogram for "ttft", "itl" or "e2e", under whichever name this vLLM uses."""
+    for name in HISTOGRAM_NAMES[key]:
+        if name in self.histograms:
+            return self.histograms[name]
+    return None
 
-    running: float | None = None
-    waiting: float | None = None
-    kv_usage: float | None = None  # 0..1
-    preemptions: float | None = None
-    prompt_tokens: float | None = None
-    generation_tokens: float | None = None
-    requests_ok: float | None = None
-    prefix_queries: float | None = None
-    prefix_hits: float | None = None
-    admission_rejections: float | None = None
-    histograms: Mapping[str, Histogram] = field(default_factory=dict)
-    # Every sample value summed over label sets, by sample name (for figures not listed above).
-    samples: Mapping[str, float] = field(default_factory=dict)
-    # Labels of `vllm:cache_config_info` (block size, number of blocks...), when present.
-    cache_config: Mapping[str, str] = field(default_factory=dict)
-    # Per-label values of the counters in _BREAKDOWNS: sample name -> label value -> value.
-    breakdowns: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    model_name: str | None = None  # the served model name, from the `model_name` label
 
-    def histogram(self, key: str) -> Histogram | None:
-        """The histogram for "ttft", "itl" or "e2e", under whichever name this vLLM uses."""
-        for name in HISTOGRAM_NAMES[key]:
-            if name in self.histograms:
-                return self.histograms[name]
+def _config_int(self, label: str) -> int | None:
+    """An integer label of `vllm:cache_config_info` ("None" and junk read as absent)."""
+    try:
+        return int(float(self.cache_config[label]))
+    except (KeyError, ValueError):
         return None
 
-    def config_int(self, label: str) -> int | None:
-        """An integer label of `vllm:cache_config_info` ("None" and junk read as absent)."""
-        try:
-            return int(float(self.cache_config[label]))
-        except (KeyError, ValueError):
-            return None
+
+# One scrape: a field per gauge and counter of the catalog (None when the engine does not expose
+# it), then what views beyond the headline figures need.
+EngineMetrics = dataclasses.make_dataclass(
+    "EngineMetrics",
+    [
+        *optional_fields(tuple(_NAMES)),
+        ("histograms", Mapping[str, Histogram], field(default_factory=dict)),
+        # Every sample value summed over label sets, by sample name (for figures not in the catalog).
+        ("samples", Mapping[str, float], field(default_factory=dict)),
+        # Labels of `vllm:cache_config_info` (block size, number of blocks...), when present.
+        ("cache_config", Mapping[str, str], field(default_factory=dict)),
+        # Per-label values of the counters in _BREAKDOWNS: sample name -> label value -> value.
+        ("breakdowns", Mapping[str, Mapping[str, float]], field(default_factory=dict)),
+        ("model_name", str | None, field(default=None)),  # the served model name, from `model_name`
+    ],
+    namespace={"histogram": _histogram, "config_int": _config_int},
+    frozen=True,
+    module=__name__,
+)
 
 
 _HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
-# The dashboard shows TTFT and ITL; e2e latency is left to full parses (bench, scripts).
-_WANTED_HISTOGRAMS = frozenset(HISTOGRAM_NAMES["ttft"] + HISTOGRAM_NAMES["itl"])
+# Histograms the dashboard does not show (e2e latency) are left to full parses (bench, scripts).
+_WANTED_HISTOGRAMS = frozenset(name for m in HISTOGRAMS if m.live for name in m.names)
 
 
 def _lean(text: str) -> tuple[str, str | None]:
     """Only the sample lines a live view reads: `vllm:` samples without their `_created` twins,
-    and of the histograms only TTFT and ITL. Comment lines go too: the sums below are keyed
+    and of the histograms only those the catalog marks `live`. Comment lines go too: the sums below are keyed
     by sample name and need no TYPE. The parser's cost is per character and a vLLM page has ~600
     lines, most of them buckets nobody on the dashboard looks at. Returns the lean body and the
     cache_config_info line (parsed apart, once, by `_info_labels`)."""

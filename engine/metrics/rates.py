@@ -9,11 +9,13 @@ at both ends of the window, interpolated inside a bucket the way Prometheus'
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from engine.metrics.catalog import COUNTERS, HISTOGRAMS, RATE_FIELDS, optional_fields
 from engine.metrics.prom import EngineMetrics, Histogram
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -101,22 +103,22 @@ def kv_pool(metrics: EngineMetrics, log_blocks: int | None = None, log_tokens: i
     return KvPool(total, used, usage, block_size, source)
 
 
-@dataclass(frozen=True)
-class EngineRates:
-    """Figures derived from the last two scrapes and the window; None until they exist."""
-
-    interval_s: float | None = None
-    prompt_tps: float | None = None
-    generation_tps: float | None = None
-    requests_per_s: float | None = None
-    preemptions_per_s: float | None = None
-    rejections_per_s: float | None = None
-    preemptions_in_window: float | None = None
-    prefix_hit_rate: float | None = None  # 0..1 over the window
-    cached_tps_by_tier: Mapping[str, float] = field(default_factory=dict)  # device / host / ...
-    offload_per_s: Mapping[str, float] = field(default_factory=dict)  # vllm:kv_offload_* counters
-    ttft: Percentiles = field(default_factory=Percentiles)
-    itl: Percentiles = field(default_factory=Percentiles)
+# Figures derived from the last two scrapes and the window; None until they exist. A field per
+# counter rate and window of the catalog, and the figures derived from several series.
+EngineRates = dataclasses.make_dataclass(
+    "EngineRates",
+    [
+        ("interval_s", float | None, field(default=None)),
+        *optional_fields(RATE_FIELDS),
+        *optional_fields(tuple(m.window for m in COUNTERS if m.window)),
+        ("prefix_hit_rate", float | None, field(default=None)),  # 0..1 over the window
+        ("cached_tps_by_tier", Mapping[str, float], field(default_factory=dict)),  # device / host / ...
+        ("offload_per_s", Mapping[str, float], field(default_factory=dict)),  # vllm:kv_offload_* counters
+        *optional_fields(tuple(m.window for m in HISTOGRAMS if m.window), Percentiles, Percentiles),
+    ],
+    frozen=True,
+    module=__name__,
+)
 
 
 def _rate(new: float | None, old: float | None, dt: float) -> float | None:
@@ -150,9 +152,6 @@ class RateTracker:
         dt = t - t0
         oldest_t, oldest = self._history[0]
 
-        def rate(attr: str) -> float | None:
-            return _rate(getattr(metrics, attr), getattr(m0, attr), dt)
-
         def window_delta(attr: str) -> float | None:
             new, old = getattr(metrics, attr), getattr(oldest, attr)
             return None if new is None or old is None or new < old else new - old
@@ -182,15 +181,10 @@ class RateTracker:
 
         return EngineRates(
             interval_s=dt,
-            prompt_tps=rate("prompt_tokens"),
-            generation_tps=rate("generation_tokens"),
-            requests_per_s=rate("requests_ok"),
-            preemptions_per_s=rate("preemptions"),
-            rejections_per_s=rate("admission_rejections"),
-            preemptions_in_window=window_delta("preemptions"),
+            **{m.rate: _rate(getattr(metrics, m.key), getattr(m0, m.key), dt) for m in COUNTERS if m.rate},
+            **{m.window: window_delta(m.key) for m in COUNTERS if m.window},
             prefix_hit_rate=hit_rate,
             cached_tps_by_tier=tiers,
             offload_per_s=offload,
-            ttft=window_percentiles("ttft"),
-            itl=window_percentiles("itl"),
+            **{m.window: window_percentiles(m.key) for m in HISTOGRAMS if m.window},
         )

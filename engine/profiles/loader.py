@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import platformdirs
 import yaml
 
+from engine import yamlfile
 from engine.errors import BadInput
 from engine.profiles.schema import SCHEMA, SECTIONS, Problem, Profile, build, suggest
 
@@ -53,7 +54,7 @@ def user_profiles_dir() -> Path:
 
 
 def _shipped() -> dict[str, Any]:
-    folder = resources.files("engine.profiles").joinpath("data")
+    folder = resources.files("engine.profiles.shipped")
     return {
         entry.name.rsplit(".", 1)[0]: entry
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
@@ -84,8 +85,8 @@ def list_profiles() -> list[ProfileRef]:
 
 def _summary(text: str) -> tuple[str, str]:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = yamlfile.load(text, "")
+    except yamlfile.YamlInvalid:
         return "(unreadable YAML)", ""
     if not isinstance(data, dict):
         return "(not a mapping)", ""
@@ -127,56 +128,37 @@ def _read(path: Path) -> str:
 
 
 def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[str, int], list[Problem]]:
-    """YAML -> {section: {key: value}} plus the line of every key; duplicates are problems."""
-    problems: list[Problem] = []
-    lines: dict[str, int] = {}
-    loader = yaml.SafeLoader(text)
+    """YAML -> {section: {key: value}} plus the line of every key; duplicates are problems.
+
+    Text that is not a mapping at all raises ProfileInvalid with that one problem: every key
+    would otherwise also be reported "is required", burying the line to fix."""
     try:
-        root = loader.get_single_node()
-        if root is None:
-            return {}, lines, [Problem(f"{source}:1", "", "the profile is empty")]
-        if not isinstance(root, yaml.MappingNode):
-            return {}, lines, [Problem(f"{source}:{root.start_mark.line + 1}", "", "a profile must be a mapping of sections")]
-        raw: dict[str, Any] = {"": {}}
-        for key_node, value_node in root.value:
-            key = str(key_node.value)
-            line = key_node.start_mark.line + 1
-            if key in SECTIONS:
-                if key in raw:
-                    problems.append(Problem(f"{source}:{line}", key, f"duplicate section (first at line {lines[key]})"))
-                    continue
-                lines[key] = line
-                if isinstance(value_node, yaml.ScalarNode) and value_node.value in ("", "~", "null"):
-                    raw[key] = {}
-                    continue
-                if not isinstance(value_node, yaml.MappingNode):
-                    problems.append(Problem(f"{source}:{line}", key, "must be a mapping of keys"))
-                    continue
-                section: dict[str, Any] = {}
-                for k_node, v_node in value_node.value:
-                    k = str(k_node.value)
-                    dotted = f"{key}.{k}"
-                    k_line = k_node.start_mark.line + 1
-                    if k in section:
-                        problems.append(Problem(f"{source}:{k_line}", dotted, f"duplicate key (first at line {lines[dotted]})"))
-                        continue
-                    lines[dotted] = k_line
-                    section[k] = loader.construct_object(v_node, deep=True)
-                raw[key] = section
-            else:
-                if key in raw[""]:
-                    problems.append(Problem(f"{source}:{line}", key, f"duplicate key (first at line {lines[key]})"))
-                    continue
-                lines[key] = line
-                raw[""][key] = loader.construct_object(value_node, deep=True)
-        return raw, lines, problems
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return {}, lines, [Problem(f"{source}:{line}", "", f"not valid YAML: {reason}")]
-    finally:
-        loader.dispose()
+        data = yamlfile.load(text, source)
+    except yamlfile.YamlInvalid as exc:
+        raise ProfileInvalid(source, [exc.problem]) from None
+    if data is None:
+        raise ProfileInvalid(source, [Problem(source, 1, "", "the profile is empty")])
+    if not isinstance(data, dict):
+        raise ProfileInvalid(source, [Problem(source, yamlfile.line_of(data) or 1, "", "a profile must be a mapping of sections")])
+    problems = [
+        Problem(p.file, p.line, p.key, p.message.replace("duplicate key", "duplicate section")) if p.key in SECTIONS else p
+        for p in yamlfile.duplicate_keys(data, source)
+    ]
+    lines: dict[str, int] = {}
+    raw: dict[str, Any] = {"": {}}
+    for key, value in data.items():
+        key, line = str(key), yamlfile.line_of(data, key) or 1
+        lines[key] = line
+        if key not in SECTIONS:
+            raw[""][key] = value
+        elif value is None:
+            raw[key] = {}
+        elif not isinstance(value, dict):
+            problems.append(Problem(source, line, key, "must be a mapping of keys"))
+        else:
+            raw[key] = {str(k): v for k, v in value.items()}
+            lines.update((f"{key}.{k}", yamlfile.line_of(value, k) or line) for k in value)
+    return raw, lines, problems
 
 
 def _apply_overrides(raw: dict[str, Any], model: str | None, sets: Sequence[str]) -> list[Problem]:
@@ -188,14 +170,14 @@ def _apply_overrides(raw: dict[str, Any], model: str | None, sets: Sequence[str]
         key, eq, text = item.partition("=")
         section, dot, name = key.strip().rpartition(".")
         if not eq or not name:
-            problems.append(Problem(where, "", "expected SECTION.KEY=VALUE, e.g. engine.max_num_seqs=32"))
+            problems.append(Problem(where, None, "", "expected SECTION.KEY=VALUE, e.g. engine.max_num_seqs=32"))
             continue
         if section not in SECTIONS and not (section == "" and name in SCHEMA[""]):
-            problems.append(Problem(where, key, f"unknown section{suggest(section, list(SECTIONS))}"))
+            problems.append(Problem(where, None, key, f"unknown section{suggest(section, list(SECTIONS))}"))
             continue
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
+            value = yamlfile.load(text, where) if text.strip() else None
+        except yamlfile.YamlInvalid:
             value = text
         raw.setdefault(section, {})
         if raw[section] is None:
@@ -237,11 +219,11 @@ def load_profile_text(text: str, source: str = "<profile>", overrides: Sequence[
     if model is not None:
         override_keys["model.path"] = f"--model {model}"
 
-    def locate(dotted: str) -> str:
+    def locate(dotted: str) -> tuple[str, int | None]:
         if dotted in override_keys:
             item = override_keys[dotted]
-            return item if item.startswith("--model") else f"--set {item}"
-        return f"{source}:{lines.get(dotted, lines.get(dotted.split('.')[0], 1))}"
+            return (item if item.startswith("--model") else f"--set {item}"), None
+        return source, lines.get(dotted, lines.get(dotted.split('.')[0], 1))
 
     profile, more = build(raw, locate, default_name)
     problems += more

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
+from engine.yamlfile import Problem, quote
+
 PLATFORMS = ("ascend", "cuda", "cpu")
 DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "float")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -98,18 +100,6 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     },
 }
 SECTIONS = tuple(s for s in SCHEMA if s) + ("env",)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a profile, located as `file:line` (or the --set that caused it)."""
-
-    where: str
-    key: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.key}: {self.message}" if self.key else f"{self.where}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -203,30 +193,34 @@ def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
         return None, ("is required" if spec.required else None)
     # bool is an int in Python; a YAML `true` must not pass as a count.
     if isinstance(value, bool) and bool not in kinds:
-        return value, f"must be {spec.describe()}, got {value!r}"
+        return value, f"must be {spec.describe()}, got {quote(value)}"
     if not isinstance(value, kinds):
         if str in kinds and isinstance(value, (int, float)):
             value = str(value)
         else:
-            return value, f"must be {spec.describe()}, got {value!r}"
+            return value, f"must be {spec.describe()}, got {quote(value)}"
     if list in kinds:
         if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
             return value, "must be a list of strings"
         value = tuple(str(v) for v in value)
     if spec.choices and value not in spec.choices:
-        return value, f"must be {spec.describe()}, got {value!r}{suggest(str(value), [str(c) for c in spec.choices])}"
+        return value, f"must be {spec.describe()}, got {quote(value)}{suggest(str(value), [str(c) for c in spec.choices])}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low_bad = spec.minimum is not None and (value <= spec.minimum if spec.exclusive_min else value < spec.minimum)
         high_bad = spec.maximum is not None and value > spec.maximum
         if low_bad or high_bad:
-            return value, f"must be {spec.describe()}, got {value!r}"
+            return value, f"must be {spec.describe()}, got {quote(value)}"
     return value, None
 
 
-def build(raw: Mapping[str, Any], locate: Callable[[str], str], default_name: str) -> tuple[Profile | None, list[Problem]]:
+Locate = Callable[[str], tuple[str, int | None]]
+
+
+def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Profile | None, list[Problem]]:
     """Check `raw` (section -> key -> value; top-level keys under "") against the schema.
 
-    `locate(dotted_key)` names where a key came from (file:line or --set); every problem is kept.
+    `locate(dotted_key)` names where a key came from: (file, line), or (the --set, None); every
+    problem is kept.
     """
     problems: list[Problem] = []
     values: dict[str, dict[str, Any]] = {}
@@ -238,18 +232,18 @@ def build(raw: Mapping[str, Any], locate: Callable[[str], str], default_name: st
             spec = specs.get(key)
             if spec is None:
                 known = list(specs) + ([s for s in SECTIONS] if not section else [])
-                problems.append(Problem(locate(dotted), dotted, f"unknown key{suggest(key, known)}"))
+                problems.append(Problem(*locate(dotted), dotted, f"unknown key{suggest(key, known)}"))
                 continue
             checked, error = check_value(spec, value)
             if error:
-                problems.append(Problem(locate(dotted), dotted, error))
+                problems.append(Problem(*locate(dotted), dotted, error))
             else:
                 out[key] = checked
         for key, spec in specs.items():
             if key not in out:
                 dotted = f"{section}.{key}" if section else key
                 if spec.required and not any(p.key == dotted for p in problems):
-                    problems.append(Problem(locate(section or dotted), dotted, "is required"))
+                    problems.append(Problem(*locate(section or dotted), dotted, "is required"))
                 elif spec.default is not None:
                     out[key] = spec.default
         values[section] = out
@@ -258,12 +252,12 @@ def build(raw: Mapping[str, Any], locate: Callable[[str], str], default_name: st
     for key, value in dict(raw.get("env") or {}).items():
         where = locate(f"env.{key}")
         if not ENV_NAME.match(str(key)):
-            problems.append(Problem(where, f"env.{key}", "is not a valid environment variable name"))
+            problems.append(Problem(*where, f"env.{key}", "is not a valid environment variable name"))
         elif str(key) == "VLLM_API_KEY":
-            problems.append(Problem(where, "env.VLLM_API_KEY",
+            problems.append(Problem(*where, "env.VLLM_API_KEY",
                                     "keys never live in a profile: set server.api_key_env to the name of the variable that holds it"))
         elif isinstance(value, (dict, list)) or value is None:
-            problems.append(Problem(where, f"env.{key}", f"must be a string, got {value!r}"))
+            problems.append(Problem(*where, f"env.{key}", f"must be a string, got {quote(value)}"))
         else:
             env[str(key)] = ("1" if value else "0") if isinstance(value, bool) else str(value)
 
@@ -286,31 +280,31 @@ def build(raw: Mapping[str, Any], locate: Callable[[str], str], default_name: st
     return profile, []
 
 
-def _cross_checks(values: dict[str, dict[str, Any]], locate: Callable[[str], str]) -> list[Problem]:
+def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Problem]:
     """Rules between keys: what a single key's spec cannot say."""
     problems: list[Problem] = []
     platform = values[""].get("platform")
     device, engine, server = values["device"], values["engine"], values["server"]
     if platform in ("ascend", "cuda") and device.get("hbm_gib") is None:
-        problems.append(Problem(locate("device"), "device.hbm_gib",
+        problems.append(Problem(*locate("device"), "device.hbm_gib",
                                 f"is required on {platform}: the memory of one device in GiB"))
     if platform in ("ascend", "cuda"):
         tp, count = engine.get("tensor_parallel_size", 1), device.get("count", 1)
         if tp > count:
-            problems.append(Problem(locate("engine.tensor_parallel_size"), "engine.tensor_parallel_size",
+            problems.append(Problem(*locate("engine.tensor_parallel_size"), "engine.tensor_parallel_size",
                                     f"{tp} is more than device.count ({count})"))
     if platform != "cpu" and engine.get("cpu_kvcache_space_gib") is not None:
-        problems.append(Problem(locate("engine.cpu_kvcache_space_gib"), "engine.cpu_kvcache_space_gib",
+        problems.append(Problem(*locate("engine.cpu_kvcache_space_gib"), "engine.cpu_kvcache_space_gib",
                                 "only applies to platform cpu; use engine.gpu_memory_utilization"))
     if "310p" in str(device.get("kind", "")).lower() and engine.get("dtype") == "bfloat16":
-        problems.append(Problem(locate("engine.dtype"), "engine.dtype",
+        problems.append(Problem(*locate("engine.dtype"), "engine.dtype",
                                 "310P runs float16 only (bfloat16 kernels are not implemented there): use float16"))
     for arg in engine.get("extra_args", ()):
         flag = arg.split("=", 1)[0]
         if flag in FORBIDDEN_ARGS:
-            problems.append(Problem(locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}"))
+            problems.append(Problem(*locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}"))
     key_env = server.get("api_key_env")
     if key_env is not None and not ENV_NAME.match(key_env):
-        problems.append(Problem(locate("server.api_key_env"), "server.api_key_env",
-                                f"must be the NAME of an environment variable, got {key_env!r}"))
+        problems.append(Problem(*locate("server.api_key_env"), "server.api_key_env",
+                                f"must be the NAME of an environment variable, got {quote(key_env)}"))
     return problems

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from engine.data import load_yaml
-from engine.stacks.versions import cann_release, normalize, release_tuple, same_release
+from engine.versions import cann_release, normalize, release_tuple, same_release
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Matrix:
         return next((c for c in self.chips if re.search(c.pattern, name)), None)
 
     def newest_final_for_python(self, python: str | None) -> Release | None:
-        from engine.stacks.versions import satisfies
+        from engine.versions import satisfies
 
         finals = [r for r in self.releases if r.final and satisfies(python, r.python)]
         return max(finals, key=lambda r: release_tuple(r.vllm_ascend, 4), default=None)

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from engine.data import load_yaml
-from engine.stacks.versions import cann_release
+from engine.versions import cann_release
 
 
 def engine_sets() -> dict[str, Any]:

@@ -11,7 +11,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from engine.stacks.versions import cann_key
+from engine.versions import cann_key
 from engine.system import paths
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.stacks.versions import release_tuple
+from engine.versions import release_tuple
 from engine.system import paths
 from engine.system.cann import CannToolkit, family_code
 from engine.system.host import Host

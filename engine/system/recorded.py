@@ -99,7 +99,7 @@ def recorded_host(root: str | Path) -> tuple[Host, bool]:
         )
     if not any(root.iterdir()):
         raise Unreachable(f"nothing recorded at {root}: the directory is empty",
-                          "copy the machine's /usr/local/Ascend, /etc and /dev listing into it (see README, doctor)")
+                          "copy the machine's /usr/local/Ascend, /etc and /dev listing into it (see docs/doctor.md, \"A recorded machine\")")
     rec = root / RECORD_DIR
     env_file = rec / "env"
     env = read_env_file(env_file) if env_file.is_file() else {}

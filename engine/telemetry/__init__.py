@@ -3,10 +3,11 @@ immutable Snapshot per tick, threshold rules, engine-log triage, and NDJSON reco
 
 from engine.telemetry.collector import Collector, Target, targets_from_runs
 from engine.telemetry.record import Recorder, load_recording, read_recording
-from engine.telemetry.rules import RuleEngine, default_thresholds, load_thresholds
+from engine.telemetry.rules import RuleEngine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.thresholds import Thresholds, load_thresholds
 
 __all__ = [
     "Collector", "Diagnostic", "EngineView", "Recorder", "RuleEngine", "Snapshot", "SourceStatus", "Target",
-    "default_thresholds", "load_recording", "load_thresholds", "read_recording", "targets_from_runs",
+    "Thresholds", "load_recording", "load_thresholds", "read_recording", "targets_from_runs",
 ]

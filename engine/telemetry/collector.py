@@ -12,20 +12,21 @@ from pathlib import Path
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import httpx
 
 from engine.devices.sample import DeviceSample
 from engine.devices.sources import DeviceSource
 from engine.errors import AscendctlError
+from engine.metrics.catalog import HISTORY_KEYS, RATE_FIELDS, VIEW_FIELDS
 from engine.metrics.prom import EngineMetrics, LeanParser, scrape
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
+from engine.severity import rank as severity_rank
 from engine.telemetry.logtail import LogTail
-from engine.telemetry.rules import RuleEngine, default_thresholds
-from engine.telemetry.snapshot import (
-    HISTORY_KEYS, Diagnostic, EngineView, Snapshot, SourceStatus, severity_rank,
-)
+from engine.telemetry.rules import RuleEngine
+from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels
 
 HISTORY_LEN = 60
 
@@ -108,19 +109,19 @@ class Collector:
         self,
         targets: Sequence[Target],
         devices: DeviceSource | None = None,
-        thresholds: Mapping[str, float] | None = None,
+        thresholds: Thresholds | None = None,
         scrape_fn: Callable[[str], EngineMetrics] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         timeout: float = 2.0,
     ) -> None:
-        self.thresholds = dict(thresholds or default_thresholds())
+        self.thresholds = thresholds or Thresholds.defaults()
         self.devices = devices
         self._clock, self._wall = clock, wall
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
         parsers = {t.url: LeanParser() for t in targets}
         self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, parse=parsers[url]))
-        self._engines = [_EngineState(t, self.thresholds["window_s"]) for t in targets]
+        self._engines = [_EngineState(t, self.thresholds.window_s) for t in targets]
         self._device_status = _Status(getattr(devices, "name", "devices"))
         self._last_devices: list[DeviceSample] = []
         self._rules = RuleEngine(self.thresholds)
@@ -148,14 +149,15 @@ class Collector:
             except Exception as exc:  # noqa: BLE001 - see _Status.failed
                 self._device_status.failed(exc)
             device_status = self._device_status.view(now)
+        levels = {d.key: device_levels(d, self.thresholds) for d in devices}
         engines = [self._poll_engine(state, now) for state in self._engines]
-        diagnostics = self._rules.evaluate(now, devices, engines)
+        diagnostics = self._rules.evaluate(now, devices, levels, engines)
         for state, view in zip(self._engines, engines):
             diagnostics += _log_diagnostics(state, view)
-        diagnostics.sort(key=lambda d: (severity_rank(d.severity), d.subject, d.id))
+        diagnostics.sort(key=lambda d: (-severity_rank(d.severity), d.subject, d.id))
         self._seq += 1
         return Snapshot(now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics),
-                        self.thresholds)
+                        self.thresholds, levels)
 
     def _poll_engine(self, state: _EngineState, now: float) -> EngineView:
         start = self._clock()
@@ -172,14 +174,10 @@ class Collector:
             state.log.poll()
         status = state.status.view(now)
         rates = state.last_rates if metrics is not None else EngineRates()
-        values = {
-            "running": metrics.running if metrics else None,
-            "waiting": metrics.waiting if metrics else None,
-            "prompt_tps": rates.prompt_tps,
-            "generation_tps": rates.generation_tps,
-        }
-        for key, value in values.items():
-            state.history[key].append(value)
+        values = {k: getattr(metrics, k) if metrics else None for k in VIEW_FIELDS}
+        series = {**values, **{k: getattr(rates, k) for k in RATE_FIELDS}}
+        for key in HISTORY_KEYS:
+            state.history[key].append(series[key])
         cap = state.log.capacity if state.log is not None else None
         pool = kv_pool(metrics, cap.blocks if cap else None, cap.tokens if cap else None) if metrics else None
         view = EngineView(
@@ -187,16 +185,15 @@ class Collector:
             label=state.target.name,
             status=status,
             model=_model_name(metrics),
-            running=values["running"],
-            waiting=values["waiting"],
-            preemptions=metrics.preemptions if metrics else None,
-            admission_rejections=metrics.admission_rejections if metrics else None,
+            **values,
             rates=rates,
             history={k: tuple(v) for k, v in state.history.items()},
             log_path=state.target.log_path,
             pending_threshold=state.target.pending_threshold,
         )
-        return replace(view, kv=pool) if pool is not None else view
+        if pool is not None:
+            view = replace(view, kv=pool)
+        return replace(view, levels=engine_levels(view, self.thresholds))
 
 
 def _model_name(metrics: EngineMetrics | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -12,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from engine.devices.sample import DeviceSample
+from engine.metrics.catalog import VIEW_FIELDS, optional_fields
 from engine.metrics.rates import EngineRates, KvPool, Percentiles
+from engine.severity import Severity
+from engine.telemetry.thresholds import Thresholds
 
-SCHEMA = "ascendctl.top/1"
-# Series kept in each snapshot for sparklines, so a replay draws the same lines as the live view.
-HISTORY_KEYS = ("running", "waiting", "prompt_tps", "generation_tps")
+# The level of each judged figure (figure name -> OK / WARNING / CRITICAL, None when N/A), as
+# `engine.telemetry.thresholds` computes it: the TUI, --once and --json all show this one.
+Levels = Mapping[str, Severity | None]
 
 
 @dataclass(frozen=True)
@@ -32,21 +36,28 @@ class SourceStatus:
     latency_ms: float | None = None
 
 
-@dataclass(frozen=True)
-class EngineView:
-    url: str
-    label: str
-    status: SourceStatus
-    model: str | None = None
-    running: float | None = None
-    waiting: float | None = None
-    preemptions: float | None = None
-    admission_rejections: float | None = None
-    kv: KvPool = field(default_factory=lambda: KvPool(None, None, None))
-    rates: EngineRates = field(default_factory=EngineRates)
-    history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
-    log_path: str | None = None
-    pending_threshold: float | None = None  # from the run's profile; else the global threshold
+# One engine at one tick: its status, a field per figure the catalog puts on the view
+# (running, waiting, preemptions...), the KV pool, the rates, the sparkline series (history keys
+# of the catalog) so that a replay draws the same lines as the live view, and the levels.
+EngineView = dataclasses.make_dataclass(
+    "EngineView",
+    [
+        ("url", str),
+        ("label", str),
+        ("status", SourceStatus),
+        ("model", str | None, field(default=None)),
+        *optional_fields(VIEW_FIELDS),
+        ("kv", KvPool, field(default_factory=lambda: KvPool(None, None, None))),
+        ("rates", EngineRates, field(default_factory=EngineRates)),
+        ("history", Mapping[str, tuple[float | None, ...]], field(default_factory=dict)),
+        ("log_path", str | None, field(default=None)),
+        # From the run's profile; else the global threshold applies.
+        ("pending_threshold", float | None, field(default=None)),
+        ("levels", Levels, field(default_factory=dict)),
+    ],
+    frozen=True,
+    module=__name__,
+)
 
 
 @dataclass(frozen=True)
@@ -73,25 +84,19 @@ class Snapshot:
     device_source: SourceStatus | None = None
     engines: tuple[EngineView, ...] = ()
     diagnostics: tuple[Diagnostic, ...] = ()
-    thresholds: Mapping[str, Any] = field(default_factory=dict)
-    schema: str = SCHEMA
+    thresholds: Thresholds = field(default_factory=Thresholds.defaults)
+    device_levels: Mapping[str, Levels] = field(default_factory=dict)  # by device key
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False, default=str)
+    def to_json(self, **header: Any) -> str:
+        """One JSON line; `header` keys (a schema_version) come first."""
+        return json.dumps({**header, **self.to_dict()}, ensure_ascii=False, allow_nan=False, default=str)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Snapshot":
         return _decode(cls, data)
-
-
-_SEVERITY_ORDER = {"critical": 0, "error": 1, "warning": 2, "info": 3}
-
-
-def severity_rank(severity: str) -> int:
-    return _SEVERITY_ORDER.get(severity, 4)
 
 
 def _decode(tp: Any, value: Any) -> Any:
@@ -102,6 +107,8 @@ def _decode(tp: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         return _decode(inner[0], value) if len(inner) == 1 else value
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         names = {f.name for f in dataclasses.fields(tp) if f.init}
@@ -118,6 +125,5 @@ def _decode(tp: Any, value: Any) -> Any:
 
 
 __all__ = [
-    "Diagnostic", "EngineRates", "EngineView", "HISTORY_KEYS", "KvPool", "Percentiles", "SCHEMA",
-    "Snapshot", "SourceStatus", "severity_rank",
+    "Diagnostic", "EngineRates", "EngineView", "KvPool", "Levels", "Percentiles", "Snapshot", "SourceStatus",
 ]

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+from engine.severity import Severity
+from engine.severity import rank as severity_rank
 
-
-def severity_rank(severity: str) -> int:
-    """Order of severities (info=0 .. critical=3); unknown names sort lowest."""
-    try:
-        return SEVERITIES.index(severity)
-    except ValueError:
-        return -1
+# What a rule may be: every severity but "ok" (a known problem is never fine).
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity if s is not Severity.OK)
 
 
 @dataclass(frozen=True)
@@ -21,7 +17,7 @@ class IssueSummary:
 
     id: str
     title: str
-    severity: str  # "critical" | "error" | "warning" | "info"
+    severity: str  # a Severity word: "critical" | "error" | "warning" | "info"
     count: int  # events (a traceback counts once)
     first_seen: str | None  # timestamp as printed by the log, normalised; None when lines carry none
     last_seen: str | None

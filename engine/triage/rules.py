@@ -12,13 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import yaml
-
-from engine.data import SAFE_LOADER
 from engine.errors import BadInput
 from engine.triage.model import SEVERITIES
+from engine.yamlfile import Problem, duplicate_keys, line_of, load, quote
 
 RULES_FILE = "rules.yaml"
 MIN_KEYWORD = 4  # shorter literals hit too many lines to be worth a pre-filter
@@ -148,44 +146,54 @@ def _skip_quantifier(pattern: str, i: int) -> int:
     return i
 
 
-def _as_list(value: Any, where: str, key: str) -> list[str]:
+# refuse(key, index in that key's list or None, message, fix): the error naming the rule and line.
+Refuse = Callable[[str, int | None, str, str], BadInput]
+
+
+def _as_list(value: Any, refuse: Refuse, key: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise BadInput(f"{where}: `{key}` must be a string or a list of strings", "fix the rules file")
+    raise refuse(key, None, f"must be a string or a list of strings, got {quote(value)}", "fix the rules file")
 
 
-def _build_rule(raw: Any, where: str) -> Rule:
+def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
     if not isinstance(raw, dict):
-        raise BadInput(f"{where}: each rule must be a mapping", "fix the rules file")
+        raise BadInput(str(Problem(origin, line, f"rule #{number}", "each rule must be a mapping")), "fix the rules file")
     missing = [k for k in _REQUIRED if not raw.get(k)]
     if missing:
-        raise BadInput(f"{where}: missing {', '.join(missing)}", "every rule needs " + ", ".join(_REQUIRED))
+        raise BadInput(str(Problem(origin, line, f"rule #{number}", f"missing {', '.join(missing)}")),
+                       "every rule needs " + ", ".join(_REQUIRED))
     rid = str(raw["id"])
-    where = f"{where} ({rid})"
+
+    def refuse(key: str, index: int | None, message: str, fix: str) -> BadInput:
+        at = line_of(raw[key], index) if index is not None else None
+        return BadInput(str(Problem(origin, at or line_of(raw, key), f"{rid}.{key}", message)), fix)
+
     if not _ID.match(rid):
-        raise BadInput(f"{where}: id must be lowercase words joined by '-'", "rename the rule")
+        raise refuse("id", None, "must be lowercase words joined by '-'", "rename the rule")
     if raw["severity"] not in SEVERITIES:
-        raise BadInput(f"{where}: severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}", "fix the severity")
-    patterns = _as_list(raw["patterns"], where, "patterns")
+        raise refuse("severity", None, f"{quote(raw['severity'])} is not one of {', '.join(SEVERITIES)}", "fix the severity")
+    patterns = _as_list(raw["patterns"], refuse, "patterns")
     compiled = []
-    for p in patterns:
+    for i, p in enumerate(patterns):
         if _UNPORTABLE.search(p):
-            raise BadInput(f"{where}: pattern {p!r} uses lookaround, backreferences or inline flags", "rules must stay in the RE2 / grep -E subset")
+            raise refuse("patterns", i, f"{quote(p)} uses lookaround, backreferences or inline flags",
+                         "rules must stay in the RE2 / grep -E subset")
         try:
             compiled.append(re.compile(p))
         except re.error as exc:
-            raise BadInput(f"{where}: bad regex {p!r}: {exc}", "fix the pattern") from None
-    keywords = _as_list(raw.get("keywords"), where, "keywords")
+            raise refuse("patterns", i, f"bad regex {quote(p)}: {exc}", "fix the pattern") from None
+    keywords = _as_list(raw.get("keywords"), refuse, "keywords")
     if not keywords:
-        for p in patterns:
+        for i, p in enumerate(patterns):
             lits = required_literals(p)
             if lits is None:
-                raise BadInput(
-                    f"{where}: cannot find a literal of {MIN_KEYWORD}+ characters in {p!r} to pre-filter on",
+                raise refuse(
+                    "patterns", i, f"cannot find a literal of {MIN_KEYWORD}+ characters in {quote(p)} to pre-filter on",
                     "add `keywords:` (literals that every matching line contains)",
                 )
             keywords.extend(lits)
@@ -198,34 +206,35 @@ def _build_rule(raw: Any, where: str) -> Rule:
         keywords=tuple(dict.fromkeys(keywords)),
         cause=" ".join(str(raw["cause"]).split()),
         fix=str(raw["fix"]).strip(),
-        links=tuple(_as_list(raw.get("links"), where, "links")),
-        samples=tuple(_as_list(raw["samples"], where, "samples")),
-        counter_samples=tuple(_as_list(raw.get("counter_samples"), where, "counter_samples")),
+        links=tuple(_as_list(raw.get("links"), refuse, "links")),
+        samples=tuple(_as_list(raw["samples"], refuse, "samples")),
+        counter_samples=tuple(_as_list(raw.get("counter_samples"), refuse, "counter_samples")),
         compiled=tuple(compiled),
         symptom=bool(raw.get("symptom", False)),
     )
-    for s in rule.samples:
+    for i, s in enumerate(rule.samples):
         if not any(k in s for k in rule.keywords):
-            raise BadInput(f"{where}: sample contains none of the keywords {list(rule.keywords)}: {s[:120]!r}", "fix `keywords:`")
+            raise refuse("samples", i, f"sample contains none of the keywords {list(rule.keywords)}: {quote(s)}",
+                         "fix `keywords:`")
     return rule
 
 
 def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
-    try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise BadInput(f"{origin}{line}: not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax") from None
+    data = load(text, origin)
+    for problem in duplicate_keys(data, origin):
+        raise BadInput(str(problem), "keep one of the two")
     items = data.get("rules") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise BadInput(f"{origin}: expected a top-level `rules:` list", "see engine/triage/rules.yaml for the format")
-    rules = [_build_rule(raw, f"{origin} rule #{n + 1}") for n, raw in enumerate(items)]
-    seen: set[str] = set()
-    for r in rules:
-        if r.id in seen:
-            raise BadInput(f"{origin}: duplicate rule id {r.id!r}", "give each rule its own id")
-        seen.add(r.id)
+        raise BadInput(str(Problem(origin, line_of(data, "rules"), "", "expected a top-level `rules:` list")),
+                       "see engine/triage/rules.yaml for the format")
+    rules = [_build_rule(raw, origin, n + 1, line_of(items, n)) for n, raw in enumerate(items)]
+    first: dict[str, int | None] = {}
+    for raw, r in zip(items, rules):
+        line = line_of(raw, "id")
+        if r.id in first:
+            raise BadInput(str(Problem(origin, line, f"{r.id}.id", f"duplicate rule id (first at line {first[r.id]})")),
+                           "give each rule its own id")
+        first[r.id] = line
     return tuple(rules)
 
 

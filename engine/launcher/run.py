@@ -1,0 +1,32 @@
+"""The one way into a supervised run, for every command that launches the engine."""
+
+from __future__ import annotations
+
+import os
+
+from engine.launcher.rundir import new_run_dir, write_profile
+from engine.launcher.supervisor import Listener, RestartPolicy, Supervisor
+from engine.profiles import LaunchSpec, Profile, dump_profile
+
+
+def prepare_run(
+    profile: Profile,
+    spec: LaunchSpec,
+    *,
+    listener: Listener | None = None,
+    policy: RestartPolicy = RestartPolicy(),
+    grace: float = 20.0,
+    ready_timeout: float | None = 1800.0,
+) -> Supervisor:
+    """A new run directory holding the profile as resolved, and the supervisor that will start
+    the engine there (`run()`, or `start()` / `wait_ready()`, then `outcome()` and `shutdown()`).
+
+    run.json is written by the supervisor when the engine starts, since it records the pid: a
+    run whose engine never started is not listed among the runs `top` and `triage` find.
+    """
+    run_dir = new_run_dir(profile.name)
+    write_profile(run_dir, dump_profile(profile))
+    return Supervisor(
+        spec.argv, {**os.environ, **spec.env}, spec.url, run_dir, profile.name,
+        listener=listener, policy=policy, grace=grace, ready_timeout=ready_timeout,
+    )

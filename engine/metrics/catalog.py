@@ -1,0 +1,87 @@
+"""The engine figures of vLLM's /metrics that ascendctl reads, one row each.
+
+A row says where vLLM publishes the figure (its family names, which moved between versions:
+`gpu_cache_usage_perc` became `kv_cache_usage_perc`), what kind of series it is, and where it
+lands in a `top` snapshot. The parser (`prom`), the rate tracker (`rates`), the collector and the
+snapshot's `EngineView` / `EngineRates` fields are derived from this table, so a new figure is one
+row here and its place in the renderer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+GAUGE = "gauge"  # a value as scraped
+COUNTER = "counter"  # a running total: shown as a rate per second, or its increase over the window
+HISTOGRAM = "histogram"  # cumulative buckets: shown as p50 / p90 / p99 of the window
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # its attribute on EngineMetrics (one scrape)
+    names: tuple[str, ...]  # metric family names, newest vLLM first; "<name>_total" is read too
+    kind: str
+    view: bool = False  # the scraped value is an EngineView field named `key`
+    rate: str | None = None  # counters: the EngineRates field of its rate per second
+    # Counters: the EngineRates field of its increase over the window; histograms: of the
+    # window's percentiles.
+    window: str | None = None
+    # A sparkline series is kept of the view field (gauges) or of the rate (counters).
+    history: bool = False
+    # Histograms only: read by the live dashboard. Its parse keeps only the buckets it shows.
+    live: bool = True
+
+    @property
+    def history_key(self) -> str:
+        return self.rate or self.key
+
+
+# The order is the order of the fields in the snapshot's JSON.
+METRICS: tuple[Metric, ...] = (
+    Metric("running", ("vllm:num_requests_running",), GAUGE, view=True, history=True),
+    Metric("waiting", ("vllm:num_requests_waiting",), GAUGE, view=True, history=True),
+    # 0..1: the KV pool (`rates.kv_pool`) turns it into blocks.
+    Metric("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), GAUGE),
+    Metric("prompt_tokens", ("vllm:prompt_tokens", "vllm:prompt_tokens_total"), COUNTER,
+           rate="prompt_tps", history=True),
+    Metric("generation_tokens", ("vllm:generation_tokens", "vllm:generation_tokens_total"), COUNTER,
+           rate="generation_tps", history=True),
+    Metric("requests_ok", ("vllm:request_success", "vllm:request_success_total"), COUNTER,
+           rate="requests_per_s"),
+    Metric("preemptions", ("vllm:num_preemptions", "vllm:num_preemptions_total"), COUNTER, view=True,
+           rate="preemptions_per_s", window="preemptions_in_window"),
+    Metric("admission_rejections", ("vllm:admission_rejections",), COUNTER, view=True,
+           rate="rejections_per_s"),
+    # Read together as the prefix-cache hit rate over the window (`RateTracker`).
+    Metric("prefix_queries", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"), COUNTER),
+    Metric("prefix_hits", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"), COUNTER),
+    Metric("ttft", ("vllm:time_to_first_token_seconds",), HISTOGRAM, window="ttft"),
+    # TPOT was renamed ITL in vLLM 0.10.
+    Metric("itl", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"), HISTOGRAM,
+           window="itl"),
+    Metric("e2e", ("vllm:e2e_request_latency_seconds",), HISTOGRAM, live=False),  # bench and scripts
+)
+
+SCALARS = tuple(m for m in METRICS if m.kind != HISTOGRAM)
+HISTOGRAMS = tuple(m for m in METRICS if m.kind == HISTOGRAM)
+COUNTERS = tuple(m for m in METRICS if m.kind == COUNTER)
+VIEW_FIELDS = tuple(m.key for m in SCALARS if m.view)
+RATE_FIELDS = tuple(m.rate for m in COUNTERS if m.rate)
+HISTORY_KEYS = tuple(m.history_key for m in METRICS if m.history)
+
+
+def optional_fields(names: tuple[str, ...], default: Callable[[], Any] | None = None, tp: Any = float | None
+                    ) -> list[tuple[str, Any, Any]]:
+    """`make_dataclass` specs of fields that default to None (or to `default()`)."""
+    return [
+        (n, tp, dataclasses.field(default=None) if default is None else dataclasses.field(default_factory=default))
+        for n in names
+    ]
+
+
+__all__ = [
+    "COUNTER", "COUNTERS", "GAUGE", "HISTOGRAM", "HISTOGRAMS", "HISTORY_KEYS", "METRICS", "Metric",
+    "RATE_FIELDS", "SCALARS", "VIEW_FIELDS", "optional_fields",
+]

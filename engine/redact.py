@@ -1,0 +1,75 @@
+"""The one rule for what is a secret, used by every printout and every file ascendctl writes.
+
+A variable or flag is secret when one part of its name (split at `_` or `-`) is a secret word,
+or ends in one (`APIKEY`, `HFTOKEN`): HF_TOKEN, VLLM_API_KEY, HCCL_CRED, DB_PASS and --hf-token
+are masked; TOKENIZERS_PARALLELISM and KEYRING_BACKEND are not (the word starts the part, it does
+not end it). Inside any value, credentials in URLs and token-shaped strings are masked as well.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+MASK = "****"
+
+_SECRET_WORDS = (
+    "KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PWD",
+    "CRED", "CREDS", "CREDENTIAL", "CREDENTIALS", "AUTH", "AUTHORIZATION", "COOKIE", "SESSION", "PRIVATE",
+    "SIGNATURE",
+)
+_SECRET_ENDINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+_PARTS = re.compile(r"[_\-.]+")
+_URL_CREDS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@", re.I)
+_TOKENS = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9\-]{10,}"
+    r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,})\b"
+)
+_FLAG = re.compile(r"^(--?[A-Za-z0-9_\-]+)(=(.*))?$", re.S)
+_FLAG_IN_TEXT = re.compile(r"(--[A-Za-z0-9_\-]+)([= ])(\S+)")
+
+
+def is_secret_name(name: str) -> bool:
+    """A variable name, profile key or flag (with or without its dashes) that holds a secret."""
+    for part in _PARTS.split(name.strip("-").upper()):
+        if part in _SECRET_WORDS or (len(part) > 3 and part.endswith(_SECRET_ENDINGS)):
+            return True
+    return False
+
+
+def redact_value(value: str) -> str:
+    """Mask credentials inside a value: user:password@ in URLs, token-shaped strings, and the
+    argument of a secret flag written in the text (`--api-key X`)."""
+    value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", value)
+    value = _TOKENS.sub(MASK, value)
+    return _FLAG_IN_TEXT.sub(lambda m: m.group(1) + m.group(2) + (MASK if is_secret_name(m.group(1)) else m.group(3)),
+                             value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Values of secret-named variables masked, credentials inside the others masked."""
+    return {k: (MASK if is_secret_name(k) and v else redact_value(str(v))) for k, v in env.items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with the value of every secret flag masked: `--hf-token X`, `--api-key=X`."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(MASK)
+            hide_next = False
+            continue
+        match = _FLAG.match(arg)
+        if match and is_secret_name(match.group(1)):
+            if match.group(2) is not None:
+                out.append(f"{match.group(1)}={MASK}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(redact_value(arg))
+    return out
+
+
+__all__ = ["MASK", "is_secret_name", "redact_argv", "redact_env", "redact_value"]

@@ -1,0 +1,168 @@
+"""The numbers `top` judges figures by, and the judgement: each figure's level.
+
+The defaults are `thresholds.yaml` and nowhere else. A level is computed here once per tick and
+stored in the snapshot, so the dashboard's colours, `--once`, `--json` and the diagnostics rules
+cannot disagree about what is too high.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import yaml
+
+from engine.data import load_yaml
+from engine.devices.sample import HEALTHY, DeviceSample
+from engine.errors import BadInput
+from engine.severity import Severity
+
+if TYPE_CHECKING:
+    from engine.telemetry.snapshot import EngineView
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The meaning of each key is written beside it in thresholds.yaml."""
+
+    warn_pct: float
+    crit_pct: float
+    temp_warn_c: float
+    temp_crit_c: float
+    hbm_bw_pct: float
+    hbm_bw_sustain_s: float
+    pending_requests: float
+    pending_sustain_s: float
+    kv_usage_pct: float
+    window_s: float
+
+    @classmethod
+    def defaults(cls) -> "Thresholds":
+        return _defaults()
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def updated(self, values: Mapping[str, Any]) -> "Thresholds":
+        """A copy with some keys replaced. Raises KeyError on an unknown key, ValueError or
+        TypeError on a value that is not a number (`load_thresholds` says which, with a fix)."""
+        unknown = set(values) - set(self.keys())
+        if unknown:
+            raise KeyError(sorted(unknown)[0])
+        return dataclasses.replace(self, **{k: float(v) for k, v in values.items()})
+
+    def as_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> Thresholds:
+    data = load_yaml("engine.telemetry", "thresholds.yaml")
+    missing = set(Thresholds.keys()) - set(data)
+    if missing:  # a packaging fault, not the user's: say which key
+        raise RuntimeError(f"thresholds.yaml lacks {', '.join(sorted(missing))}")
+    return Thresholds(**{k: float(v) for k, v in data.items()})
+
+
+def profile_thresholds(profile: Any) -> dict[str, float]:
+    """The `diagnostics` section of a serving profile (engine.profiles.Profile) as thresholds."""
+    d = profile.diagnostics
+    return {
+        "pending_requests": float(d.pending_threshold),
+        "kv_usage_pct": float(d.kv_usage_warn) * 100,
+        "hbm_bw_pct": float(d.hbm_bandwidth_warn_pct),
+        "temp_warn_c": float(d.temperature_warn_c),
+    }
+
+
+def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (),
+                    base: Mapping[str, float] | None = None) -> Thresholds:
+    """Defaults, then `base` (a profile's), then a YAML file of some keys, then `key=value`
+    overrides. Unknown keys and non-numbers are rejected with the list of valid keys."""
+    values = Thresholds.defaults().updated(base or {})
+    updates: list[tuple[str, Any, str]] = []
+    if path is not None:
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise BadInput(f"cannot read thresholds file {path}: {exc.strerror}", "check the path") from exc
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            raise BadInput(f"{where}: not valid YAML", "fix the YAML syntax at that line") from exc
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise BadInput(f"{path}: expected a mapping of threshold names to numbers", "write `key: number` lines")
+        updates += [(str(k), v, str(path)) for k, v in data.items()]
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise BadInput(f"--set {item!r} is not key=value", "write e.g. --set pending_requests=32")
+        updates.append((key.strip(), value.strip(), "--set"))
+    for key, value, origin in updates:
+        if key not in Thresholds.keys():
+            raise BadInput(f"{origin}: unknown threshold {key!r}", f"valid keys: {', '.join(sorted(Thresholds.keys()))}")
+        try:
+            values = values.updated({key: value})
+        except (TypeError, ValueError):
+            raise BadInput(f"{origin}: threshold {key} must be a number, got {value!r}", f"write {key}: <number>")
+    return values
+
+
+# ---- levels ----------------------------------------------------------------------------------
+
+# npu-smi health words that mean the chip must not serve; any other word but OK is an error.
+_CRITICAL_HEALTH = ("Critical", "Alarm")
+
+
+def health_level(health: str | None) -> Severity | None:
+    """npu-smi's health word as a severity; None when the source reports no health."""
+    if health is None:
+        return None
+    if health == HEALTHY:
+        return Severity.OK
+    return Severity.CRITICAL if health in _CRITICAL_HEALTH else Severity.ERROR
+
+
+def _at_least(value: float | None, warn: float, crit: float) -> Severity | None:
+    if value is None:
+        return None
+    return Severity.CRITICAL if value >= crit else Severity.WARNING if value >= warn else Severity.OK
+
+
+def device_levels(d: DeviceSample, t: Thresholds) -> dict[str, Severity | None]:
+    """Levels of a chip's judged figures, by DeviceSample field (`mem_pct` is HBM used)."""
+    return {
+        "health": health_level(d.health),
+        "mem_pct": _at_least(d.mem_pct, t.warn_pct, t.crit_pct),
+        "mem_bw_pct": _at_least(d.mem_bw_pct, t.warn_pct, t.hbm_bw_pct),
+        "temp_c": _at_least(d.temp_c, t.temp_warn_c, t.temp_crit_c),
+    }
+
+
+def pending_limit(e: "EngineView", t: Thresholds) -> float:
+    """The pending-requests threshold of one engine: its run's profile's own, else the global."""
+    return t.pending_requests if e.pending_threshold is None else e.pending_threshold
+
+
+def engine_levels(e: "EngineView", t: Thresholds) -> dict[str, Severity | None]:
+    """Levels of an engine's judged figures: `waiting` (more than its pending limit), `kv_usage`
+    (against warn_pct and kv_usage_pct) and `preemptions_in_window` (any at all)."""
+    preempted = e.rates.preemptions_in_window
+    return {
+        "waiting": None if e.waiting is None
+        else Severity.WARNING if e.waiting > pending_limit(e, t) else Severity.OK,
+        "kv_usage": _at_least(None if e.kv.usage is None else 100.0 * e.kv.usage, t.warn_pct, t.kv_usage_pct),
+        "preemptions_in_window": None if preempted is None else Severity.WARNING if preempted > 0 else Severity.OK,
+    }
+
+
+__all__ = [
+    "Thresholds", "device_levels", "engine_levels", "health_level", "load_thresholds", "pending_limit",
+    "profile_thresholds",
+]

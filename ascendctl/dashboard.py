@@ -8,17 +8,18 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from engine.devices.sources import DeviceSource
-    from engine.telemetry import Collector, Recorder, Snapshot
+    from engine.telemetry import Collector, Recorder, Snapshot, Thresholds
 
 
-def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource | None") -> "Collector":
+def make_collector(urls: Sequence[str], thresholds: "Thresholds", devices: "DeviceSource | None") -> "Collector":
+    from engine.endpoints import normalize_base_url
     from engine.telemetry import Collector, Target, targets_from_runs
 
     runs = targets_from_runs()
     if urls:
         # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
         known = {t.url.rstrip("/"): t for t in runs}
-        targets = [known.get(url, Target(url)) for url in (normalise_url(u) for u in urls)]
+        targets = [known.get(url, Target(url)) for url in (normalize_base_url(u) for u in urls)]
     else:
         targets = runs
     return Collector(targets, devices, thresholds)
@@ -27,7 +28,7 @@ def make_collector(urls: Sequence[str], thresholds: dict, devices: "DeviceSource
 def run_dashboard(
     urls: Sequence[str] = (),
     interval: float = 1.0,
-    thresholds: dict | None = None,
+    thresholds: "Thresholds | None" = None,
     devices: "DeviceSource | None | bool" = True,
     record: Path | None = None,
 ) -> None:
@@ -36,9 +37,9 @@ def run_dashboard(
     `devices`: True picks npu-smi / nvidia-smi / the host automatically, False polls none, or a
     DeviceSource to use. Blocks; raises BadInput on a bad URL or thresholds.
     """
-    from engine.telemetry import default_thresholds
+    from engine.telemetry import Thresholds
 
-    thresholds = thresholds or default_thresholds()
+    thresholds = thresholds or Thresholds.defaults()
     source = default_devices() if devices is True else (None if devices is False else devices)
     collector = make_collector(urls, thresholds, source)
     recorder = open_recorder(record)
@@ -50,7 +51,7 @@ def run_dashboard(
             recorder.close()
 
 
-def run_app(feed, interval: float | None, thresholds: dict) -> None:
+def run_app(feed, interval: float | None, thresholds: "Thresholds") -> None:
     from ascendctl.tui.app import TopApp
 
     TopApp(feed, interval, thresholds).run()
@@ -62,24 +63,13 @@ def default_devices() -> "DeviceSource":
     return detect_source()
 
 
-def normalise_url(url: str) -> str:
-    from engine.errors import BadInput
-
-    url = url.strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    scheme, _, rest = url.partition("://")
-    if scheme not in ("http", "https") or not rest or any(c.isspace() for c in rest):
-        raise BadInput(f"{url!r} is not an http(s) URL of a vLLM server", "give e.g. http://127.0.0.1:8000")
-    return url
-
-
 def open_recorder(path: Path | None) -> "Recorder | None":
     if path is None:
         return None
+    from ascendctl.output import SCHEMA_VERSION
     from engine.telemetry import Recorder
 
-    return Recorder(path)
+    return Recorder(path, SCHEMA_VERSION)
 
 
 def poll_and_record(collector: "Collector", recorder: "Recorder | None") -> "Snapshot":

@@ -43,7 +43,7 @@ def child(kind: str) -> None:
     from engine.devices import NpuSmiSource
     from engine.metrics import LeanParser
     from engine.system.runner import CommandResult
-    from engine.telemetry import Collector, Target, default_thresholds
+    from engine.telemetry import Collector, Target, Thresholds
 
     # Three 8-card 910B recordings in turn, so the device panel changes every tick as it does live.
     infos = [(FIX / "npu_smi" / "info" / name).read_text() for name in (
@@ -72,7 +72,7 @@ def child(kind: str) -> None:
         return parsers[url](body)
 
     collector = Collector([Target("http://e1", "engine-1"), Target("http://e2", "engine-2")],
-                          NpuSmiSource(Replay()), default_thresholds(), scrape_fn=scrape)
+                          NpuSmiSource(Replay()), Thresholds.defaults(), scrape_fn=scrape)
     TopApp(collector.poll, interval=1.0).run()
 
 

@@ -6,18 +6,14 @@ Without the engine installed, e2e tests are skipped, except under ASCENDCTL_REQU
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
+from helpers import Server, build_tiny_model, engine_env, free_port, stop_group, wait_healthy
 from hypothesis import settings
 
 # CI replays the same examples every run (a red CI must be reproducible); local runs explore.
@@ -25,30 +21,22 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-# Recorded real outputs (vLLM logs, /metrics) shared with the research notes, copied as they are.
-SAMPLES = FIXTURES / "vllm"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def require_engine() -> None:
-    if importlib.util.find_spec("vllm") is None:
-        if os.environ.get("ASCENDCTL_REQUIRE_E2E") == "1":
-            pytest.fail("the vLLM engine is not installed: run ./install.sh --dev")
-        pytest.skip("the vLLM engine is not installed (./install.sh installs it)")
-
-
-def engine_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", NO_COLOR="1", VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
-    env.update(extra)
-    return env
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """No test reads or writes the user's real state, cache or profile directories, and a test
+    that changes the time zone cannot leak it into the next one."""
+    home = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(home / "state"))
+    monkeypatch.setenv("ASCENDCTL_CACHE_DIR", str(home / "cache"))
+    monkeypatch.setenv("ASCENDCTL_PROFILES_DIR", str(home / "profiles"))
+    tz = os.environ.get("TZ")
+    yield
+    if tz is None:
+        os.environ.pop("TZ", None)
+    else:
+        os.environ["TZ"] = tz
+    time.tzset()
 
 
 @pytest.fixture(scope="session")
@@ -59,56 +47,9 @@ def model_cache() -> Path:
     return base
 
 
-def build_tiny_model(cache: Path, shape: str = "qwen3-tiny") -> Path:
-    require_engine()
-    from engine.demo.tiny_model import build, is_built
-
-    out = cache / shape
-    if not is_built(out):
-        build(out, shape)
-    return out
-
-
 @pytest.fixture(scope="session")
 def tiny_model(model_cache: Path) -> Path:
     return build_tiny_model(model_cache)
-
-
-@dataclass
-class Server:
-    url: str
-    port: int
-    log_path: Path
-    model_dir: Path
-    proc: subprocess.Popen
-    served_name: str = "tiny"
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, log_path: Path, timeout: float = 420) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"vLLM exited with {proc.returncode} during start-up:\n{tail}")
-        try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"vLLM not healthy after {timeout} s; log: {log_path}")
-
-
-def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(scope="session")
@@ -120,7 +61,8 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(tiny_model), "--served-model-name", "tiny",
         "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "bfloat16", "--max-model-len", "512", "--max-num-seqs", "8",
+        # float32 as in the cpu-tiny profile: bf16 crashes vllm-cpu on AMX CPUs (see profiles/cpu-tiny.yaml)
+        "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "8",
         "--enforce-eager",
     ]
     with open(log_path, "wb") as log:

@@ -15,7 +15,7 @@ import yaml
 
 from ascendctl.cli import main
 from engine.bench.stub import StubConfig, StubThread
-from tests.conftest import free_port
+from helpers import free_port
 
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
 
@@ -53,6 +53,8 @@ def test_usage_errors_exit_2_with_a_fix(capsys, tmp_path):
     assert "Traceback" not in err
     code, _, err = _run(capsys, "bench", "--scenario", "chat-qa")
     assert code == 2 and "no server URL" in err
+    code, _, err = _run(capsys, "bench", "ftp://127.0.0.1:1", "--scenario", "chat-qa")
+    assert code == 2 and "not an http(s) URL" in err
     code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--scale", "-1")
     assert code == 2 and "--scale" in err
     code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--out", str(tmp_path / "no" / "r.json"))

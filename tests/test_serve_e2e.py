@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import engine_env, free_port
+from helpers import engine_env, free_port
 from engine import runs
 from engine.launcher import group_members
 

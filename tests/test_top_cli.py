@@ -44,10 +44,16 @@ def test_once_prints_one_frame_with_rates(server, capsys):
 def test_json_is_one_snapshot_with_schema_version(server, capsys):
     rc = main(["top", server.url, "--json", "--no-devices"])
     data = json.loads(capsys.readouterr().out)
-    assert rc == 0 and data["schema_version"] == 1 and data["schema"] == "ascendctl.top/1"
+    assert rc == 0 and data["schema_version"] == 1 and "schema" not in data
     engine = data["engines"][0]
     assert engine["status"]["ok"] and engine["kv"]["total_blocks"] == 8192
     assert engine["rates"]["ttft"]["p50"] is not None or engine["rates"]["ttft"]["count"] == 0
+
+
+def test_the_openai_base_url_of_a_server_is_read_as_its_root(server, capsys):
+    assert main(["top", server.url + "/v1/", "--json", "--no-devices"]) == 0
+    engine = json.loads(capsys.readouterr().out)["engines"][0]
+    assert engine["url"] == server.url and engine["status"]["ok"]
 
 
 def test_json_with_interval_streams_ndjson(capsys):
@@ -60,7 +66,7 @@ def test_json_with_interval_streams_ndjson(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and len(lines) == 3
     snaps = [json.loads(line) for line in lines]
-    assert [s["seq"] for s in snaps] == [2, 3, 4]
+    assert [s["seq"] for s in snaps] == [2, 3, 4] and {s["schema_version"] for s in snaps} == {1}
     assert max(s["engines"][0]["running"] for s in snaps) >= 1  # the recording had load from scrape 02
 
 
@@ -138,14 +144,12 @@ def test_profile_diagnostics_become_the_thresholds(capsys):
 
 
 def test_a_run_brings_the_pending_threshold_of_its_profile(server, capsys):
-    from importlib import resources
-
     from engine.profiles import load_profile
+    from engine.profiles.loader import resolve_source
 
     run = runs_dir() / "run-7"
     run.mkdir(parents=True)
-    (run / "profile.yaml").write_text(
-        resources.files("engine.profiles").joinpath("data/cpu-tiny.yaml").read_text(encoding="utf-8"))
+    (run / "profile.yaml").write_text(resolve_source("cpu-tiny")[1])
     write_run(RunInfo("run-7", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
     assert main(["top", "--json", "--no-devices"]) == 0
     engine = json.loads(capsys.readouterr().out)["engines"][0]

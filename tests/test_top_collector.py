@@ -6,10 +6,12 @@ import json
 
 import pytest
 
+from ascendctl.output import SCHEMA_VERSION
 from engine.devices import NpuSmiSource
 from engine.errors import BadInput, Unreachable
+from engine.severity import Severity
 from engine.telemetry import (
-    Collector, Recorder, Target, default_thresholds, load_recording, load_thresholds,
+    Collector, Recorder, Target, Thresholds, load_recording, load_thresholds,
 )
 from engine.telemetry.snapshot import Snapshot
 from top_fakes import FIXTURES, ReplayRunner, ScriptedScrape, npu_text, seq_bodies, timeout_error
@@ -78,11 +80,13 @@ def test_a_crashing_device_source_is_a_status_not_a_crash():
 
 
 def test_unhealthy_device_and_sustained_bandwidth_rules():
-    alarm = collector({}, NpuSmiSource(ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt")), usages=False),
-                      targets=[]).poll()
+    runner = ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt"), health=npu_text("health/h2_warning.txt"))
+    alarm = collector({}, NpuSmiSource(runner, usages=False), targets=[]).poll()
     assert [(d.id, d.severity, d.subject) for d in alarm.diagnostics] == [("device-health", "critical", "npu0")]
+    assert "error codes 80E01801" in alarm.diagnostics[0].cause
+    assert alarm.device_levels["npu0"]["health"] is Severity.CRITICAL
     # HBM bandwidth 3% on the 950 recording: above a 2% threshold, but only once sustained.
-    th = {**default_thresholds(), "hbm_bw_pct": 2, "hbm_bw_sustain_s": 1.0}
+    th = Thresholds.defaults().updated({"hbm_bw_pct": 2, "hbm_bw_sustain_s": 1.0})
     c = collector({}, NpuSmiSource(ReplayRunner(npu_text("info/s17_950_doc.txt"), npu_text("usages/u5_950_doc.txt"))),
                   th, targets=[])
     assert c.poll().diagnostics == ()
@@ -95,11 +99,12 @@ def test_pending_rule_uses_the_threshold_in_force():
     body = busy.replace('vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
                         'vllm:num_requests_waiting{engine="0",model_name="tiny"} 40.0')
     assert body != busy
-    th = {**default_thresholds(), "pending_requests": 16, "pending_sustain_s": 0}
+    th = Thresholds.defaults().updated({"pending_requests": 16, "pending_sustain_s": 0})
     snap = collector({"http://a": [body]}, thresholds=th).poll()
     assert [d.id for d in snap.diagnostics] == ["pending-high"]
-    relaxed = collector({"http://a": [body]}, thresholds={**th, "pending_requests": 64}).poll()
-    assert relaxed.diagnostics == ()
+    assert snap.engines[0].levels["waiting"] is Severity.WARNING
+    relaxed = collector({"http://a": [body]}, thresholds=th.updated({"pending_requests": 64})).poll()
+    assert relaxed.diagnostics == () and relaxed.engines[0].levels["waiting"] is Severity.OK
 
 
 def test_kv_pressure_needs_preemptions_rising():
@@ -133,6 +138,15 @@ def test_known_issues_from_the_engine_log(tmp_path):
     assert all(d.subject == "run-1" and d.fix for d in from_log)
 
 
+def test_diagnostics_come_worst_first(tmp_path):
+    down = Unreachable("cannot reach http://a/metrics: ConnectError", "start the engine")
+    alarm = NpuSmiSource(ReplayRunner(npu_text("info/s16_310b4_alarm_trailing_spaces.txt")), usages=False)
+    snap = collector({"http://a": [down]}, alarm, targets=[Target("http://a", "run-1", str(tmp_path / "gone.log"))]).poll()
+    assert [(d.severity, d.subject, d.id) for d in snap.diagnostics] == [
+        ("critical", "npu0", "device-health"), ("critical", "run-1", "engine-unreachable"),
+        ("info", "run-1", "log-unreadable")]
+
+
 def test_missing_log_is_an_info_row(tmp_path):
     c = collector({"http://a": [IDLE]}, targets=[Target("http://a", "run-1", str(tmp_path / "gone.log"))])
     assert [d.id for d in c.poll().diagnostics] == ["log-unreadable"]
@@ -141,43 +155,58 @@ def test_missing_log_is_an_info_row(tmp_path):
 def test_record_and_replay_round_trip(tmp_path):
     c = collector({"http://a": [IDLE, BUSY]}, npu_source())
     path = tmp_path / "rec.ndjson"
-    rec = Recorder(path)
+    rec = Recorder(path, SCHEMA_VERSION)
     taken = [c.poll(), c.poll()]
     for s in taken:
         rec.write(s)
     rec.close()
     assert len(path.read_text().splitlines()) == 2
-    replayed = load_recording(path)
+    replayed = load_recording(path, SCHEMA_VERSION)
     assert replayed == taken
     assert replayed[1].engines[0].rates.ttft.p50 == taken[1].engines[0].rates.ttft.p50
 
 
 def test_damaged_recordings_are_bad_input(tmp_path):
     c = collector({"http://a": [IDLE]})
-    good = c.poll().to_json()
+    good = c.poll().to_json(schema_version=SCHEMA_VERSION)
     cut = tmp_path / "cut.ndjson"
     cut.write_text(good + "\n" + good[:40] + "\n")
     with pytest.raises(BadInput) as err:
-        load_recording(cut)
+        load_recording(cut, SCHEMA_VERSION)
     assert ":2:" in err.value.cause
     other = tmp_path / "other.ndjson"
-    other.write_text(json.dumps({"schema": "something/9"}) + "\n")
+    for foreign in ({"schema": "something/9"}, {"schema_version": SCHEMA_VERSION + 1}, {}):
+        other.write_text(json.dumps(foreign) + "\n")
+        with pytest.raises(BadInput):
+            load_recording(other, SCHEMA_VERSION)
     with pytest.raises(BadInput):
-        load_recording(other)
-    with pytest.raises(BadInput):
-        load_recording(tmp_path / "missing.ndjson")
+        load_recording(tmp_path / "missing.ndjson", SCHEMA_VERSION)
     empty = tmp_path / "empty.ndjson"
     empty.write_text("")
     with pytest.raises(BadInput):
-        load_recording(empty)
+        load_recording(empty, SCHEMA_VERSION)
+
+
+def test_a_recording_made_before_levels_were_recorded_still_replays_in_colour(tmp_path):
+    c = collector({"http://a": [IDLE, BUSY]}, npu_source())
+    taken = [c.poll(), c.poll()]
+    old = tmp_path / "old.ndjson"
+    lines = []
+    for snap in taken:
+        data = snap.to_dict()
+        data.pop("device_levels")
+        data["engines"][0].pop("levels")
+        lines.append(json.dumps({**data, "schema": "ascendctl.top/1"}))
+    old.write_text("\n".join(lines) + "\n")
+    assert load_recording(old, SCHEMA_VERSION) == taken
 
 
 def test_thresholds_yaml_overrides_and_errors(tmp_path):
-    assert default_thresholds()["hbm_bw_pct"] == 95
+    assert Thresholds.defaults().hbm_bw_pct == 95
     f = tmp_path / "t.yaml"
     f.write_text("pending_requests: 4\n")
     th = load_thresholds(f, ["kv_usage_pct=90"])
-    assert th["pending_requests"] == 4 and th["kv_usage_pct"] == 90 and th["hbm_bw_pct"] == 95
+    assert (th.pending_requests, th.kv_usage_pct, th.hbm_bw_pct) == (4, 90, 95)
     f.write_text("pending_requests: [\n")
     with pytest.raises(BadInput) as err:
         load_thresholds(f)
@@ -193,8 +222,9 @@ def test_thresholds_yaml_overrides_and_errors(tmp_path):
 def test_snapshot_json_has_nulls_for_missing_values():
     snap = collector({"http://a": [IDLE]}).poll()
     data = json.loads(snap.to_json())
-    assert data["schema"] == "ascendctl.top/1"
+    assert "schema" not in data and "schema_version" not in data  # the shell versions its documents
     assert data["engines"][0]["rates"]["prompt_tps"] is None
+    assert data["engines"][0]["levels"] == {"waiting": "ok", "kv_usage": "ok", "preemptions_in_window": None}
     assert Snapshot.from_dict(data) == snap
 
 
@@ -202,7 +232,9 @@ def test_a_runs_own_pending_threshold_wins_over_the_global_one():
     busy = seq_bodies()[8][1]
     body = busy.replace('vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
                         'vllm:num_requests_waiting{engine="0",model_name="tiny"} 40.0')
-    th = {**default_thresholds(), "pending_requests": 100, "pending_sustain_s": 0}
+    th = Thresholds.defaults().updated({"pending_requests": 100, "pending_sustain_s": 0})
     strict = collector({"http://a": [body]}, thresholds=th, targets=[Target("http://a", "run-1", pending_threshold=8)])
     snap = strict.poll()
     assert [d.id for d in snap.diagnostics] == ["pending-high"] and "more than 8 requests" in snap.diagnostics[0].cause
+    # The figure on screen is judged by the same threshold as the rule.
+    assert snap.engines[0].levels["waiting"] is Severity.WARNING

@@ -12,7 +12,7 @@ from textual.widgets import DataTable
 from ascendctl.tui.app import DetailScreen, HelpScreen, TopApp
 from engine.devices import NpuSmiSource
 from engine.errors import Unreachable
-from engine.telemetry import Collector, Target, default_thresholds
+from engine.telemetry import Collector, Target, Thresholds
 from top_fakes import FIXTURES, ReplayRunner, ScriptedScrape, npu_text, seq_bodies
 
 pytestmark = pytest.mark.timeout(120)
@@ -29,7 +29,7 @@ def make_collector(script):
     devices = NpuSmiSource(ReplayRunner(npu_text("info/s02_910b2_25.2.0_vllm_dp.txt"),
                                         npu_text("usages/u2_910b_25.5.1.txt")))
     targets = [Target(url, url.split("//")[1]) for url in script]
-    return Collector(targets, devices, default_thresholds(), scrape_fn=ScriptedScrape(script), clock=tick, wall=tick)
+    return Collector(targets, devices, Thresholds.defaults(), scrape_fn=ScriptedScrape(script), clock=tick, wall=tick)
 
 
 def text_of(screen, selector: str) -> str:

@@ -12,7 +12,7 @@ from ascendctl.cli import main
 from engine.bench.scenario import load_scenario
 from engine.errors import BadInput
 from engine.profiles import ProfileInvalid, load_profile
-from engine.telemetry.rules import load_thresholds
+from engine.telemetry import load_thresholds
 from engine.triage.rules import load_rules
 from engine.yamlfile import QUOTE_LIMIT, Problem, YamlInvalid, duplicate_keys, line_of, load, quote
 

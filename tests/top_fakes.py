@@ -20,11 +20,14 @@ def npu_text(rel: str) -> str:
 
 
 class ReplayRunner:
-    """Answers `npu-smi info` with one recording and `-t usages -i N` with another; can fail."""
+    """Answers `npu-smi info` with one recording, `-t usages -i N` with another and `-t health`
+    with a third; can fail."""
 
-    def __init__(self, info: str | Exception, usages: str | Exception | None = None) -> None:
+    def __init__(self, info: str | Exception, usages: str | Exception | None = None,
+                 health: str | Exception | None = None) -> None:
         self.info = info
         self.usages = usages
+        self.health = health
         self.calls: list[tuple[str, ...]] = []
 
     def which(self, name: str) -> str | None:
@@ -33,7 +36,7 @@ class ReplayRunner:
     def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
         argv = tuple(argv)
         self.calls.append(argv)
-        answer = self.info if argv[1:] == ("info",) else self.usages
+        answer = self.info if argv[1:] == ("info",) else self.health if "health" in argv else self.usages
         if answer is None:
             return CommandResult(argv, 1, "", "")
         if isinstance(answer, Exception):

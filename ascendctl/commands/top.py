@@ -55,7 +55,7 @@ def top(
     base = None
     if profile is not None:
         from engine.profiles import load_profile
-        from engine.telemetry.rules import profile_thresholds
+        from engine.telemetry.thresholds import profile_thresholds
 
         base = profile_thresholds(load_profile(profile))
     thresholds = load_thresholds(thresholds_file, set_ or (), base)
@@ -63,7 +63,7 @@ def top(
         raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
     headless = once or out.json_mode or not sys.stdout.isatty()
     if replay is not None:
-        _replay(replay, headless, interval, thresholds)
+        _replay(replay, headless, interval)
         return
     collector = make_collector(urls or (), thresholds, None if no_devices else default_devices())
     recorder = open_recorder(record)
@@ -106,7 +106,7 @@ def _stream(collector: "Collector", recorder, interval: float, count: int | None
     while count is None or written < count:
         snap = poll_and_record(collector, recorder)
         if snap.seq > 1 or not snap.engines:  # the first poll has no rates yet
-            out.json_line(snap.to_dict())
+            out.json_line(_document(snap))
             written += 1
         next_at += interval
         time.sleep(max(0.0, next_at - time.monotonic()))
@@ -121,15 +121,22 @@ def _fail_if_down(snap: "Snapshot") -> None:
         raise Unreachable(f"{e.label}: {e.status.error}", e.status.fix or "check that the engine is running")
 
 
-def _replay(path: Path, headless: bool, interval: float | None, thresholds: dict) -> None:
-    from ascendctl.output import get_output
+def _document(snap: "Snapshot") -> dict:
+    """A snapshot as one NDJSON line, versioned like every JSON document the tool writes."""
+    from ascendctl.output import SCHEMA_VERSION
+
+    return {"schema_version": SCHEMA_VERSION, **snap.to_dict()}
+
+
+def _replay(path: Path, headless: bool, interval: float | None) -> None:
+    from ascendctl.output import SCHEMA_VERSION, get_output
     from engine.telemetry import load_recording
 
     out = get_output()
-    snaps = load_recording(path)
+    snaps = load_recording(path, SCHEMA_VERSION)
     if out.json_mode:
         for snap in snaps:
-            out.json_line(snap.to_dict())
+            out.json_line(_document(snap))
         return
     if headless:
         from ascendctl.tui.render import frame
@@ -137,4 +144,4 @@ def _replay(path: Path, headless: bool, interval: float | None, thresholds: dict
         out.console.print(frame(snaps[-1]))
         return
     it: Iterator = iter(snaps)
-    run_app(lambda: next(it, None), interval or 1.0, dict(snaps[0].thresholds) or thresholds)
+    run_app(lambda: next(it, None), interval or 1.0, snaps[0].thresholds)

@@ -23,9 +23,12 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static
 
+from ascendctl.style import severity_style
 from ascendctl.tui import render
 from ascendctl.tui.panel import TextPanel
+from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic, Snapshot
+from engine.telemetry.thresholds import Thresholds
 
 # A feed gives the next snapshot; None means "no more" (a replay that ended).
 Feed = Callable[[], "Snapshot | None"]
@@ -49,7 +52,7 @@ class DetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         d = self.diagnostic
         body = Text()
-        body.append(f"{d.title}\n", style="bold " + render.severity_style(d.severity))
+        body.append(f"{d.title}\n", style="bold " + severity_style(d.severity))
         body.append(f"{d.severity} · {d.subject} · {d.id} · from {'the engine log' if d.source == 'log' else 'a threshold rule'}")
         if d.count > 1:
             body.append(f" · seen {d.count} times")
@@ -66,7 +69,7 @@ class DetailScreen(ModalScreen[None]):
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
-    def __init__(self, thresholds: dict, interval: float | None) -> None:
+    def __init__(self, thresholds: Thresholds, interval: float | None) -> None:
         super().__init__()
         self.thresholds = thresholds
         self.interval = interval
@@ -79,7 +82,7 @@ class HelpScreen(ModalScreen[None]):
             body.append(f"  {key:<6} {what}\n")
         body.append(f"\nRefresh every {self.interval:g} s\n" if self.interval else "\nManual refresh\n")
         body.append("\nThresholds in force\n", style="bold")
-        for key, value in sorted(self.thresholds.items()):
+        for key, value in sorted(self.thresholds.as_dict().items()):
             body.append(f"  {key:<20} {value:g}\n")
         body.append("\n(esc to close)", style="dim")
         yield Static(body, id="help")
@@ -96,13 +99,13 @@ class TopApp(App[None]):
         Binding("question_mark", "help", "help"),
     ]
 
-    def __init__(self, feed: Feed, interval: float | None = 1.0, thresholds: dict | None = None,
+    def __init__(self, feed: Feed, interval: float | None = 1.0, thresholds: Thresholds | None = None,
                  save_dir: Path | None = None) -> None:
         """`interval` None: poll once at start and then only on `r` (tests drive it that way)."""
         super().__init__()
         self.feed = feed
         self.interval = interval
-        self.thresholds = dict(thresholds or {})
+        self.thresholds = thresholds or Thresholds.defaults()
         self.save_dir = save_dir or Path.cwd()
         self.paused = False
         self.latest: Snapshot | None = None
@@ -187,10 +190,10 @@ class TopApp(App[None]):
         table.clear()
         self._diagnostics = list(snap.diagnostics)
         for d in self._diagnostics:
-            table.add_row(Text(d.severity, style=render.severity_style(d.severity)), d.subject,
+            table.add_row(Text(d.severity, style=severity_style(d.severity)), d.subject,
                           d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
         if not self._diagnostics:
-            table.add_row(Text("ok", style="green"), "", "nothing to report", "")
+            table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
         if self._diagnostics:
             table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
 
@@ -224,7 +227,7 @@ class TopApp(App[None]):
         self.notify(f"saved {path}")
 
     def action_help(self) -> None:
-        thresholds = dict((self.latest.thresholds if self.latest else None) or self.thresholds)
+        thresholds = self.latest.thresholds if self.latest else self.thresholds
         self.push_screen(HelpScreen(thresholds, self.interval))
 
     @on(DataTable.RowSelected, "#diagnostics")

@@ -1,47 +1,33 @@
 """Rich renderables of a Snapshot: the same panels for the Textual dashboard and `top --once`.
 
-Only formatting lives here; every number comes from the snapshot.
+Only formatting lives here; every number, and every figure's level, comes from the snapshot.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ascendctl.style import NA, age, num, seconds, severity_style
+from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.thresholds import Thresholds
 
-NA = "N/A"
 _SPARK = "▁▂▃▄▅▆▇█"
-_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
 
 
-def num(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
-    return NA if value is None else fmt.format(value) + unit
+def level_style(level: Severity | None) -> str:
+    """Gauges (bars, percentages, temperatures, health) always wear their level's colour."""
+    return severity_style(level)
 
 
-def seconds(value: float | None) -> str:
-    """A latency: ms under one second, s above."""
-    if value is None:
-        return NA
-    return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
-
-
-def age(value: float | None) -> str:
-    if value is None:
-        return "never"
-    if value < 90:
-        return f"{value:.0f}s"
-    return f"{value / 60:.0f}m" if value < 5400 else f"{value / 3600:.1f}h"
-
-
-def level_style(value: float | None, warn: float, crit: float) -> str:
-    if value is None:
-        return "dim"
-    return "bold red" if value >= crit else "yellow" if value >= warn else "green"
+def alert_style(level: Severity | None) -> str:
+    """Counts stay plain while they are fine: only a level above OK colours them."""
+    return severity_style(level) if level is not None and level > Severity.OK else ""
 
 
 def sparkline(values: Sequence[float | None], width: int = 12) -> str:
@@ -63,17 +49,15 @@ def bar(fraction: float | None, width: int = 16) -> str:
 
 def _status_text(status: SourceStatus | None) -> Text:
     if status is None:
-        return Text("off", style="dim")
+        return Text("off", style=severity_style(None))
     if status.ok:
-        return Text("up", style="green")
-    return Text("DOWN", style="bold red")
+        return Text("up", style=severity_style(Severity.OK))
+    return Text("DOWN", style=severity_style(Severity.CRITICAL))
 
 
 def devices_table(snap: Snapshot) -> Text:
     """Fixed-width lines rather than a rich Table: this is redrawn every tick and a Table's
     measuring pass costs more than everything else on the screen together."""
-    t = snap.thresholds
-    warn, crit = t.get("warn_pct", 80), t.get("crit_pct", 95)
     src = snap.device_source
     if src is None:
         return Text("Devices: not polled", style="dim")
@@ -84,22 +68,21 @@ def devices_table(snap: Snapshot) -> Text:
     out.append(f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
                f"{'util%':>5} {'power':>6} {'temp':>5} {'procs':>5}", style="bold underline")
     for d in snap.devices:
-        pct = d.mem_pct
+        pct, levels = d.mem_pct, snap.device_levels.get(d.key, {})
         used = num(None if d.mem_used_mb is None else d.mem_used_mb / 1024, "{:.1f}")
         total = num(None if d.mem_total_mb is None else d.mem_total_mb / 1024, "{:.0f}")
         out.append(f"\n{d.key:<{key_w}}  {d.name:<{name_w}}  ")
-        out.append(f"{d.health or NA:<8}", style="green" if d.health == "OK" else "dim" if d.health is None else "bold red")
+        out.append(f"{d.health or NA:<8}", style=level_style(levels.get("health")))
         out.append(" ")
-        out.append(bar(None if pct is None else pct / 100, 10), style=level_style(pct, warn, crit))
+        out.append(bar(None if pct is None else pct / 100, 10), style=level_style(levels.get("mem_pct")))
         out.append(f" {used + '/' + total + 'G':<11} ")
-        out.append(f"{num(d.mem_bw_pct):>4}", style=level_style(d.mem_bw_pct, warn, t.get("hbm_bw_pct", crit)))
+        out.append(f"{num(d.mem_bw_pct):>4}", style=level_style(levels.get("mem_bw_pct")))
         out.append(f" {num(d.util_pct):>5} {num(d.power_w, '{:.0f}', 'W'):>6} ")
-        out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}",
-                   style=level_style(d.temp_c, t.get("temp_warn_c", 75), t.get("temp_crit_c", 90)))
+        out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
     if not src.ok:
         since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
-        out.append(f"\n{src.name} DOWN ({since}): {src.error}", style="red")
+        out.append(f"\n{src.name} DOWN ({since}): {src.error}", style=severity_style(Severity.ERROR))
         if src.fix:
             out.append(f"\n  fix: {src.fix}", style="dim")
     elif not snap.devices:
@@ -107,9 +90,9 @@ def devices_table(snap: Snapshot) -> Text:
     return out
 
 
-def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> Text:
+def engine_panel(e: EngineView, thresholds: Thresholds) -> Text:
     """A few short lines per engine: load, KV pool, throughput and caches, latencies."""
-    r, kv, h = e.rates, e.kv, e.history
+    r, kv, h, levels = e.rates, e.kv, e.history, e.levels
     head = Text()
     head.append(f"{e.label} ", style="bold")
     head.append_text(_status_text(e.status))
@@ -118,18 +101,16 @@ def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> Text:
     lines = [head]
     if not e.status.ok:
         since = "never reached" if e.status.last_ok is None else f"last ok {age(e.status.age_s)} ago"
-        lines.append(Text(f"  {since}: {e.status.error}", style="red"))
-    pending_style = "yellow" if (e.waiting or 0) > thresholds.get("pending_requests", 1e9) else ""
+        lines.append(Text(f"  {since}: {e.status.error}", style=severity_style(Severity.ERROR)))
     load = Text(f"  running {num(e.running):>4} {sparkline(h.get('running', ()))}  pending ")
-    load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=pending_style)
+    load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=alert_style(levels.get("waiting")))
     load.append(f"  preempted {num(e.preemptions)}")
     if r.preemptions_in_window:
-        load.append(f" (+{r.preemptions_in_window:.0f})", style="yellow")
+        load.append(f" (+{r.preemptions_in_window:.0f})", style=alert_style(levels.get("preemptions_in_window")))
     load.append(f"  rejected {num(e.admission_rejections)}")
     usage_pct = None if kv.usage is None else kv.usage * 100
     pool = Text("  KV blocks ")
-    pool.append(bar(kv.usage, 16), style=level_style(usage_pct, thresholds.get("warn_pct", 80),
-                                                      thresholds.get("kv_usage_pct", 95)))
+    pool.append(bar(kv.usage, 16), style=level_style(levels.get("kv_usage")))
     pool.append(f" {num(usage_pct, '{:.1f}', '%')}  used {num(kv.used_blocks)}  free {num(kv.free_blocks)}"
                 f"  total {num(kv.total_blocks)}")
     flow = Text(f"  prompt {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
@@ -142,7 +123,7 @@ def engine_panel(e: EngineView, thresholds: Mapping[str, float]) -> Text:
         cache.append("  offload/s " + " ".join(f"{k.split(':')[-1]} {v:.0f}" for k, v in r.offload_per_s.items()))
     lat = Text(f"  TTFT p50 {seconds(r.ttft.p50)} p99 {seconds(r.ttft.p99)}"
                f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
-               f"  ({r.ttft.count:.0f} req / {thresholds.get('window_s', 60):.0f}s)",
+               f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
                style="" if r.ttft.count else "dim")
     return Text("\n").join([*lines, load, pool, flow, cache, lat])
 
@@ -161,15 +142,11 @@ def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
     table.add_column("fix", ratio=3, overflow="fold")
     rows = list(diagnostics)
     for d in rows:
-        table.add_row(Text(d.severity, style=_SEVERITY_STYLE.get(d.severity, "")), d.subject,
+        table.add_row(Text(d.severity, style=severity_style(d.severity)), d.subject,
                       d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
     if not rows:
-        table.add_row(Text("ok", style="green"), "", "nothing to report", "")
+        table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
     return table
-
-
-def severity_style(severity: str) -> str:
-    return _SEVERITY_STYLE.get(severity, "")
 
 
 def header_line(snap: Snapshot | None, paused: bool = False, note: str = "") -> Text:

@@ -25,6 +25,7 @@ from engine.bench.report import BenchReport, ServerCounters, build_report, queue
 from engine.bench.scenario import Scenario, fit_context
 from engine.bench.schedule import Window, arrivals, draw_length, window_at, windows
 from engine.bench.transport import LeanTransport
+from engine.endpoints import normalize_base_url
 from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.metrics import EngineMetrics, scrape
 
@@ -51,15 +52,6 @@ class Progress:
     output_tokens: int
     output_tokens_per_s: float | None  # over the last few seconds
     waiting: float | None  # the engine's pending queue, when /metrics answers
-
-
-def normalize_url(url: str) -> str:
-    url = url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[:-3]
-    if "://" not in url:
-        url = "http://" + url
-    return url
 
 
 def make_client(url: str, request_timeout_s: float = 600.0,
@@ -121,7 +113,7 @@ class BenchRunner:
         drain_grace_s: float = 120.0,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.url = normalize_url(url)
+        self.url = normalize_base_url(url)
         self.scenario = scenario
         self.model = model
         self.on_progress = on_progress
@@ -421,4 +413,4 @@ async def run_scenario(url: str, scenario: Scenario, **kwargs) -> BenchReport:
     return await BenchRunner(url, scenario, **kwargs).run()
 
 
-__all__ = ["BenchRunner", "Progress", "ServerInfo", "make_client", "normalize_url", "probe", "run_scenario"]
+__all__ = ["BenchRunner", "Progress", "ServerInfo", "make_client", "probe", "run_scenario"]

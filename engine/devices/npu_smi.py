@@ -20,7 +20,6 @@ _VERSION = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 _PAIR = re.compile(r"(\d+|NA)\s*/\s*(\d+)")
 _BUS = re.compile(r"^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _IDLE = re.compile(r"No running processes found in NPU\s+(\d+)")
-_PROC = re.compile(r"Process id:\s*(\d+)\s+Process name:\s*(.*?)\s*Process memory\(MB\):\s*(\d+)")
 
 # Lines npu-smi prints instead of a table when it cannot talk to the driver.
 _FAILURES = (
@@ -235,7 +234,7 @@ def _process_row(cells: list[str], processes: list[ProcessRow], idle: set[int]) 
     )
 
 
-# ---- `npu-smi info -t <type>` and `-l`: `key : value` blocks ---------------------------------
+# ---- `npu-smi info -t <type>`: `key : value` blocks -------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -340,43 +339,6 @@ def parse_usages(text: str) -> dict[int, ChipUsage]:
 
 
 @dataclass(frozen=True)
-class ChipMemory:
-    hbm_total_mb: float | None
-    hbm_temp_c: float | None
-    hbm_clock_mhz: float | None
-    ddr_total_mb: float | None
-
-
-def parse_memory(text: str) -> dict[int, ChipMemory]:
-    """`-t memory`: capacities and HBM temperature (no usage: that is in `-t usages` / the table)."""
-    return {
-        chip: ChipMemory(
-            hbm_total_mb=_num(f.get("HBM Capacity(MB)")),
-            hbm_temp_c=_num(f.get("HBM Temperature(C)")),
-            hbm_clock_mhz=_num(f.get("HBM Clock Speed(MHz)")),
-            ddr_total_mb=_num(_first(f, "DDR Capacity(MB)", "Capacity(MB)", "Total Capacity(MB)")),
-        )
-        for chip, f in parse_key_values(text).chips().items()
-    }
-
-
-def parse_power(text: str) -> dict[int, float | None]:
-    """`-t power`: chip id -> watts."""
-    return {
-        chip: _num(_first(f, "NPU Real-time Power(W)", "Rated Power Dissipation(W)", "Power Dissipation(W)"))
-        for chip, f in parse_key_values(text).chips().items()
-    }
-
-
-def parse_temp(text: str) -> dict[int, float | None]:
-    """`-t temp`: chip id -> degrees C (board sensors in the MCU block are left out)."""
-    return {
-        chip: _num(_first(f, "NPU Temperature (C)", "Temperature (C)", "Temperature(C)"))
-        for chip, f in parse_key_values(text).chips().items()
-    }
-
-
-@dataclass(frozen=True)
 class ChipHealth:
     status: str | None
     error_codes: tuple[str, ...] = ()
@@ -397,53 +359,6 @@ def parse_health(text: str) -> dict[int, ChipHealth]:
     return out
 
 
-@dataclass(frozen=True)
-class ProcMem:
-    chip: int
-    pid: int
-    name: str
-    memory_mb: int
-
-
-def parse_proc_mem(text: str) -> list[ProcMem]:
-    """`-t proc-mem`: one row per process; its chip is the `Chip ID` trailer that follows it."""
-    rows: list[ProcMem] = []
-    waiting: list[tuple[int, str, int]] = []
-    for line in text.splitlines():
-        match = _PROC.search(line)
-        if match:
-            waiting.append((int(match.group(1)), match.group(2).strip(), int(match.group(3))))
-            continue
-        key, _, value = line.partition(":")
-        if key.strip() == "Chip ID":
-            chip = _int(value.strip()) or 0
-            rows.extend(ProcMem(chip, pid, name, mb) for pid, name, mb in waiting)
-            waiting = []
-    rows.extend(ProcMem(0, pid, name, mb) for pid, name, mb in waiting)  # 950: no chip trailer
-    if not rows and "No process in device" not in text:
-        _raise_failure(text, "proc-mem")
-    return rows
-
-
-def parse_list(text: str) -> dict[int, int | None]:
-    """`npu-smi info -l`: NPU id -> chip count (None when the build does not print it)."""
-    cards: dict[int, int | None] = {}
-    npu: int | None = None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key, value = key.strip(), value.strip()
-        if key == "NPU ID":
-            npu = _int(value)
-            if npu is not None:
-                cards[npu] = None
-        elif key == "Chip Count" and npu is not None:
-            cards[npu] = _int(value)
-    if not cards:
-        _raise_failure(text, "info -l")
-        raise NpuSmiError("npu-smi info -l listed no NPU", "run `npu-smi info -l` by hand")
-    return cards
-
-
 def chip_keys(rows: Iterable[ChipRow]) -> dict[tuple[int, int], str]:
     """Stable display keys: `npu3` for a one-chip card, `npu0.1` for die 1 of a two-die card."""
     rows = list(rows)
@@ -456,7 +371,6 @@ def chip_keys(rows: Iterable[ChipRow]) -> dict[tuple[int, int], str]:
 
 
 __all__ = [
-    "ChipHealth", "ChipMemory", "ChipRow", "ChipUsage", "KeyValueOutput", "NpuSmiError", "NpuTable",
-    "ProcMem", "ProcessRow", "chip_keys", "parse_health", "parse_info", "parse_key_values",
-    "parse_list", "parse_memory", "parse_power", "parse_proc_mem", "parse_temp", "parse_usages",
+    "ChipHealth", "ChipRow", "ChipUsage", "KeyValueOutput", "NpuSmiError", "NpuTable", "ProcessRow",
+    "chip_keys", "parse_health", "parse_info", "parse_key_values", "parse_usages",
 ]

@@ -29,7 +29,7 @@ class DeviceSample:
     aicpu_pct: float | None = None
     ctrlcpu_pct: float | None = None
     processes: int | None = None
-    error_codes: tuple[str, ...] = ()
+    error_codes: tuple[str, ...] = ()  # npu-smi's codes for a chip whose health is not OK
 
     @property
     def mem_pct(self) -> float | None:

@@ -7,8 +7,8 @@ import csv
 import io
 from typing import TYPE_CHECKING, Protocol
 
-from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_info, parse_usages
-from engine.devices.sample import DeviceSample
+from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_health, parse_info, parse_usages
+from engine.devices.sample import HEALTHY, DeviceSample
 from engine.errors import Unreachable
 from engine.system.runner import Runner, SubprocessRunner
 
@@ -29,7 +29,8 @@ class NpuSmiSource:
     """`npu-smi info` for the table, plus `-t usages -i N` per card for HBM bandwidth and AI CPU.
 
     A card whose usages query fails keeps its table figures (bandwidth shows N/A): one slow or
-    unsupported card must not blank the whole panel.
+    unsupported card must not blank the whole panel. A chip whose health is not OK is also asked
+    `-t health -i N -c C` for its error codes; healthy chips cost no extra call.
     """
 
     name = "npu-smi"
@@ -86,9 +87,19 @@ class NpuSmiSource:
                     aicpu_pct=use.aicpu_pct,
                     ctrlcpu_pct=use.ctrlcpu_pct,
                     processes=procs.get((c.npu, c.chip), 0) if has_proc_table else None,
+                    error_codes=() if c.health == HEALTHY else self._error_codes(c.npu, c.chip),
                 )
             )
         return out
+
+    def _error_codes(self, npu: int, chip: int) -> tuple[str, ...]:
+        """An unhealthy chip's error codes; none when the query fails (the health word stays)."""
+        try:
+            answer = parse_health(self._run("info", "-t", "health", "-i", str(npu), "-c", str(chip)))
+        except Unreachable:
+            return ()
+        # The chip-level form has one block and no `Chip ID` line.
+        return next(iter(answer.values())).error_codes if answer else ()
 
 
 _NVIDIA_FIELDS = (

@@ -15,7 +15,7 @@ around `preflight_errors` and `prepare_run`.
 - rundir: the run directory (run.json, engine.log, profile.yaml)
 """
 
-from engine.launcher.diagnosis import Diagnosis, diagnose, describe_exit
+from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, log_message
 from engine.launcher.preflight import check_port, port_is_free, preflight_errors
 from engine.launcher.process import EngineProcess, group_members

@@ -72,11 +72,11 @@ RATE_FIELDS = tuple(m.rate for m in COUNTERS if m.rate)
 HISTORY_KEYS = tuple(m.history_key for m in METRICS if m.history)
 
 
-def optional_fields(names: tuple[str, ...], default: Callable[[], Any] | None = None, tp: Any = float | None
+def optional_fields(names: tuple[str, ...], tp: Any = float | None, factory: Callable[[], Any] | None = None
                     ) -> list[tuple[str, Any, Any]]:
-    """`make_dataclass` specs of fields that default to None (or to `default()`)."""
+    """`make_dataclass` specs of the fields `names`, each None by default (or `factory()`)."""
     return [
-        (n, tp, dataclasses.field(default=None) if default is None else dataclasses.field(default_factory=default))
+        (n, tp, dataclasses.field(default=None) if factory is None else dataclasses.field(default_factory=factory))
         for n in names
     ]
 

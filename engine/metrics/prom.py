@@ -72,9 +72,8 @@ EngineMetrics = dataclasses.make_dataclass(
         ("breakdowns", Mapping[str, Mapping[str, float]], field(default_factory=dict)),
         ("model_name", str | None, field(default=None)),  # the served model name, from `model_name`
     ],
-    namespace={"histogram": _histogram, "config_int": _config_int},
+    namespace={"histogram": _histogram, "config_int": _config_int, "__module__": __name__},
     frozen=True,
-    module=__name__,
 )
 
 

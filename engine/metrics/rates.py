@@ -114,10 +114,10 @@ EngineRates = dataclasses.make_dataclass(
         ("prefix_hit_rate", float | None, field(default=None)),  # 0..1 over the window
         ("cached_tps_by_tier", Mapping[str, float], field(default_factory=dict)),  # device / host / ...
         ("offload_per_s", Mapping[str, float], field(default_factory=dict)),  # vllm:kv_offload_* counters
-        *optional_fields(tuple(m.window for m in HISTOGRAMS if m.window), Percentiles, Percentiles),
+        *optional_fields(tuple(m.window for m in HISTOGRAMS if m.window), Percentiles, factory=Percentiles),
     ],
+    namespace={"__module__": __name__},
     frozen=True,
-    module=__name__,
 )
 
 

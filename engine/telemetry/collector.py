@@ -8,10 +8,10 @@ source does can raise out of `poll()`.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 import time
 from collections import deque
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 import httpx

@@ -55,8 +55,8 @@ EngineView = dataclasses.make_dataclass(
         ("pending_threshold", float | None, field(default=None)),
         ("levels", Levels, field(default_factory=dict)),
     ],
+    namespace={"__module__": __name__},
     frozen=True,
-    module=__name__,
 )
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import yaml
-
+from engine import yamlfile
 from engine.data import load_yaml
 from engine.devices.sample import HEALTHY, DeviceSample
 from engine.errors import BadInput
@@ -84,33 +83,35 @@ def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (
     """Defaults, then `base` (a profile's), then a YAML file of some keys, then `key=value`
     overrides. Unknown keys and non-numbers are rejected with the list of valid keys."""
     values = Thresholds.defaults().updated(base or {})
-    updates: list[tuple[str, Any, str]] = []
+    updates: list[tuple[str, Any, str, int | None]] = []
     if path is not None:
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            data = yamlfile.load(Path(path).read_text(encoding="utf-8"), str(path))
         except OSError as exc:
             raise BadInput(f"cannot read thresholds file {path}: {exc.strerror}", "check the path") from exc
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise BadInput(f"{where}: not valid YAML", "fix the YAML syntax at that line") from exc
+        except UnicodeDecodeError:
+            raise BadInput(f"{path} is not a text file (not UTF-8)", "give a YAML file of `key: number` lines") from None
         if data is None:
             data = {}
         if not isinstance(data, dict):
             raise BadInput(f"{path}: expected a mapping of threshold names to numbers", "write `key: number` lines")
-        updates += [(str(k), v, str(path)) for k, v in data.items()]
+        for problem in yamlfile.duplicate_keys(data, str(path)):
+            raise BadInput(str(problem), "keep one of the two")
+        updates += [(str(k), v, str(path), yamlfile.line_of(data, k)) for k, v in data.items()]
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise BadInput(f"--set {item!r} is not key=value", "write e.g. --set pending_requests=32")
-        updates.append((key.strip(), value.strip(), "--set"))
-    for key, value, origin in updates:
+        updates.append((key.strip(), value.strip(), f"--set {item}", None))
+    for key, value, origin, line in updates:
         if key not in Thresholds.keys():
-            raise BadInput(f"{origin}: unknown threshold {key!r}", f"valid keys: {', '.join(sorted(Thresholds.keys()))}")
+            raise BadInput(str(yamlfile.Problem(origin, line, key, "unknown threshold")),
+                           f"valid keys: {', '.join(sorted(Thresholds.keys()))}")
         try:
             values = values.updated({key: value})
         except (TypeError, ValueError):
-            raise BadInput(f"{origin}: threshold {key} must be a number, got {value!r}", f"write {key}: <number>")
+            raise BadInput(str(yamlfile.Problem(origin, line, key, f"must be a number, got {yamlfile.quote(value)}")),
+                           f"write {key}: <number>")
     return values
 
 

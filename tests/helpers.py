@@ -1,0 +1,88 @@
+"""What tests share besides fixtures: paths, a free port, the engine's environment, a tiny model,
+and starting or stopping a real vLLM server. Test modules import it as `helpers`."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Recorded real outputs (vLLM logs, /metrics) shared with the research notes, copied as they are.
+SAMPLES = FIXTURES / "vllm"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def require_engine() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        if os.environ.get("ASCENDCTL_REQUIRE_E2E") == "1":
+            pytest.fail("the vLLM engine is not installed: run ./install.sh --dev")
+        pytest.skip("the vLLM engine is not installed (./install.sh installs it)")
+
+
+def engine_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", NO_COLOR="1", VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(extra)
+    return env
+
+
+def build_tiny_model(cache: Path, shape: str = "qwen3-tiny") -> Path:
+    require_engine()
+    from engine.demo.tiny_model import build, is_built
+
+    out = cache / shape
+    if not is_built(out):
+        build(out, shape)
+    return out
+
+
+@dataclass
+class Server:
+    url: str
+    port: int
+    log_path: Path
+    model_dir: Path
+    proc: subprocess.Popen
+    served_name: str = "tiny"
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, log_path: Path, timeout: float = 420) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"vLLM exited with {proc.returncode} during start-up:\n{tail}")
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"vLLM not healthy after {timeout} s; log: {log_path}")
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        except ProcessLookupError:
+            pass

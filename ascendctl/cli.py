@@ -45,10 +45,17 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
-    json_: bool = typer.Option(False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."),
+    json_: bool = typer.Option(
+        False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."
+    ),
     version: Optional[bool] = typer.Option(
-        None, "--version", callback=_version_callback, is_eager=True,
+        None,
+        "--version",
+        callback=_version_callback,
+        is_eager=True,
         help="Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN).",
     ),
 ) -> None:

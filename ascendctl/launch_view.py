@@ -53,15 +53,20 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
         console.print(f"  [bold]cause:[/] {_esc(cause)}", soft_wrap=True)
     for finding in diag.findings:
-        console.print(f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: "
-                      f"{_esc(finding.title)}", soft_wrap=True)
+        console.print(
+            f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {_esc(finding.title)}",
+            soft_wrap=True,
+        )
         if finding.cause:
             console.print(f"    why: {_esc(finding.cause)}", soft_wrap=True)
         if finding.fix:
             console.print(f"    [bold]fix:[/] {_esc(finding.fix)}", soft_wrap=True)
     if not diag.findings:
-        console.print(f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
-                      markup=False, soft_wrap=True)
+        console.print(
+            f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print("  last lines of the engine log:", markup=False)
     for line in diag.tail[-10:]:
         console.print(f"    {line}", markup=False, soft_wrap=True)
@@ -111,8 +116,15 @@ class LaunchView:
     def phase(self, event: PhaseEvent) -> None:
         self._current = event
         if self.out.json_mode:
-            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "phase", "phase": event.phase,
-                                "label": event.label, "at": round(event.at, 3)})
+            self.out.json_line(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "event": "phase",
+                    "phase": event.phase,
+                    "label": event.label,
+                    "at": round(event.at, 3),
+                }
+            )
         if event.previous is not None:
             self._done(event.previous)
         self._update(f"{event.label}…")
@@ -122,8 +134,15 @@ class LaunchView:
             self._done(phases[-1])
         self._stop_progress()
         if self.out.json_mode:
-            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "ready", "url": url,
-                                "seconds": round(seconds, 3), "phases": to_jsonable(phases)})
+            self.out.json_line(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "event": "ready",
+                    "url": url,
+                    "seconds": round(seconds, 3),
+                    "phases": to_jsonable(phases),
+                }
+            )
             return
         self.out.info(f"[bold green]ready[/] in {seconds:.1f} s: {url}   (Ctrl-C stops the engine)")
         self.out.info(f"  watch it: ascendctl top {url}    log: {self.run_dir / 'engine.log'}")
@@ -134,25 +153,37 @@ class LaunchView:
         if self.out.interactive and self._current is not None and self._current.phase != "http":
             with self._lock:
                 console = self._progress.console if self._progress is not None else self.out.err_console
-                console.print(f"  [red]✗[/] {self._current.at:6.1f} s  {self._current.label}: the engine died here",
-                              highlight=False)
+                console.print(
+                    f"  [red]✗[/] {self._current.at:6.1f} s  {self._current.label}: the engine died here",
+                    highlight=False,
+                )
         self._current = None
         self._stop_progress()
         if self.out.json_mode:
-            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "exited", "exit_code": code,
-                                "restart_in": restart_in, "attempt": attempt,
-                                "root_error": diagnosis.root_error if diagnosis else None})
+            self.out.json_line(
+                {
+                    "schema_version": SCHEMA_VERSION,
+                    "event": "exited",
+                    "exit_code": code,
+                    "restart_in": restart_in,
+                    "attempt": attempt,
+                    "root_error": diagnosis.root_error if diagnosis else None,
+                }
+            )
             return
         if restart_in is not None:
             cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
-            self.out.warn(f"the engine exited ({describe_exit(code)}){_esc(cause)}; "
-                          f"restart {attempt} in {restart_in:g} s")
+            self.out.warn(
+                f"the engine exited ({describe_exit(code)}){_esc(cause)}; restart {attempt} in {restart_in:g} s"
+            )
 
     def stopping(self, signame: str, grace: float) -> None:
         self._stop_progress()
         if not self.out.json_mode:
-            self.out.info(f"stopping the engine: {signame} to its process group, SIGKILL after {grace:g} s "
-                          "(press Ctrl-C again to kill it now)")
+            self.out.info(
+                f"stopping the engine: {signame} to its process group, SIGKILL after {grace:g} s "
+                "(press Ctrl-C again to kill it now)"
+            )
 
     def end(self) -> None:
         self._stop_progress()
@@ -164,8 +195,13 @@ class LaunchView:
 
         with self._lock:
             if self._progress is None:
-                self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                          TimeElapsedColumn(), console=self.out.err_console, transient=True)
+                self._progress = Progress(
+                    SpinnerColumn(),
+                    TextColumn("{task.description}"),
+                    TimeElapsedColumn(),
+                    console=self.out.err_console,
+                    transient=True,
+                )
                 self._progress.start()
                 self._task = self._progress.add_task(text)
             else:

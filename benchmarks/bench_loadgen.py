@@ -74,8 +74,9 @@ def library_transport():
 
 
 def start_stub(*pace: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "engine.bench.stub", "--port", "0", *pace], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engine.bench.stub", "--port", "0", *pace], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     line = proc.stdout.readline().strip()  # "listening on http://127.0.0.1:PORT"
     return proc, line.rsplit(" ", 1)[-1]
 
@@ -84,8 +85,10 @@ async def raw_ceiling(url: str, concurrency: int, seconds: float, max_tokens: in
     """Requests/s the stub completes for a client that does nothing but send and wait for the end."""
     host, port = url.rsplit("//", 1)[1].split(":")
     body = json.dumps({"model": "stub", "prompt": "a b c d e f g h", "max_tokens": max_tokens, "stream": True}).encode()
-    req = (b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-           b"content-length: %d\r\n\r\n%s" % (len(body), body))
+    req = (
+        b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
     done = 0
     end = time.perf_counter() + seconds
 
@@ -104,16 +107,24 @@ async def raw_ceiling(url: str, concurrency: int, seconds: float, max_tokens: in
 
 
 def part1(args: argparse.Namespace, tmp: Path) -> None:
-    closed = scenario(tmp, "closed", f"""\
+    closed = scenario(
+        tmp,
+        "closed",
+        f"""\
 phases: [{{name: max, duration_s: {args.seconds}, concurrency: {args.concurrency}}}]
 prompt_tokens: {{dist: uniform, min: 16, max: 64}}
 max_tokens: {args.max_tokens}
-""")
-    opened = scenario(tmp, "open", f"""\
+""",
+    )
+    opened = scenario(
+        tmp,
+        "open",
+        f"""\
 phases: [{{name: rate, duration_s: {args.seconds}, rate: {args.rate}, arrival: poisson}}]
 prompt_tokens: {{dist: uniform, min: 16, max: 64}}
 max_tokens: {args.max_tokens}
-""")
+""",
+    )
     proc, url = start_stub()
     rows = []
     try:
@@ -129,32 +140,48 @@ max_tokens: {args.max_tokens}
     finally:
         proc.terminate()
         proc.wait(10)
-    print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
-          "stub and client in separate processes")
-    print(f"load: {args.seconds:g} s per measurement, {args.concurrency} connections, "
-          f"{args.max_tokens} streamed tokens per answer, {args.rounds} rounds")
-    print(f"{'round':<6} {'stub ceiling':>13} {'bench closed':>13} {'ratio':>6} {'open: sent':>11} "
-          f"{'done':>7} {'lag p99':>9} {'errors':>7} {'httpx-aiohttp':>14}")
+    print(
+        f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
+        "stub and client in separate processes"
+    )
+    print(
+        f"load: {args.seconds:g} s per measurement, {args.concurrency} connections, "
+        f"{args.max_tokens} streamed tokens per answer, {args.rounds} rounds"
+    )
+    print(
+        f"{'round':<6} {'stub ceiling':>13} {'bench closed':>13} {'ratio':>6} {'open: sent':>11} "
+        f"{'done':>7} {'lag p99':>9} {'errors':>7} {'httpx-aiohttp':>14}"
+    )
     for i, (ceiling, rps, failed, o, lib) in enumerate(rows, 1):
         lag = o.generator.lag_p99_ms or 0.0
         ref = f"{lib.completed / lib.duration_s:>10.0f} r/s" if lib else f"{'n/a':>14}"
-        print(f"{i:<6} {ceiling:>9.0f} r/s {rps:>9.0f} r/s {rps / ceiling:>6.2f} {o.requests / args.seconds:>7.0f} r/s "
-              f"{o.completed / o.duration_s:>7.0f} {lag:>6.0f} ms {failed + o.failed:>7} {ref}")
+        print(
+            f"{i:<6} {ceiling:>9.0f} r/s {rps:>9.0f} r/s {rps / ceiling:>6.2f} {o.requests / args.seconds:>7.0f} r/s "
+            f"{o.completed / o.duration_s:>7.0f} {lag:>6.0f} ms {failed + o.failed:>7} {ref}"
+        )
     best = max(rows, key=lambda row: row[1])
     med = sorted(row[1] for row in rows)[len(rows) // 2]
     ratio = sorted(row[1] / row[0] for row in rows)[len(rows) // 2]
     verdict = "meets" if med >= GOAL_RPS else "misses"
-    print(f"bench client closed loop: median {med:.0f} req/s, best {best[1]:.0f} req/s; "
-          f"median ratio to the stub's ceiling {ratio:.2f}")
-    print(f"goal >= {GOAL_RPS:.0f} req/s before the client is the bottleneck: {verdict} it "
-          f"(median {med / GOAL_RPS:.2f}x the goal, best {best[1] / GOAL_RPS:.2f}x)")
+    print(
+        f"bench client closed loop: median {med:.0f} req/s, best {best[1]:.0f} req/s; "
+        f"median ratio to the stub's ceiling {ratio:.2f}"
+    )
+    print(
+        f"goal >= {GOAL_RPS:.0f} req/s before the client is the bottleneck: {verdict} it "
+        f"(median {med / GOAL_RPS:.2f}x the goal, best {best[1] / GOAL_RPS:.2f}x)"
+    )
     if rows[0][4] is None:
-        print("reference: httpx-aiohttp is not installed; `pip install httpx-aiohttp` to measure the library "
-              "transport next to LeanTransport")
+        print(
+            "reference: httpx-aiohttp is not installed; `pip install httpx-aiohttp` to measure the library "
+            "transport next to LeanTransport"
+        )
     else:
         lib = sorted(row[4].completed / row[4].duration_s for row in rows)[len(rows) // 2]
-        print(f"reference, why LeanTransport and not a library: httpx-aiohttp's transport, same closed loop, "
-              f"median {lib:.0f} req/s ({lib / med:.2f}x LeanTransport's {med:.0f})")
+        print(
+            f"reference, why LeanTransport and not a library: httpx-aiohttp's transport, same closed loop, "
+            f"median {lib:.0f} req/s ({lib / med:.2f}x LeanTransport's {med:.0f})"
+        )
 
 
 # ---------------------------------------------------------------- part 2: against vllm bench serve
@@ -170,12 +197,41 @@ def run_vllm_bench(url: str, model: str, tokenizer: str, n: int, conc: int, inp:
         "r = main(p.parse_args(sys.argv[1:]))\n"
         "print('RESULT ' + json.dumps({k: v for k, v in r.items() if isinstance(v, (int, float))}))\n"
     )
-    argv = [sys.executable, "-c", code, "--base-url", url, "--model", model, "--tokenizer", tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(inp), "--random-output-len", str(out),
-            "--num-prompts", str(n), "--max-concurrency", str(conc), "--ignore-eos", "--temperature", "0",
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    argv = [
+        sys.executable,
+        "-c",
+        code,
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(inp),
+        "--random-output-len",
+        str(out),
+        "--num-prompts",
+        str(n),
+        "--max-concurrency",
+        str(conc),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+    ]
+    res = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     for line in res.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -191,9 +247,12 @@ def part2(args: argparse.Namespace, tmp: Path) -> None:
     if args.compare_vllm == "stub":  # a server whose timing is known: both tools should report it
         stub, args.compare_vllm = start_stub("--first-token-delay", str(STUB_TTFT_S), "--token-delay", str(STUB_ITL_S))
         args.model = "stub"
-        print(f"paced stub at {args.compare_vllm}: first token after {STUB_TTFT_S * 1000:.0f} ms, "
-              f"then one every {STUB_ITL_S * 1000:.0f} ms (TTFT, ITL and TPOT should read that, "
-              f"E2E {STUB_TTFT_S * 1000:.0f} + (answer - 1) x {STUB_ITL_S * 1000:.0f} ms)", flush=True)
+        print(
+            f"paced stub at {args.compare_vllm}: first token after {STUB_TTFT_S * 1000:.0f} ms, "
+            f"then one every {STUB_ITL_S * 1000:.0f} ms (TTFT, ITL and TPOT should read that, "
+            f"E2E {STUB_TTFT_S * 1000:.0f} + (answer - 1) x {STUB_ITL_S * 1000:.0f} ms)",
+            flush=True,
+        )
     try:
         _compare(args, tmp, n)
     finally:
@@ -205,12 +264,16 @@ def part2(args: argparse.Namespace, tmp: Path) -> None:
 def _compare(args: argparse.Namespace, tmp: Path, n: int) -> None:
     for load in args.load:
         conc, inp, out = (int(x) for x in load.split(":"))
-        sc = scenario(tmp, f"cmp{conc}", f"""\
+        sc = scenario(
+            tmp,
+            f"cmp{conc}",
+            f"""\
 phases: [{{name: run, duration_s: 3600, concurrency: {conc}}}]
 prompt_tokens: {inp}
 max_tokens: {out}
 max_requests: {n}
-""")
+""",
+        )
         rows: dict[str, list[tuple[float, float]]] = {}
         for rnd in range(args.rounds):
             ours = asyncio.run(BenchRunner(args.compare_vllm, sc, model=args.model).run())
@@ -228,11 +291,16 @@ max_requests: {n}
             }
             for k, v in pairs.items():
                 rows.setdefault(k, []).append(v)
-            print(f"round {rnd + 1}: ours {ours.completed} ok / {ours.failed} failed; "
-                  f"vllm {theirs.get('completed')} ok; TTFT mean {pairs['TTFT mean ms'][0]:.1f} / "
-                  f"{pairs['TTFT mean ms'][1]:.1f} ms", flush=True)
-        print(f"same load: {n} requests, {conc} concurrent, {inp}-token prompts, {out}-token answers, "
-              f"ignore_eos, {args.rounds} rounds each")
+            print(
+                f"round {rnd + 1}: ours {ours.completed} ok / {ours.failed} failed; "
+                f"vllm {theirs.get('completed')} ok; TTFT mean {pairs['TTFT mean ms'][0]:.1f} / "
+                f"{pairs['TTFT mean ms'][1]:.1f} ms",
+                flush=True,
+            )
+        print(
+            f"same load: {n} requests, {conc} concurrent, {inp}-token prompts, {out}-token answers, "
+            f"ignore_eos, {args.rounds} rounds each"
+        )
         print(f"{'figure':<14} {'ascendctl':>10} {'vllm bench':>10} {'ratio':>7}")
         for k, vals in rows.items():
             a = sum(v[0] or 0 for v in vals) / len(vals)
@@ -252,10 +320,18 @@ def main() -> None:
     ap.add_argument("--compare-vllm", metavar="URL", help="a vLLM server, or `stub` for a paced stub")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--tokenizer", help="model directory of the served model (vllm bench needs its tokenizer)")
-    ap.add_argument("--num-prompts", type=int, default=200,
-                    help="requests per client per round (the TTFT mean needs a few hundred to settle)")
-    ap.add_argument("--load", action="append", metavar="CONC:IN:OUT",
-                    help="a load to compare: concurrency, prompt tokens, answer tokens (repeatable)")
+    ap.add_argument(
+        "--num-prompts",
+        type=int,
+        default=200,
+        help="requests per client per round (the TTFT mean needs a few hundred to settle)",
+    )
+    ap.add_argument(
+        "--load",
+        action="append",
+        metavar="CONC:IN:OUT",
+        help="a load to compare: concurrency, prompt tokens, answer tokens (repeatable)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,8 +42,14 @@ def time_to_ready(argv: list[str], env: dict[str, str], port: int, timeout: floa
     """Spawn, poll /health, return the seconds to 200; then stop the process and its group."""
     start = time.monotonic()
     spawned_at = time.time()
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         with httpx.Client(timeout=1.0, trust_env=False) as client:
             while time.monotonic() - start < timeout:
@@ -85,9 +91,9 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from engine.demo.ensure import ensure_model
+    from engine.profiles import launch_spec, load_profile
     from engine.system import Host
     from engine.system.enginepy import query_engine
-    from engine.profiles import launch_spec, load_profile
 
     model, _ = ensure_model()
     state = tempfile.mkdtemp(prefix="bench-serve-state-")
@@ -101,13 +107,25 @@ def main() -> int:
         for kind in order:
             port = free_port()
             if kind == "raw":
-                spec = launch_spec(load_profile("cpu-tiny", [f"server.port={port}"], model=str(model)),
-                                   query_engine(Host()).vllm, sys.executable)
+                spec = launch_spec(
+                    load_profile("cpu-tiny", [f"server.port={port}"], model=str(model)),
+                    query_engine(Host()).vllm,
+                    sys.executable,
+                )
                 t = time_to_ready(spec.argv, {**base_env, **spec.env}, port)
                 raw_times.append(t)
             else:
-                argv = [ASCENDCTL, "serve", "--profile", "cpu-tiny", "--model", str(model),
-                        "--set", f"server.port={port}", "--json"]
+                argv = [
+                    ASCENDCTL,
+                    "serve",
+                    "--profile",
+                    "cpu-tiny",
+                    "--model",
+                    str(model),
+                    "--set",
+                    f"server.port={port}",
+                    "--json",
+                ]
                 t = time_to_ready(argv, base_env, port)
                 ctl_times.append(t)
                 own_start.append(_engine_spawned_after(state, time_to_ready.spawned_at))  # type: ignore[attr-defined]
@@ -116,10 +134,14 @@ def main() -> int:
     raw, ctl = min(raw_times), min(ctl_times)
     ratio = ctl / raw
     for name, times in (("raw api_server ", raw_times), ("ascendctl serve", ctl_times)):
-        print(f"{name} best {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
-              f"({', '.join(f'{t:.2f}' for t in times)})")
-    print(f"ascendctl's own start before it spawns the engine: median {statistics.median(own_start):.2f} s "
-          f"({', '.join(f'{t:.2f}' for t in own_start)})")
+        print(
+            f"{name} best {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
+            f"({', '.join(f'{t:.2f}' for t in times)})"
+        )
+    print(
+        f"ascendctl's own start before it spawns the engine: median {statistics.median(own_start):.2f} s "
+        f"({', '.join(f'{t:.2f}' for t in own_start)})"
+    )
     print(f"ratio ascendctl / raw (best starts) = {ratio:.3f}  (goal <= {GOAL}) {'OK' if ratio <= GOAL else 'OVER'}")
     return 0
 

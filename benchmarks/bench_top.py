@@ -46,8 +46,10 @@ def child(kind: str) -> None:
     from engine.telemetry import Collector, Target, Thresholds
 
     # Three 8-card 910B recordings in turn, so the device panel changes every tick as it does live.
-    infos = [(FIX / "npu_smi" / "info" / name).read_text() for name in (
-        "s01_910b3_25.2.0_blank_name.txt", "s02_910b2_25.2.0_vllm_dp.txt", "s03_910b4_25.0.rc1.1_idle.txt")]
+    infos = [
+        (FIX / "npu_smi" / "info" / name).read_text()
+        for name in ("s01_910b3_25.2.0_blank_name.txt", "s02_910b2_25.2.0_vllm_dp.txt", "s03_910b4_25.0.rc1.1_idle.txt")
+    ]
     ticks = [0]
     usages = (FIX / "npu_smi" / "usages" / "u2_910b_25.5.1.txt").read_text()
     times = json.loads((FIX / "vllm_seq" / "times.json").read_text())
@@ -71,8 +73,12 @@ def child(kind: str) -> None:
         position[url] += 1
         return parsers[url](body)
 
-    collector = Collector([Target("http://e1", "engine-1"), Target("http://e2", "engine-2")],
-                          NpuSmiSource(Replay()), Thresholds.defaults(), scrape_fn=scrape)
+    collector = Collector(
+        [Target("http://e1", "engine-1"), Target("http://e2", "engine-2")],
+        NpuSmiSource(Replay()),
+        Thresholds.defaults(),
+        scrape_fn=scrape,
+    )
     TopApp(collector.poll, interval=1.0).run()
 
 
@@ -83,8 +89,14 @@ def measure(kind: str, seconds: float) -> tuple[float, float]:
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="160", LINES="50")
-    proc = subprocess.Popen([sys.executable, __file__, "--child", kind], stdin=slave, stdout=slave,
-                            stderr=slave, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", kind],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        start_new_session=True,
+    )
     os.close(slave)
     stop = threading.Event()
 

@@ -146,8 +146,10 @@ def main() -> int:
         t0 = time.perf_counter()
         injected = generate(path, size)
         real_size = path.stat().st_size
-        print(f"generated {real_size / 1e6:.0f} MB, {injected['lines']:,} lines, {injected['failures']} injected "
-              f"failures, {injected['unknown_errors']} unknown errors in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"generated {real_size / 1e6:.0f} MB, {injected['lines']:,} lines, {injected['failures']} injected "
+            f"failures, {injected['unknown_errors']} unknown errors in {time.perf_counter() - t0:.1f} s"
+        )
         union = grep_union()
         grep_cmd = [grep, "-E", "-c", "-e", union, str(path)]
         triage_cmd = [sys.executable, "-m", "ascendctl", "triage", "--json", "--fail-on", "never", str(path)]
@@ -163,14 +165,20 @@ def main() -> int:
             return 1
         report = json.loads(tr.stdout)
         found = sum(i["count"] for i in report["issues"])
-        print(f"grep -E -c (union of {sum(len(r.patterns) for r in load_rules())} patterns): {best_grep:.2f} s, "
-              f"{real_size / best_grep / 1e6:.0f} MB/s (CPU {cpu_grep:.2f} s), {g.stdout.strip()} matching lines")
-        print(f"ascendctl triage --json (pre-filter engine: {Scanner().index.engine}): {best_triage:.2f} s, {real_size / best_triage / 1e6:.0f} MB/s (CPU {cpu_triage:.2f} s), "
-              f"{len(report['issues'])} issues ({found} events), {len(report['unknown'])} unknown templates")
+        print(
+            f"grep -E -c (union of {sum(len(r.patterns) for r in load_rules())} patterns): {best_grep:.2f} s, "
+            f"{real_size / best_grep / 1e6:.0f} MB/s (CPU {cpu_grep:.2f} s), {g.stdout.strip()} matching lines"
+        )
+        print(
+            f"ascendctl triage --json (pre-filter engine: {Scanner().index.engine}): {best_triage:.2f} s, {real_size / best_triage / 1e6:.0f} MB/s (CPU {cpu_triage:.2f} s), "
+            f"{len(report['issues'])} issues ({found} events), {len(report['unknown'])} unknown templates"
+        )
         ratio = best_grep / best_triage
         cpu_ratio = cpu_grep / cpu_triage
-        print(f"ratio triage/grep throughput: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time "
-              f"(goal >= 0.5x) -> {'OK' if ratio >= 0.5 else 'BELOW GOAL'}")
+        print(
+            f"ratio triage/grep throughput: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time "
+            f"(goal >= 0.5x) -> {'OK' if ratio >= 0.5 else 'BELOW GOAL'}"
+        )
         print("commands:\n  LC_ALL=C grep -E -c -e '<union>' FILE\n  " + " ".join(triage_cmd[:-1]) + " FILE")
         return 0
     finally:

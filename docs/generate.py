@@ -26,8 +26,16 @@ COMMAND = ".venv/bin/python docs/generate.py"
 WIDTH = 100
 
 # Variables that would make Rich or Typer colour the output or change its width.
-_STYLE_VARS = ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
-               "CLICOLOR_FORCE", "_TYPER_FORCE_DISABLE_TERMINAL", "LINES")
+_STYLE_VARS = (
+    "FORCE_COLOR",
+    "PY_COLORS",
+    "GITHUB_ACTIONS",
+    "TTY_COMPATIBLE",
+    "TTY_INTERACTIVE",
+    "CLICOLOR_FORCE",
+    "_TYPER_FORCE_DISABLE_TERMINAL",
+    "LINES",
+)
 
 
 def _header(source: str) -> str:
@@ -71,9 +79,13 @@ def _help_pages() -> list[tuple[str, str]]:
 
 def _emit_cli() -> None:
     """Print the body of docs/cli.md (run in a child process with a fixed environment)."""
-    out = ["# Command-line reference", "",
-           "The `--help` of every command, as `ascendctl` prints it. The manual pages are listed in",
-           "[docs/README.md](README.md).", ""]
+    out = [
+        "# Command-line reference",
+        "",
+        "The `--help` of every command, as `ascendctl` prints it. The manual pages are listed in",
+        "[docs/README.md](README.md).",
+        "",
+    ]
     pages = _help_pages()
     for line, _ in pages:
         out.append(f"- [`{line}`](#{line.replace(' ', '-')})")
@@ -85,10 +97,23 @@ def _emit_cli() -> None:
 def render_cli() -> str:
     """docs/cli.md: the help is rendered in a child process so the width and colours are fixed."""
     env = {k: v for k, v in os.environ.items() if k not in _STYLE_VARS}
-    env.update(COLUMNS=str(WIDTH), TERMINAL_WIDTH=str(WIDTH), NO_COLOR="1", TERM="dumb",
-               PYTHONIOENCODING="utf-8", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--emit-cli"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, encoding="utf-8", check=False)
+    env.update(
+        COLUMNS=str(WIDTH),
+        TERMINAL_WIDTH=str(WIDTH),
+        NO_COLOR="1",
+        TERM="dumb",
+        PYTHONIOENCODING="utf-8",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    )
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--emit-cli"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"rendering the CLI help failed (exit {proc.returncode}):\n{proc.stderr}")
     return _header("`ascendctl --help` and the help of each command") + "\n" + proc.stdout
@@ -116,12 +141,17 @@ def _value(value: Any) -> str:
 def render_profile_keys() -> str:
     from engine.profiles import schema
 
-    out = [_header("the schema in `engine/profiles/schema.py`").rstrip("\n"), "",
-           "# Profile keys", "",
-           "Every key a serving profile may set, with its type or allowed values, its default and what it",
-           "does. An `engine` key with no default is not passed to the engine, which then uses its own.",
-           "How profiles are found, overridden and checked: [profiles.md](profiles.md); complete examples:",
-           "the files in `profiles/`.", ""]
+    out = [
+        _header("the schema in `engine/profiles/schema.py`").rstrip("\n"),
+        "",
+        "# Profile keys",
+        "",
+        "Every key a serving profile may set, with its type or allowed values, its default and what it",
+        "does. An `engine` key with no default is not passed to the engine, which then uses its own.",
+        "How profiles are found, overridden and checked: [profiles.md](profiles.md); complete examples:",
+        "the files in `profiles/`.",
+        "",
+    ]
     for section, specs in schema.SCHEMA.items():
         title = f"`{section}`" if section else "top level"
         out += [f"## {title}", "", "| key | type / allowed values | default | description |", "|---|---|---|---|"]
@@ -130,13 +160,20 @@ def render_profile_keys() -> str:
             default = "required" if spec.required else ("none" if spec.default is None else _value(spec.default))
             out.append(f"| `{dotted}` | {_cell(spec.describe())} | {default} | {_cell(spec.help)} |")
         out.append("")
-    out += ["## `env`", "",
-            "A free mapping of environment variables added to the engine's environment. Each name must",
-            f"match `{schema.ENV_NAME.pattern}`; values are strings (`true` / `false` become `1` / `0`).",
-            "`VLLM_API_KEY` is refused here: name the variable that holds the key in `server.api_key_env`.",
-            "", "## Refused engine flags", "",
-            "`engine.extra_args` passes flags to the engine as they are, except these:", "",
-            "| flag | why |", "|---|---|"]
+    out += [
+        "## `env`",
+        "",
+        "A free mapping of environment variables added to the engine's environment. Each name must",
+        f"match `{schema.ENV_NAME.pattern}`; values are strings (`true` / `false` become `1` / `0`).",
+        "`VLLM_API_KEY` is refused here: name the variable that holds the key in `server.api_key_env`.",
+        "",
+        "## Refused engine flags",
+        "",
+        "`engine.extra_args` passes flags to the engine as they are, except these:",
+        "",
+        "| flag | why |",
+        "|---|---|",
+    ]
     for flag, why in schema.FORBIDDEN_ARGS.items():
         out.append(f"| `{flag}` | {_cell(why)} |")
     return "\n".join(out) + "\n"

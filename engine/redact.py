@@ -14,8 +14,26 @@ from typing import Iterable, Mapping
 MASK = "****"
 
 _SECRET_WORDS = (
-    "KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PWD",
-    "CRED", "CREDS", "CREDENTIAL", "CREDENTIALS", "AUTH", "AUTHORIZATION", "COOKIE", "SESSION", "PRIVATE",
+    "KEY",
+    "KEYS",
+    "APIKEY",
+    "TOKEN",
+    "TOKENS",
+    "SECRET",
+    "SECRETS",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "PWD",
+    "CRED",
+    "CREDS",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "AUTHORIZATION",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
     "SIGNATURE",
 )
 _SECRET_ENDINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
@@ -42,8 +60,9 @@ def redact_value(value: str) -> str:
     argument of a secret flag written in the text (`--api-key X`)."""
     value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", value)
     value = _TOKENS.sub(MASK, value)
-    return _FLAG_IN_TEXT.sub(lambda m: m.group(1) + m.group(2) + (MASK if is_secret_name(m.group(1)) else m.group(3)),
-                             value)
+    return _FLAG_IN_TEXT.sub(
+        lambda m: m.group(1) + m.group(2) + (MASK if is_secret_name(m.group(1)) else m.group(3)), value
+    )
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -100,7 +100,12 @@ def satisfies(version: str | None, spec: str | None) -> bool | None:
             continue
         t = release_tuple(target)
         ok = {
-            "==": v == t, "!=": v != t, ">=": v >= t, "<=": v <= t, "<": v < t, ">": v > t,
+            "==": v == t,
+            "!=": v != t,
+            ">=": v >= t,
+            "<=": v <= t,
+            "<": v < t,
+            ">": v > t,
             "~=": v >= t and v[: max(1, len(target.split(".")) - 1)] == t[: max(1, len(target.split(".")) - 1)],
         }[op]
         if not ok:

@@ -149,7 +149,9 @@ def _timestamp(loader: _LineLoader, node: yaml.ScalarNode) -> Any:
     try:
         return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
     except ValueError as exc:
-        raise yaml.constructor.ConstructorError(None, None, f"bad date {node.value!r}: {exc}", node.start_mark) from None
+        raise yaml.constructor.ConstructorError(
+            None, None, f"bad date {node.value!r}: {exc}", node.start_mark
+        ) from None
 
 
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _mapping)
@@ -200,8 +202,10 @@ def _check_expansion(root: yaml.Node, file: str) -> None:
             aliased = True
             return sizes[key]
         if key in open_nodes:
-            raise YamlInvalid(Problem(file, node.start_mark.line + 1, "", "an alias refers to the value that contains it"),
-                              "write the value out instead of the alias")
+            raise YamlInvalid(
+                Problem(file, node.start_mark.line + 1, "", "an alias refers to the value that contains it"),
+                "write the value out instead of the alias",
+            )
         open_nodes.add(key)
         if isinstance(node, yaml.MappingNode):
             children = [n for pair in node.value for n in pair]
@@ -236,7 +240,9 @@ def duplicate_keys(data: Any, file: str) -> list[Problem]:
         if isinstance(value, YamlMap):
             seen.add(id(value))
             for key, line, first in value.duplicates:
-                found.append(Problem(file, line, f"{path}.{key}" if path else str(key), f"duplicate key (first at line {first})"))
+                found.append(
+                    Problem(file, line, f"{path}.{key}" if path else str(key), f"duplicate key (first at line {first})")
+                )
             for key, item in value.items():
                 walk(item, f"{path}.{key}" if path else str(key))
         elif isinstance(value, YamlList):

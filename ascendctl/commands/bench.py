@@ -38,12 +38,15 @@ def bench(
     out = get_output()
     if list_scenarios:
         items = [(n, scenarios.load_scenario(n)) for n in scenarios.list_scenarios()]
-        out.emit({"scenarios": [{"name": n, "description": s.description, "duration_s": s.duration_s} for n, s in items]},
-                 lambda c: [c.print(f"[bold]{n:<9}[/] {s.description} ({s.duration_s:g} s)") for n, s in items])
+        out.emit(
+            {"scenarios": [{"name": n, "description": s.description, "duration_s": s.duration_s} for n, s in items]},
+            lambda c: [c.print(f"[bold]{n:<9}[/] {s.description} ({s.duration_s:g} s)") for n, s in items],
+        )
         return
     if not scenario:
-        raise BadInput("no scenario given",
-                       f"add --scenario with one of {', '.join(scenarios.list_scenarios())} or a FILE.yaml")
+        raise BadInput(
+            "no scenario given", f"add --scenario with one of {', '.join(scenarios.list_scenarios())} or a FILE.yaml"
+        )
     sc = scenarios.scaled(scenarios.load_scenario(scenario), scale)
     if duration is not None:
         sc = scenarios.with_duration(sc, duration)
@@ -53,8 +56,10 @@ def bench(
     if not url:
         raise BadInput("no server URL given", f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
     if out_file is not None and not out_file.parent.is_dir():
-        raise BadInput(f"cannot write the report to {out_file}: {out_file.parent} is not a directory",
-                       "give --out a path in an existing directory")
+        raise BadInput(
+            f"cannot write the report to {out_file}: {out_file.parent} is not a directory",
+            "give --out a path in an existing directory",
+        )
 
     report = _run(url, sc, model, out)
     from ascendctl.output import SCHEMA_VERSION, to_jsonable
@@ -64,11 +69,16 @@ def bench(
         import json
 
         try:
-            out_file.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **to_jsonable(report)}, indent=2,
-                                           ensure_ascii=False) + "\n", encoding="utf-8")
+            out_file.write_text(
+                json.dumps({"schema_version": SCHEMA_VERSION, **to_jsonable(report)}, indent=2, ensure_ascii=False)
+                + "\n",
+                encoding="utf-8",
+            )
         except OSError as exc:
-            raise BadInput(f"cannot write the report to {out_file}: {exc.strerror or exc}",
-                           "give --out a writable path (the report above is complete)") from None
+            raise BadInput(
+                f"cannot write the report to {out_file}: {exc.strerror or exc}",
+                "give --out a writable path (the report above is complete)",
+            ) from None
         out.info(f"report written to {out_file}")
     if report.interrupted:
         out.warn("interrupted: the report covers the requests finished before Ctrl-C")
@@ -143,8 +153,10 @@ def verdict_line(report) -> str:
 def render_report(console, r) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]bench {r.scenario}[/] against {r.url} (model {r.model}, {r.api} API), "
-                  f"{r.duration_s:.1f} s, started {r.started_at}")
+    console.print(
+        f"[bold]bench {r.scenario}[/] against {r.url} (model {r.model}, {r.api} API), "
+        f"{r.duration_s:.1f} s, started {r.started_at}"
+    )
     if r.description:
         console.print(f"  {r.description}")
     for note in r.notes:
@@ -171,22 +183,36 @@ def render_report(console, r) -> None:
         for col in ("phase", "load", "s", "sent", "ok", "failed", "req/s", "out tok/s"):
             ph.add_column(col, justify="left" if col in ("phase", "load") else "right")
         for p in r.phases:
-            ph.add_row(p.name, p.load, _fmt(p.duration_s, ".0f"), str(p.sent), str(p.completed), str(p.failed),
-                       _fmt(p.request_rate, ",.2f"), _fmt(p.output_tokens_per_s, ",.1f"))
+            ph.add_row(
+                p.name,
+                p.load,
+                _fmt(p.duration_s, ".0f"),
+                str(p.sent),
+                str(p.completed),
+                str(p.failed),
+                _fmt(p.request_rate, ",.2f"),
+                _fmt(p.output_tokens_per_s, ",.1f"),
+            )
         console.print(ph)
     if r.queue is not None:
         q = r.queue
         drain = "did not drain" if q.drain_s is None else f"{q.drain_s:.2f} s"
-        console.print(f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
-                      f"phase, peak {_fmt(q.peak, '.0f')} during it, back to that level {drain} after it ended "
-                      f"({q.samples} samples)")
+        console.print(
+            f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
+            f"phase, peak {_fmt(q.peak, '.0f')} during it, back to that level {drain} after it ended "
+            f"({q.samples} samples)"
+        )
     if r.server is not None:
-        console.print(f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
-                      f"(client counted {r.output_tokens:,}), {_fmt(r.server.requests_ok, ',.0f')} requests finished")
+        console.print(
+            f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
+            f"(client counted {r.output_tokens:,}), {_fmt(r.server.requests_ok, ',.0f')} requests finished"
+        )
     g = r.generator
     if g.offered_rate is not None:
-        console.print(f"load generator: offered {g.offered_rate:,.2f} req/s, schedule lag p99 "
-                      f"{_fmt(g.lag_p99_ms, ',.1f')} ms{' [red](fell behind)[/]' if g.behind else ''}")
+        console.print(
+            f"load generator: offered {g.offered_rate:,.2f} req/s, schedule lag p99 "
+            f"{_fmt(g.lag_p99_ms, ',.1f')} ms{' [red](fell behind)[/]' if g.behind else ''}"
+        )
 
     if r.slo:
         t = Table(title="SLOs", title_justify="left", show_edge=False)
@@ -196,8 +222,12 @@ def render_report(console, r) -> None:
             op = "<=" if v.bound == "max" else ">="
             spec = ".2%" if v.name == "error_rate" else ",.1f"
             unit = f" {v.unit}" if v.unit else ""
-            t.add_row(v.name, f"{op} {_fmt(v.target, spec)}{unit}", f"{_fmt(v.actual, spec)}{unit if v.actual is not None else ''}",
-                      "[green]PASS[/]" if v.ok else "[red]FAIL[/]")
+            t.add_row(
+                v.name,
+                f"{op} {_fmt(v.target, spec)}{unit}",
+                f"{_fmt(v.actual, spec)}{unit if v.actual is not None else ''}",
+                "[green]PASS[/]" if v.ok else "[red]FAIL[/]",
+            )
         console.print(t)
     line = verdict_line(r)
     color = "green" if r.passed else "yellow" if r.interrupted else "red"

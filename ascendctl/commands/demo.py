@@ -28,11 +28,23 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    requests: int = typer.Option(4, "--requests", "-n", min=0, help="How many requests to send once the engine is ready."),
+    requests: int = typer.Option(
+        4, "--requests", "-n", min=0, help="How many requests to send once the engine is ready."
+    ),
     no_top: bool = typer.Option(False, "--no-top", help="Print live status lines instead of opening the dashboard."),
-    batch: bool = typer.Option(False, "--batch", help="Exit after the requests (stopping the engine): for scripts and CI."),
-    model: Optional[str] = typer.Option(None, "--model", help="Serve this model directory instead of building the tiny one."),
-    port: Optional[int] = typer.Option(None, "--port", min=1, max=65535, help="Port to serve on (default: the profile's, or a free one when it is taken)."),
+    batch: bool = typer.Option(
+        False, "--batch", help="Exit after the requests (stopping the engine): for scripts and CI."
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Serve this model directory instead of building the tiny one."
+    ),
+    port: Optional[int] = typer.Option(
+        None,
+        "--port",
+        min=1,
+        max=65535,
+        help="Port to serve on (default: the profile's, or a free one when it is taken).",
+    ),
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between live status lines."),
 ) -> None:
     from ascendctl.launch_view import LaunchView, preflight, show_diagnosis
@@ -76,8 +88,16 @@ def demo(
     if out.json_mode:
         from ascendctl.output import to_jsonable
 
-        out.json_line({"schema_version": SCHEMA_VERSION, "event": "end", "run_dir": str(run_dir), "url": spec.url,
-                       "exchanges": to_jsonable(exchanges), "exit_code": code})
+        out.json_line(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "event": "end",
+                "run_dir": str(run_dir),
+                "url": spec.url,
+                "exchanges": to_jsonable(exchanges),
+                "exit_code": code,
+            }
+        )
     elif code in (0, 130):
         out.info(f"demo over; the engine is stopped. Its log: {run_dir / 'engine.log'}")
     if code == 1:
@@ -111,8 +131,7 @@ def _not_ready(out: Output, sup: Supervisor) -> int:
     return 1
 
 
-def _talk(out: Output, sup: Supervisor, model_name: str, count: int,
-          api_key: str | None) -> tuple[list[Exchange], int]:
+def _talk(out: Output, sup: Supervisor, model_name: str, count: int, api_key: str | None) -> tuple[list[Exchange], int]:
     """Send the requests and print them. Exit code 1 when the engine died under them."""
     from rich.markup import escape
 
@@ -121,8 +140,9 @@ def _talk(out: Output, sup: Supervisor, model_name: str, count: int,
 
     exchanges: list[Exchange] = []
     if count and not out.json_mode:
-        out.console.print(f"\n[bold]{count} requests to {sup.url}[/] (random weights: the words are noise, "
-                          "the serving is real)")
+        out.console.print(
+            f"\n[bold]{count} requests to {sup.url}[/] (random weights: the words are noise, the serving is real)"
+        )
     try:
         for ex in demo_requests(sup.url, model_name, count, api_key):
             exchanges.append(ex)
@@ -145,8 +165,11 @@ def _show_exchange(out: Output, ex: Exchange, escape) -> None:
 
     text = escape(ex.text.strip().replace("\n", " ")[:160])
     out.console.print(f"[cyan]{ex.kind:>10}[/] {escape(ex.prompt)}", soft_wrap=True)
-    out.console.print(f"{'':>10} [dim]{text}[/]  ({count(ex.prompt_tokens)} → {count(ex.completion_tokens)} "
-                      f"tokens, {ex.seconds:.2f} s)", soft_wrap=True)
+    out.console.print(
+        f"{'':>10} [dim]{text}[/]  ({count(ex.prompt_tokens)} → {count(ex.completion_tokens)} "
+        f"tokens, {ex.seconds:.2f} s)",
+        soft_wrap=True,
+    )
 
 
 def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float) -> int:

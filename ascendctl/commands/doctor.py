@@ -30,13 +30,29 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor(
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", metavar="P", help="Also check the machine against this serving profile (name or YAML file): TP vs NPUs, HBM vs plan, dtype vs chip."),
-    sets: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a profile value (repeatable), as for `serve`."),
-    model: Optional[str] = typer.Option(None, "--model", metavar="DIR", help="Model directory for the --profile memory plan (default: the profile's)."),
-    root: Optional[str] = typer.Option(None, "--root", metavar="DIR", help="Check a machine recorded as a directory tree instead of this one."),
+    profile: Optional[str] = typer.Option(
+        None,
+        "--profile",
+        "-p",
+        metavar="P",
+        help="Also check the machine against this serving profile (name or YAML file): TP vs NPUs, HBM vs plan, dtype vs chip.",
+    ),
+    sets: Optional[List[str]] = typer.Option(
+        None, "--set", metavar="KEY=VALUE", help="Override a profile value (repeatable), as for `serve`."
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", metavar="DIR", help="Model directory for the --profile memory plan (default: the profile's)."
+    ),
+    root: Optional[str] = typer.Option(
+        None, "--root", metavar="DIR", help="Check a machine recorded as a directory tree instead of this one."
+    ),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
-    list_checks: bool = typer.Option(False, "--list-checks", help="List every check (id, category, what it checks) and exit."),
-    only: Optional[List[str]] = typer.Option(None, "--check", metavar="ID", help="Run only this check id or category (repeatable)."),
+    list_checks: bool = typer.Option(
+        False, "--list-checks", help="List every check (id, category, what it checks) and exit."
+    ),
+    only: Optional[List[str]] = typer.Option(
+        None, "--check", metavar="ID", help="Run only this check id or category (repeatable)."
+    ),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Serving port to check (a --profile's port wins)."),
 ) -> None:
     from ascendctl.output import get_output
@@ -82,7 +98,9 @@ def _render_report(console: Any, report: Any, strict: bool) -> None:
         if status == "skip":
             skipped.setdefault(c.summary, []).append(c.id)
             continue
-        console.print(f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {escape(c.summary)}", soft_wrap=True)
+        console.print(
+            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {escape(c.summary)}", soft_wrap=True
+        )
         if c.fix and status in ("warning", "error"):
             console.print(f"        {'':<{width}}  [bold]fix:[/] {escape(c.fix)}", soft_wrap=True)
     for reason, ids in skipped.items():
@@ -90,13 +108,21 @@ def _render_report(console: Any, report: Any, strict: bool) -> None:
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
     tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
-    verdict = report.verdict + (" (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else "")
-    console.print(f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
-                  f"{counts['skip']} skipped{tail}: {verdict}", markup=False, highlight=False)
+    verdict = report.verdict + (
+        " (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else ""
+    )
+    console.print(
+        f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
+        f"{counts['skip']} skipped{tail}: {verdict}",
+        markup=False,
+        highlight=False,
+    )
 
 
 def env(
-    root: Optional[str] = typer.Option(None, "--root", metavar="DIR", help="Report on a machine recorded as a directory tree."),
+    root: Optional[str] = typer.Option(
+        None, "--root", metavar="DIR", help="Report on a machine recorded as a directory tree."
+    ),
 ) -> None:
     from ascendctl import __version__
     from ascendctl.output import get_output
@@ -106,4 +132,3 @@ def env(
     host, live = recorded_or_live(root)
     report = env_report(__version__, host, live=live)
     out.emit(report.to_dict(), lambda c: c.print(report.text(), markup=False, highlight=False, soft_wrap=True))
-

@@ -19,7 +19,9 @@ def _per_token_formula(p: "Plan") -> str:
     m = p.model
     if m.mla_latent_dim:
         return f"{m.full_attention_layers} layers × {m.mla_latent_dim} latent × {p.kv_dtype_bytes} B"
-    return f"K,V × {m.full_attention_layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
+    return (
+        f"K,V × {m.full_attention_layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
+    )
 
 
 def render_plan(p: "Plan", console: "Console") -> None:
@@ -31,8 +33,11 @@ def render_plan(p: "Plan", console: "Console") -> None:
         kind += f", hybrid: {m.full_attention_layers} full + {m.linear_attention_layers} linear-attention layers"
     params = p.weights.parameters
     count = f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
-    console.print(f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, "
-                  f"TP {p.tensor_parallel_size}", soft_wrap=True)
+    console.print(
+        f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, "
+        f"TP {p.tensor_parallel_size}",
+        soft_wrap=True,
+    )
     console.print(f"[dim]model: {p.model_dir}[/]", soft_wrap=True)
 
     budget = Table(title="Memory per device", title_justify="left", box=None, pad_edge=False, show_header=False)
@@ -41,13 +46,17 @@ def render_plan(p: "Plan", console: "Console") -> None:
     budget.add_column(style="dim")
     if p.platform == "cpu" and p.kv_budget_exact:
         budget.add_row("KV cache", size(p.kv_bytes), "VLLM_CPU_KVCACHE_SPACE (exact)")
-        budget.add_row("weights (host RAM)", size(p.weights_per_device),
-                       f"exact, {p.weights.files} safetensors file(s)")
+        budget.add_row(
+            "weights (host RAM)", size(p.weights_per_device), f"exact, {p.weights.files} safetensors file(s)"
+        )
     else:
         budget.add_row("device memory", size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
         budget.add_row("budget", size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
-        budget.add_row("− weights", size(p.weights_per_device),
-                       f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}")
+        budget.add_row(
+            "− weights",
+            size(p.weights_per_device),
+            f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}",
+        )
         if p.platform != "cpu":
             budget.add_row("− activations", size(p.activation_bytes), "estimate: profiling pass + logits")
             budget.add_row("− runtime", size(p.reserve_bytes), "estimate: collectives, workspaces")
@@ -60,8 +69,11 @@ def render_plan(p: "Plan", console: "Console") -> None:
     kv.add_column(style="dim")
     kv.add_row("per token", size(p.kv_bytes_per_token), _per_token_formula(p))
     if m.hybrid:
-        kv.add_row("state per sequence", size(p.state_bytes_per_seq),
-                   f"{m.linear_attention_layers} linear-attention layers, any length")
+        kv.add_row(
+            "state per sequence",
+            size(p.state_bytes_per_seq),
+            f"{m.linear_attention_layers} linear-attention layers, any length",
+        )
     kv.add_row("block", f"{p.block_size} tokens", f"{size(p.bytes_per_block)} per block")
     kv.add_row("blocks", f"{p.num_blocks:,}", "")
     kv.add_row("tokens", f"{p.kv_tokens:,}", "what vLLM logs as 'KV cache size'")
@@ -71,15 +83,22 @@ def render_plan(p: "Plan", console: "Console") -> None:
     console.print(kv)
 
     if len(p.tp_options) > 1:
-        tps = Table(title="Tensor parallel options", title_justify="left", box=None, pad_edge=False, header_style="bold")
+        tps = Table(
+            title="Tensor parallel options", title_justify="left", box=None, pad_edge=False, header_style="bold"
+        )
         for col in ("TP", "fits", "KV tokens", "concurrency"):
             tps.add_column(col, justify="right")
         tps.add_column("")
         for o in p.tp_options:
             mark = "[green]yes[/]" if o.fits else "[red]no[/]"
             here = " ← profile" if o.tensor_parallel_size == p.tensor_parallel_size else ""
-            tps.add_row(str(o.tensor_parallel_size), mark, f"{o.kv_tokens:,}" if o.fits else "N/A",
-                        f"{o.max_concurrency:.2f}×" if o.fits else "N/A", (o.note + here).strip())
+            tps.add_row(
+                str(o.tensor_parallel_size),
+                mark,
+                f"{o.kv_tokens:,}" if o.fits else "N/A",
+                f"{o.max_concurrency:.2f}×" if o.fits else "N/A",
+                (o.note + here).strip(),
+            )
         console.print(tps)
 
     colour = {"ok": "green", "tight": "yellow", "does-not-fit": "red"}[p.verdict]
@@ -92,8 +111,9 @@ def render_plan(p: "Plan", console: "Console") -> None:
     if p.suggested_tensor_parallel_size and p.suggested_tensor_parallel_size != p.tensor_parallel_size:
         hints.append(f"engine.tensor_parallel_size={p.suggested_tensor_parallel_size}")
     if hints:
-        console.print("  suggested: " + " ".join(f"--set {h}" for h in hints), markup=False, highlight=False,
-                      soft_wrap=True)
+        console.print(
+            "  suggested: " + " ".join(f"--set {h}" for h in hints), markup=False, highlight=False, soft_wrap=True
+        )
     for note in p.notes:
         console.print(f"  [dim]note: {note}[/]", soft_wrap=True)
 
@@ -110,8 +130,8 @@ def _plan(
 
     Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
     """
-    from engine.capacity import NO_FIT, plan
     from ascendctl.output import get_output
+    from engine.capacity import NO_FIT, plan
 
     resolved = load(profile, sets, model)
     result = plan(resolved)

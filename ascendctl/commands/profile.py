@@ -12,8 +12,8 @@ from ascendctl.profile_args import MODEL_HELP, PRECEDENCE, PROFILE_HELP, SET_HEL
 
 def _list() -> None:
     """List the shipped profiles and your own (user profiles shadow shipped ones)."""
-    from engine.profiles import list_profiles, user_profiles_dir
     from ascendctl.output import get_output
+    from engine.profiles import list_profiles, user_profiles_dir
 
     out = get_output()
     refs = list_profiles()
@@ -25,13 +25,14 @@ def _list() -> None:
         for col in ("name", "platform", "description", "from"):
             table.add_column(col)
         for ref in refs:
-            table.add_row(ref.name, ref.platform or "N/A", ref.description or "N/A",
-                          "shipped" if ref.shipped else ref.path)
+            table.add_row(
+                ref.name, ref.platform or "N/A", ref.description or "N/A", "shipped" if ref.shipped else ref.path
+            )
         console.print(table)
         folder = str(user_profiles_dir())
         home = str(Path.home())
         if folder.startswith(home + "/"):
-            folder = "~" + folder[len(home):]
+            folder = "~" + folder[len(home) :]
         console.print(f"\n[dim]your own profiles: {folder}/NAME.yaml[/]", soft_wrap=True)
 
     out.emit({"profiles": refs, "user_dir": str(user_profiles_dir())}, render)
@@ -46,13 +47,17 @@ def _show(
 
     Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
     """
-    from engine.profiles import dump_profile
     from ascendctl.output import get_output
+    from engine.profiles import dump_profile
 
     resolved = load(profile, sets, model)
     data = {"source": resolved.source, "overrides": list(resolved.overrides), "profile": resolved.to_dict()}
-    get_output().emit(data, lambda console: console.print(dump_profile(resolved).rstrip("\n"), markup=False,
-                                                       highlight=False, soft_wrap=True))
+    get_output().emit(
+        data,
+        lambda console: console.print(
+            dump_profile(resolved).rstrip("\n"), markup=False, highlight=False, soft_wrap=True
+        ),
+    )
 
 
 def _validate(
@@ -64,9 +69,9 @@ def _validate(
 
     Exit code 0 when all are valid, 2 when any is not.
     """
+    from ascendctl.output import get_output
     from engine.errors import BadInput
     from engine.profiles import ProfileInvalid
-    from ascendctl.output import get_output
 
     out = get_output()
     results = []
@@ -75,8 +80,9 @@ def _validate(
             resolved = load(name, sets, model)
             results.append({"profile": name, "source": resolved.source, "valid": True, "problems": [], "error": None})
         except ProfileInvalid as exc:
-            results.append({"profile": name, "source": exc.source,
-                            "valid": False, "problems": exc.problems, "error": None})
+            results.append(
+                {"profile": name, "source": exc.source, "valid": False, "problems": exc.problems, "error": None}
+            )
         except BadInput as exc:
             results.append({"profile": name, "source": None, "valid": False, "problems": [], "error": exc.cause})
 
@@ -90,8 +96,9 @@ def _validate(
                 continue
             count = len(r["problems"])
             where = f"  [dim]{r['source']}[/]" if r["source"] != r["profile"] else ""
-            console.print(f"[red]invalid[/] {r['profile']}{where}  ({count} problem{'s' if count != 1 else ''})",
-                          soft_wrap=True)
+            console.print(
+                f"[red]invalid[/] {r['profile']}{where}  ({count} problem{'s' if count != 1 else ''})", soft_wrap=True
+            )
             for p in r["problems"]:
                 console.print(f"  {p}", markup=False, highlight=False, soft_wrap=True)
 

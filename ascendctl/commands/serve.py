@@ -39,19 +39,34 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
-    profile: str = typer.Option(..., "--profile", "-p", help="Profile name (see `ascendctl profile list`) or YAML file."),
+    profile: str = typer.Option(
+        ..., "--profile", "-p", help="Profile name (see `ascendctl profile list`) or YAML file."
+    ),
     model: Optional[str] = typer.Option(None, "--model", help="Model directory; overrides model.path."),
-    sets: List[str] = typer.Option([], "--set", help="Override one setting, e.g. --set engine.max_num_seqs=32 (repeatable)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the engine command line and environment (API key masked) and exit."),
+    sets: List[str] = typer.Option(
+        [], "--set", help="Override one setting, e.g. --set engine.max_num_seqs=32 (repeatable)."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the engine command line and environment (API key masked) and exit."
+    ),
     restart: str = typer.Option("no", "--restart", help="Restart policy: no | on-failure."),
-    max_restarts: int = typer.Option(3, "--max-restarts", min=0, help="With --restart on-failure: restarts in a row before giving up."),
-    grace: float = typer.Option(20.0, "--grace", min=0, help="Seconds the engine gets to stop after a signal before SIGKILL."),
-    ready_timeout: float = typer.Option(1800.0, "--ready-timeout", min=1, help="Seconds to wait for /health before the start counts as failed."),
+    max_restarts: int = typer.Option(
+        3, "--max-restarts", min=0, help="With --restart on-failure: restarts in a row before giving up."
+    ),
+    grace: float = typer.Option(
+        20.0, "--grace", min=0, help="Seconds the engine gets to stop after a signal before SIGKILL."
+    ),
+    ready_timeout: float = typer.Option(
+        1800.0, "--ready-timeout", min=1, help="Seconds to wait for /health before the start counts as failed."
+    ),
     engine_output: Optional[bool] = typer.Option(
-        None, "--engine-output/--no-engine-output",
+        None,
+        "--engine-output/--no-engine-output",
         help="Also copy the engine's output to stderr (default: only when stderr is not a terminal and not --json).",
     ),
-    skip_preflight: bool = typer.Option(False, "--skip-preflight", help="Start even if the port check or doctor finds errors."),
+    skip_preflight: bool = typer.Option(
+        False, "--skip-preflight", help="Start even if the port check or doctor finds errors."
+    ),
 ) -> None:
     from ascendctl.output import get_output
     from ascendctl.profile_args import resolve
@@ -72,7 +87,11 @@ def serve(
         preflight(out, prof, spec)
     view = LaunchView(out, echo=engine_output)
     supervisor = prepare_run(
-        prof, spec, listener=view, grace=grace, ready_timeout=ready_timeout,
+        prof,
+        spec,
+        listener=view,
+        grace=grace,
+        ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
     )
     view.begin(supervisor.run_dir, supervisor.url)
@@ -99,7 +118,9 @@ def show_dry_run(out: Output, prof: Profile, spec: LaunchSpec, version: str | No
     import shlex
 
     def render(console: Console) -> None:
-        console.print(f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}", markup=False, soft_wrap=True)
+        console.print(
+            f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}", markup=False, soft_wrap=True
+        )
         for key, value in spec.masked_env().items():
             console.print(f"export {key}={shlex.quote(value)}", markup=False, soft_wrap=True)
         console.print(spec.command_line(), markup=False, soft_wrap=True)

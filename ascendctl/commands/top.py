@@ -22,7 +22,8 @@ engine (running / pending, KV block pool, preemptions, tokens/s, TTFT and ITL pe
 diagnostics table (known issues in the engine log + threshold rules).
 
 With no URL it watches the live runs started by `ascendctl serve`. When stdout is not a terminal
-it prints one frame (as --once). --json prints one snapshot, or NDJSON every --interval seconds.
+it prints one frame (as --once). --json prints one snapshot, or NDJSON every --interval seconds
+(with --once, one snapshot whose rates span --interval).
 
 Thresholds: built-in defaults, then --profile's diagnostics section, then --thresholds FILE
 (YAML, any subset of keys), then --set. A run started by `ascendctl serve` also brings its own
@@ -36,15 +37,24 @@ def register(app: typer.Typer) -> None:
 
 def top(
     urls: Optional[List[str]] = typer.Argument(None, help="vLLM server URLs (default: live `ascendctl serve` runs)."),
-    once: bool = typer.Option(False, "--once", help="Print one frame and exit (the default when stdout is not a terminal)."),
-    interval: Optional[float] = typer.Option(None, "--interval", "-n", min=0.1,
-                                             help="Seconds between polls [default: 1]. With --json: stream NDJSON."),
-    count: Optional[int] = typer.Option(None, "--count", min=1, help="With --json --interval: stop after this many snapshots."),
+    once: bool = typer.Option(
+        False, "--once", help="Print one frame and exit (the default when stdout is not a terminal)."
+    ),
+    interval: Optional[float] = typer.Option(
+        None, "--interval", "-n", min=0.1, help="Seconds between polls [default: 1]. With --json: stream NDJSON."
+    ),
+    count: Optional[int] = typer.Option(
+        None, "--count", min=1, help="With --json --interval: stop after this many snapshots."
+    ),
     record: Optional[Path] = typer.Option(None, "--record", help="Append every snapshot to FILE as NDJSON."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Play back a recording instead of polling."),
     thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="YAML file overriding thresholds."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override one threshold, e.g. --set pending_requests=32."),
-    profile: Optional[str] = typer.Option(None, "--profile", help="Take thresholds from this serving profile's diagnostics."),
+    set_: Optional[List[str]] = typer.Option(
+        None, "--set", help="Override one threshold, e.g. --set pending_requests=32."
+    ),
+    profile: Optional[str] = typer.Option(
+        None, "--profile", help="Take thresholds from this serving profile's diagnostics."
+    ),
     no_devices: bool = typer.Option(False, "--no-devices", help="Do not poll npu-smi / nvidia-smi / the host."),
 ) -> None:
     from ascendctl.output import get_output
@@ -71,7 +81,7 @@ def top(
         if not headless:
             run_app(lambda: poll_and_record(collector, recorder), interval or 1.0, thresholds)
             return
-        if out.json_mode and interval is not None:
+        if out.json_mode and interval is not None and not once:
             _stream(collector, recorder, interval, count)
             return
         snap = _two_polls(collector, recorder, interval or 1.0)

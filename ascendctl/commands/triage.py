@@ -29,11 +29,24 @@ def register(app: typer.Typer) -> None:
 
 
 def triage(
-    logs: Optional[List[str]] = typer.Argument(None, metavar="[LOG]...", help="Files, directories, .gz files, or - for stdin."),
-    fail_on: str = typer.Option("error", "--fail-on", help="Exit 1 when an issue at or above this severity is found: info, warning, error, critical, never."),
-    explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id."),
+    logs: Optional[List[str]] = typer.Argument(
+        None, metavar="[LOG]...", help="Files, directories, .gz files, or - for stdin."
+    ),
+    fail_on: str = typer.Option(
+        "error",
+        "--fail-on",
+        help="Exit 1 when an issue at or above this severity is found: info, warning, error, critical, never.",
+    ),
+    explain: Optional[str] = typer.Option(
+        None,
+        "--explain",
+        metavar="CODE",
+        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id.",
+    ),
     list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
-    rules_file: Optional[str] = typer.Option(None, "--rules", metavar="FILE", help="Use this rules YAML instead of the bundled database."),
+    rules_file: Optional[str] = typer.Option(
+        None, "--rules", metavar="FILE", help="Use this rules YAML instead of the bundled database."
+    ),
     top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
 ) -> None:
     from ascendctl.output import get_output
@@ -41,7 +54,9 @@ def triage(
 
     out = get_output()
     if fail_on not in FAIL_ON_CHOICES:
-        raise BadInput(f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}", "use e.g. --fail-on warning")
+        raise BadInput(
+            f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}", "use e.g. --fail-on warning"
+        )
     if explain is not None:
         _explain(out, explain, rules_file)
         return
@@ -88,7 +103,10 @@ def _latest_run_log() -> str:
     for run in list_runs():
         if run.log_path.is_file():
             return str(run.log_path)
-    raise BadInput("no LOG given and no `ascendctl serve` run log found", "ascendctl triage engine.log  (or a plog directory, a .gz, - for stdin)")
+    raise BadInput(
+        "no LOG given and no `ascendctl serve` run log found",
+        "ascendctl triage engine.log  (or a plog directory, a .gz, - for stdin)",
+    )
 
 
 def _scan(out: Any, paths: list[str], rules_file: str | None) -> Any:
@@ -123,13 +141,22 @@ def _render(console: Any, report: Any, top: int) -> None:
         console.print("No known issue found.")
     else:
         table = Table(title=None, show_edge=False, header_style="bold", pad_edge=False)
-        for col, kw in (("severity", {"min_width": 8, "no_wrap": True}), ("count", {"justify": "right", "min_width": 5}),
-                        ("issue", {"no_wrap": True}), ("first seen", {}), ("last seen", {})):
+        for col, kw in (
+            ("severity", {"min_width": 8, "no_wrap": True}),
+            ("count", {"justify": "right", "min_width": 5}),
+            ("issue", {"no_wrap": True}),
+            ("first seen", {}),
+            ("last seen", {}),
+        ):
             table.add_column(col, **kw)
         for i in report.issues:
-            table.add_row(Text(i.severity, style=severity_style(i.severity)), str(i.count),
-                          Text(i.id, style="dim" if i.kind == "symptom" else ""),
-                          i.first_seen or "N/A", i.last_seen or "N/A")
+            table.add_row(
+                Text(i.severity, style=severity_style(i.severity)),
+                str(i.count),
+                Text(i.id, style="dim" if i.kind == "symptom" else ""),
+                i.first_seen or "N/A",
+                i.last_seen or "N/A",
+            )
         console.print(table)
         for i in report.issues:
             if i.kind == "symptom":
@@ -153,7 +180,9 @@ def _render(console: Any, report: Any, top: int) -> None:
             console.print(f"[dim]Consequences of the above (no separate fix): {', '.join(symptoms)}[/]")
     if report.unknown:
         console.print()
-        console.print(f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):")
+        console.print(
+            f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):"
+        )
         table = Table(show_edge=False, header_style="bold", pad_edge=False)
         table.add_column("count", justify="right")
         table.add_column("template", overflow="fold")
@@ -172,6 +201,7 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
     info = explain(what)
     if info is not None:
+
         def render(console: Any) -> None:
             console.print(Text.assemble((info.code, "bold"), f"  {info.name}" if info.name else ""))
             console.print(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
@@ -184,11 +214,19 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
         return
     for rule in load_rules(rules_file):
         if rule.id == what:
-            data = {"rule": {k: getattr(rule, k) for k in ("id", "title", "severity", "component", "patterns",
-                                                           "cause", "fix", "links", "samples")}}
+            data = {
+                "rule": {
+                    k: getattr(rule, k)
+                    for k in ("id", "title", "severity", "component", "patterns", "cause", "fix", "links", "samples")
+                }
+            }
 
             def render_rule(console: Any) -> None:
-                console.print(Text.assemble((rule.id, "bold"), f"  {rule.title}  ", (rule.severity, severity_style(rule.severity))))
+                console.print(
+                    Text.assemble(
+                        (rule.id, "bold"), f"  {rule.title}  ", (rule.severity, severity_style(rule.severity))
+                    )
+                )
                 console.print(Text("  cause: ") + Text(rule.cause))
                 console.print(Text("  fix:   ") + Text(rule.fix, style="bold"))
                 for p in rule.patterns:
@@ -198,7 +236,10 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
             out.emit(data, render_rule)
             return
-    raise BadInput(f"{what!r} is not a known code or rule id", "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)")
+    raise BadInput(
+        f"{what!r} is not a known code or rule id",
+        "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)",
+    )
 
 
 def _list(out: Any, rules_file: str | None) -> None:
@@ -223,7 +264,12 @@ def _list(out: Any, rules_file: str | None) -> None:
             table.add_row(r.id, Text(r.severity, style=severity_style(r.severity)), r.component, r.title)
         console.print(table)
         console.print()
-        codes_table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(codes)} codes (ascendctl triage --explain CODE)")
+        codes_table = Table(
+            show_edge=False,
+            header_style="bold",
+            pad_edge=False,
+            title=f"{len(codes)} codes (ascendctl triage --explain CODE)",
+        )
         for col in ("code", "kind", "name", "meaning"):
             codes_table.add_column(col, overflow="fold")
         for c in codes:

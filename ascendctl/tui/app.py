@@ -53,7 +53,9 @@ class DetailScreen(ModalScreen[None]):
         d = self.diagnostic
         body = Text()
         body.append(f"{d.title}\n", style="bold " + severity_style(d.severity))
-        body.append(f"{d.severity} · {d.subject} · {d.id} · from {'the engine log' if d.source == 'log' else 'a threshold rule'}")
+        body.append(
+            f"{d.severity} · {d.subject} · {d.id} · from {'the engine log' if d.source == 'log' else 'a threshold rule'}"
+        )
         if d.count > 1:
             body.append(f" · seen {d.count} times")
         body.append("\n\ncause: ", style="bold")
@@ -76,9 +78,14 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         body = Text("Keys\n", style="bold")
-        for key, what in (("q", "quit"), ("p", "pause the display (collection goes on)"), ("r", "refresh now"),
-                          ("s", "save the current snapshot as JSON"), ("enter", "details of the selected diagnostic"),
-                          ("?", "this help")):
+        for key, what in (
+            ("q", "quit"),
+            ("p", "pause the display (collection goes on)"),
+            ("r", "refresh now"),
+            ("s", "save the current snapshot as JSON"),
+            ("enter", "details of the selected diagnostic"),
+            ("?", "this help"),
+        ):
             body.append(f"  {key:<6} {what}\n")
         body.append(f"\nRefresh every {self.interval:g} s\n" if self.interval else "\nManual refresh\n")
         body.append("\nThresholds in force\n", style="bold")
@@ -99,8 +106,13 @@ class TopApp(App[None]):
         Binding("question_mark", "help", "help"),
     ]
 
-    def __init__(self, feed: Feed, interval: float | None = 1.0, thresholds: Thresholds | None = None,
-                 save_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        feed: Feed,
+        interval: float | None = 1.0,
+        thresholds: Thresholds | None = None,
+        save_dir: Path | None = None,
+    ) -> None:
         """`interval` None: poll once at start and then only on `r` (tests drive it that way)."""
         super().__init__()
         self.feed = feed
@@ -190,8 +202,12 @@ class TopApp(App[None]):
         table.clear()
         self._diagnostics = list(snap.diagnostics)
         for d in self._diagnostics:
-            table.add_row(Text(d.severity, style=severity_style(d.severity)), d.subject,
-                          d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
+            table.add_row(
+                Text(d.severity, style=severity_style(d.severity)),
+                d.subject,
+                d.title + (f" (x{d.count})" if d.count > 1 else ""),
+                d.fix,
+            )
         if not self._diagnostics:
             table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
         if self._diagnostics:
@@ -218,7 +234,9 @@ class TopApp(App[None]):
         if snap is None:
             self.notify("nothing collected yet", severity="warning")
             return
-        path = self.save_dir / f"top-snapshot-{time.strftime('%Y%m%d-%H%M%S', time.localtime(snap.time))}-{snap.seq}.json"
+        path = (
+            self.save_dir / f"top-snapshot-{time.strftime('%Y%m%d-%H%M%S', time.localtime(snap.time))}-{snap.seq}.json"
+        )
         try:
             path.write_text(json.dumps(snap.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
         except OSError as exc:

@@ -65,8 +65,11 @@ def devices_table(snap: Snapshot) -> Text:
     out.append(f"Devices ({src.name})\n", style="bold")
     key_w = max([3] + [len(d.key) for d in snap.devices])
     name_w = max([4] + [len(d.name) for d in snap.devices])
-    out.append(f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
-               f"{'util%':>5} {'power':>6} {'temp':>5} {'procs':>5}", style="bold underline")
+    out.append(
+        f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
+        f"{'util%':>5} {'power':>6} {'temp':>5} {'procs':>5}",
+        style="bold underline",
+    )
     for d in snap.devices:
         pct, levels = d.mem_pct, snap.device_levels.get(d.key, {})
         used = num(None if d.mem_used_mb is None else d.mem_used_mb / 1024, "{:.1f}")
@@ -111,20 +114,26 @@ def engine_panel(e: EngineView, thresholds: Thresholds) -> Text:
     usage_pct = None if kv.usage is None else kv.usage * 100
     pool = Text("  KV blocks ")
     pool.append(bar(kv.usage, 16), style=level_style(levels.get("kv_usage")))
-    pool.append(f" {num(usage_pct, '{:.1f}', '%')}  used {num(kv.used_blocks)}  free {num(kv.free_blocks)}"
-                f"  total {num(kv.total_blocks)}")
-    flow = Text(f"  prompt {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
-                f"  generation {num(r.generation_tps, '{:.1f}')} tok/s {sparkline(h.get('generation_tps', ()))}")
+    pool.append(
+        f" {num(usage_pct, '{:.1f}', '%')}  used {num(kv.used_blocks)}  free {num(kv.free_blocks)}"
+        f"  total {num(kv.total_blocks)}"
+    )
+    flow = Text(
+        f"  prompt {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
+        f"  generation {num(r.generation_tps, '{:.1f}')} tok/s {sparkline(h.get('generation_tps', ()))}"
+    )
     cache = Text(f"  prefix hit {num(None if r.prefix_hit_rate is None else r.prefix_hit_rate * 100, '{:.0f}', '%')}")
     tiers = {k: v for k, v in r.cached_tps_by_tier.items() if k in ("device", "host") or v}
     if tiers:
         cache.append("  cached tok/s " + " ".join(f"{k} {v:.0f}" for k, v in tiers.items()))
     if r.offload_per_s:
         cache.append("  offload/s " + " ".join(f"{k.split(':')[-1]} {v:.0f}" for k, v in r.offload_per_s.items()))
-    lat = Text(f"  TTFT p50 {seconds(r.ttft.p50)} p99 {seconds(r.ttft.p99)}"
-               f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
-               f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
-               style="" if r.ttft.count else "dim")
+    lat = Text(
+        f"  TTFT p50 {seconds(r.ttft.p50)} p99 {seconds(r.ttft.p99)}"
+        f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
+        f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
+        style="" if r.ttft.count else "dim",
+    )
     return Text("\n").join([*lines, load, pool, flow, cache, lat])
 
 
@@ -142,8 +151,12 @@ def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
     table.add_column("fix", ratio=3, overflow="fold")
     rows = list(diagnostics)
     for d in rows:
-        table.add_row(Text(d.severity, style=severity_style(d.severity)), d.subject,
-                      d.title + (f" (x{d.count})" if d.count > 1 else ""), d.fix)
+        table.add_row(
+            Text(d.severity, style=severity_style(d.severity)),
+            d.subject,
+            d.title + (f" (x{d.count})" if d.count > 1 else ""),
+            d.fix,
+        )
     if not rows:
         table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
     return table
@@ -163,5 +176,12 @@ def header_line(snap: Snapshot | None, paused: bool = False, note: str = "") -> 
 
 def frame(snap: Snapshot) -> RenderableType:
     """The whole dashboard as one printable frame (`top --once`)."""
-    return Group(header_line(snap), Text(""), devices_table(snap), Text(""), engines_group(snap), Text(""),
-                 diagnostics_table(snap.diagnostics))
+    return Group(
+        header_line(snap),
+        Text(""),
+        devices_table(snap),
+        Text(""),
+        engines_group(snap),
+        Text(""),
+        diagnostics_table(snap.diagnostics),
+    )

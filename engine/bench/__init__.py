@@ -8,6 +8,16 @@ from engine.bench.runner import BenchRunner, Progress, run_scenario
 from engine.bench.scenario import Scenario, fit_context, list_scenarios, load_scenario, scaled, to_yaml, with_duration
 
 __all__ = [
-    "BenchReport", "BenchRunner", "Progress", "Scenario", "Verdict", "fit_context", "list_scenarios",
-    "load_scenario", "run_scenario", "scaled", "to_yaml", "with_duration",
+    "BenchReport",
+    "BenchRunner",
+    "Progress",
+    "Scenario",
+    "Verdict",
+    "fit_context",
+    "list_scenarios",
+    "load_scenario",
+    "run_scenario",
+    "scaled",
+    "to_yaml",
+    "with_duration",
 ]

@@ -135,8 +135,14 @@ async def stream_request(
                     if payload == b"[DONE]":
                         done = True
                         continue
-                    if (marker in payload and payload[:1] == b"{" and payload[-1:] == b"}"
-                            and b'"usage"' not in payload and b'"error"' not in payload and b'"role"' not in payload):
+                    if (
+                        marker in payload
+                        and payload[:1] == b"{"
+                        and payload[-1:] == b"}"
+                        and b'"usage"' not in payload
+                        and b'"error"' not in payload
+                        and b'"role"' not in payload
+                    ):
                         found = 1  # the common case, a compact one-choice token chunk: no need to decode it
                     else:
                         event = json.loads(payload)
@@ -145,8 +151,13 @@ async def stream_request(
                         if event.get("error"):
                             err = event["error"]
                             msg = err.get("message", err) if isinstance(err, dict) else err
-                            return RequestResult(ok=False, error="server_error", detail=_short(str(msg)),
-                                                 ttft_s=None if first is None else first - t0, **base)
+                            return RequestResult(
+                                ok=False,
+                                error="server_error",
+                                detail=_short(str(msg)),
+                                ttft_s=None if first is None else first - t0,
+                                **base,
+                            )
                         if event.get("usage"):
                             usage = event["usage"]
                         found = sum(1 for choice in event.get("choices") or () if _is_token_event(choice, ep.api))
@@ -164,19 +175,35 @@ async def stream_request(
     except httpx.TimeoutException as exc:
         return RequestResult(ok=False, error="timeout", detail=type(exc).__name__, **base)
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-        return RequestResult(ok=False, error="dropped", detail=_short(str(exc) or type(exc).__name__),
-                             ttft_s=None if first is None else first - t0, output_tokens=tokens, **base)
+        return RequestResult(
+            ok=False,
+            error="dropped",
+            detail=_short(str(exc) or type(exc).__name__),
+            ttft_s=None if first is None else first - t0,
+            output_tokens=tokens,
+            **base,
+        )
     except httpx.HTTPError as exc:
         return RequestResult(ok=False, error="http_error", detail=_short(f"{type(exc).__name__}: {exc}"), **base)
     except (ValueError, UnicodeDecodeError, AttributeError, TypeError) as exc:
         return RequestResult(ok=False, error="bad_response", detail=_short(f"{type(exc).__name__}: {exc}"), **base)
     end = clock()
     if not done and events == 0:
-        return RequestResult(ok=False, error="bad_response",
-                             detail="the answer is not an event stream: does the server support stream=true?", **base)
+        return RequestResult(
+            ok=False,
+            error="bad_response",
+            detail="the answer is not an event stream: does the server support stream=true?",
+            **base,
+        )
     if not done:
-        return RequestResult(ok=False, error="dropped", detail="the stream ended before [DONE]",
-                             ttft_s=None if first is None else first - t0, output_tokens=tokens, **base)
+        return RequestResult(
+            ok=False,
+            error="dropped",
+            detail="the stream ended before [DONE]",
+            ttft_s=None if first is None else first - t0,
+            output_tokens=tokens,
+            **base,
+        )
     out_tokens = tokens
     prompt_tokens = None
     if usage:

@@ -15,20 +15,64 @@ from typing import Sequence
 
 import httpx
 
-_EN_SUBJECTS = ["The operator", "Each server", "The scheduler", "A new model", "The cache manager",
-                "Our team", "The gateway", "The report", "This cluster", "The engineer"]
-_EN_VERBS = ["checks", "measures", "records", "balances", "reviews", "explains", "plans", "tracks",
-             "compares", "summarises"]
-_EN_OBJECTS = ["the memory budget of every card", "latency under heavy traffic", "the queue of waiting requests",
-               "tokens generated per second", "errors seen in the last hour", "the size of each batch",
-               "power draw and temperature", "the long tail of response times", "the key and value blocks",
-               "throughput after the upgrade"]
-_EN_TAILS = ["before the release.", "during the night shift.", "for the quarterly review.", "again after lunch.",
-             "with great care.", "on every node.", "in the weekly meeting.", "without any downtime."]
+_EN_SUBJECTS = [
+    "The operator",
+    "Each server",
+    "The scheduler",
+    "A new model",
+    "The cache manager",
+    "Our team",
+    "The gateway",
+    "The report",
+    "This cluster",
+    "The engineer",
+]
+_EN_VERBS = [
+    "checks",
+    "measures",
+    "records",
+    "balances",
+    "reviews",
+    "explains",
+    "plans",
+    "tracks",
+    "compares",
+    "summarises",
+]
+_EN_OBJECTS = [
+    "the memory budget of every card",
+    "latency under heavy traffic",
+    "the queue of waiting requests",
+    "tokens generated per second",
+    "errors seen in the last hour",
+    "the size of each batch",
+    "power draw and temperature",
+    "the long tail of response times",
+    "the key and value blocks",
+    "throughput after the upgrade",
+]
+_EN_TAILS = [
+    "before the release.",
+    "during the night shift.",
+    "for the quarterly review.",
+    "again after lunch.",
+    "with great care.",
+    "on every node.",
+    "in the weekly meeting.",
+    "without any downtime.",
+]
 _ZH_SUBJECTS = ["运维团队", "推理服务", "调度器", "新模型", "监控系统", "工程师", "这台服务器", "我们的集群"]
 _ZH_VERBS = ["正在检查", "详细记录了", "重新评估了", "每天关注", "仔细比较了", "需要优化"]
-_ZH_OBJECTS = ["显存的使用情况", "请求的排队时间", "每秒生成的词元数量", "长文档的处理延迟", "错误日志中的告警",
-               "批处理的大小", "功耗和温度", "缓存块的分配"]
+_ZH_OBJECTS = [
+    "显存的使用情况",
+    "请求的排队时间",
+    "每秒生成的词元数量",
+    "长文档的处理延迟",
+    "错误日志中的告警",
+    "批处理的大小",
+    "功耗和温度",
+    "缓存块的分配",
+]
 _ZH_TAILS = ["。", "，以便及时发现问题。", "，结果令人满意。", "，并写成了报告。"]
 _INSTRUCTION = "\nPlease summarise the text above. 请用几句话总结上文。"
 _FILLERS = [" the", " and", " of", " to", " in", " a", " is", " it", " on", " we", "的", "是", "在", "了"]
@@ -79,7 +123,7 @@ class PromptMaker:
             counts = [estimate_tokens(t) for t in (*texts, *_FILLERS, _INSTRUCTION, _TAG.format(123456))]
         n = len(texts)
         self.sentences = [Piece(t, c) for t, c in zip(texts, counts[:n]) if c]  # type: ignore[arg-type]
-        fillers = [Piece(t, c) for t, c in zip(_FILLERS, counts[n:n + len(_FILLERS)]) if c == 1]  # type: ignore[arg-type]
+        fillers = [Piece(t, c) for t, c in zip(_FILLERS, counts[n : n + len(_FILLERS)]) if c == 1]  # type: ignore[arg-type]
         self.fillers = fillers or [Piece(" a", 1)]
         self.instruction = Piece(_INSTRUCTION, int(counts[-2] or 1))
         self.tag_tokens = int(counts[-1] or 1)
@@ -123,8 +167,9 @@ async def _count_all(client: httpx.AsyncClient, model: str, texts: list[str]) ->
             return None
         async with sem:
             try:
-                resp = await client.post("/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False},
-                                         timeout=10)
+                resp = await client.post(
+                    "/tokenize", json={"model": model, "prompt": text, "add_special_tokens": False}, timeout=10
+                )
             except httpx.HTTPError:
                 missing = True
                 return None

@@ -161,31 +161,48 @@ def build_report(
     error_rate = len(bad) / done if done else None
     out_tokens = sum(r.output_tokens for r in ok)
     itl = [g for r in ok for g in r.itl_s]
-    tpot = [(r.e2e_s - r.ttft_s) / (r.output_tokens - 1) for r in ok
-            if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1]
+    tpot = [
+        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+        for r in ok
+        if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1
+    ]
     phases = []
     for w in windows:
         mine = [r for r in results if r.phase == w.index]
         good = [r for r in mine if r.ok]
         span = min(w.end_s, load_s) - w.start_s
-        phases.append(PhaseFigures(
-            w.phase.name, w.phase.load, round(max(0.0, span), 3), len(mine), len(good), len(mine) - len(good),
-            _rate(len(good), span), _rate(sum(r.output_tokens for r in good), span),
-        ))
+        phases.append(
+            PhaseFigures(
+                w.phase.name,
+                w.phase.load,
+                round(max(0.0, span), 3),
+                len(mine),
+                len(good),
+                len(mine) - len(good),
+                _rate(len(good), span),
+                _rate(sum(r.output_tokens for r in good), span),
+            )
+        )
     rate_windows = [w for w in windows if w.phase.rate]
     lags = sorted(r.lag_s for r in results if r.phase in {w.index for w in rate_windows})
     offered = None
     if rate_windows:
-        offered = sum(w.phase.rate * w.phase.duration_s for w in rate_windows) / sum(w.phase.duration_s for w in rate_windows)
+        offered = sum(w.phase.rate * w.phase.duration_s for w in rate_windows) / sum(
+            w.phase.duration_s for w in rate_windows
+        )
     lag_p99 = percentile(lags, 99)
     behind = bool(lag_p99 is not None and lag_p99 > 0.05)  # 50 ms late at p99: the client limited the load
     notes = list(notes)
     if behind:
-        notes.append(f"the load generator fell behind its schedule (p99 lag {lag_p99 * 1000:.0f} ms): "
-                     "the offered rate was lower than the scenario asks")
+        notes.append(
+            f"the load generator fell behind its schedule (p99 lag {lag_p99 * 1000:.0f} ms): "
+            "the offered rate was lower than the scenario asks"
+        )
     missing_usage = sum(1 for r in ok if not r.usage_reported)
     if missing_usage:
-        notes.append(f"{missing_usage} answers carried no usage record: their output tokens were counted from the stream")
+        notes.append(
+            f"{missing_usage} answers carried no usage record: their output tokens were counted from the stream"
+        )
     tput = _rate(out_tokens, load_s)
     e2e = summarize([r.e2e_s for r in ok if r.e2e_s is not None], 1000)
     ttft = summarize([r.ttft_s for r in ok if r.ttft_s is not None], 1000)

@@ -54,8 +54,9 @@ class Progress:
     waiting: float | None  # the engine's pending queue, when /metrics answers
 
 
-def make_client(url: str, request_timeout_s: float = 600.0,
-                transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+def make_client(
+    url: str, request_timeout_s: float = 600.0, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
     headers = {}
     key = os.environ.get(API_KEY_ENV)
     if key:
@@ -78,23 +79,30 @@ async def probe(client: httpx.AsyncClient, url: str, model: str | None) -> Serve
             f"check that the server is up (`curl {url}/health`) and the host and port are right",
         ) from exc
     if resp.status_code in (401, 403):
-        raise BadInput(f"{url} refused the request (HTTP {resp.status_code}): it needs an API key",
-                       f"export {API_KEY_ENV}=<the server's key> and run again")
+        raise BadInput(
+            f"{url} refused the request (HTTP {resp.status_code}): it needs an API key",
+            f"export {API_KEY_ENV}=<the server's key> and run again",
+        )
     if resp.status_code != 200:
-        raise Unreachable(f"{url}/v1/models answered HTTP {resp.status_code}",
-                          "give the server root URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        raise Unreachable(
+            f"{url}/v1/models answered HTTP {resp.status_code}",
+            "give the server root URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000",
+        )
     try:
         entries = [m for m in resp.json()["data"] if isinstance(m, dict) and m.get("id")]
     except (ValueError, KeyError, TypeError):
-        raise BadInput(f"{url}/v1/models did not answer an OpenAI model list",
-                       "point ascendctl at the root of a vLLM / OpenAI-compatible server") from None
+        raise BadInput(
+            f"{url}/v1/models did not answer an OpenAI model list",
+            "point ascendctl at the root of a vLLM / OpenAI-compatible server",
+        ) from None
     names = tuple(str(m["id"]) for m in entries)
     if not names:
         raise BadInput(f"{url} serves no model", "check the server's start-up log (`ascendctl triage LOG`)")
     chosen = model or names[0]
     if chosen not in names:
-        raise BadInput(f"{url} does not serve a model named {chosen!r} (it serves: {', '.join(names)})",
-                       f"use --model {names[0]}")
+        raise BadInput(
+            f"{url} does not serve a model named {chosen!r} (it serves: {', '.join(names)})", f"use --model {names[0]}"
+        )
     entry = entries[names.index(chosen)]
     mml = entry.get("max_model_len")
     return ServerInfo(url, chosen, names, int(mml) if isinstance(mml, (int, float)) and mml > 0 else None)
@@ -122,7 +130,8 @@ class BenchRunner:
         # and after the run (and every 2 s for a progress display): parsing vLLM's page costs the
         # client tens of ms of CPU and the server some too, which shows up in the latency tail.
         self.metrics_every_s = metrics_every_s or (
-            0.25 if scenario.drain_after else 2.0 if on_progress is not None else None)
+            0.25 if scenario.drain_after else 2.0 if on_progress is not None else None
+        )
         self.drain_grace_s = drain_grace_s
         self.clock = clock
         self.notes: list[str] = []
@@ -210,8 +219,11 @@ class BenchRunner:
                 for h in helpers:
                     h.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
-            after = await self._scrape_settled() if before is not None and not interrupted else (
-                await self._scrape() if before is not None else None)
+            after = (
+                await self._scrape_settled()
+                if before is not None and not interrupted
+                else (await self._scrape() if before is not None else None)
+            )
         if after is not None:
             self._samples.append((load_s, after.waiting or 0.0))
         server = _deltas(before, after)
@@ -219,11 +231,19 @@ class BenchRunner:
         if sc.drain_after and before is None:
             self.notes.append("queue drain not measured: /metrics is not available")
         return build_report(
-            sc=sc, url=self.url, model=self.info.model if self.info else (self.model or ""),
-            started_at=started_at, results=self.results, cancelled=self.cancelled, load_s=load_s,
-            windows=self._windows, interrupted=interrupted,
+            sc=sc,
+            url=self.url,
+            model=self.info.model if self.info else (self.model or ""),
+            started_at=started_at,
+            results=self.results,
+            cancelled=self.cancelled,
+            load_s=load_s,
+            windows=self._windows,
+            interrupted=interrupted,
             sizing="tokenizer" if self._maker.measured else "estimate",
-            server=server, queue=queue, notes=self.notes,
+            server=server,
+            queue=queue,
+            notes=self.notes,
         )
 
     async def _drive(self) -> bool:
@@ -256,8 +276,10 @@ class BenchRunner:
                     break
                 left = deadline - self.clock()
                 if left <= 0:
-                    self.notes.append(f"{len(pending)} requests still running {self.drain_grace_s:g} s after the "
-                                      "schedule ended were cancelled")
+                    self.notes.append(
+                        f"{len(pending)} requests still running {self.drain_grace_s:g} s after the "
+                        "schedule ended were cancelled"
+                    )
                     break
                 await asyncio.wait(pending | {stopper}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
@@ -334,14 +356,29 @@ class BenchRunner:
         body = request_body(sc.api, self.info.model, prompt, sc.max_tokens, sc.ignore_eos)  # type: ignore[union-attr]
         self._in_flight += 1
         try:
-            r = await stream_request(self._client, self._endpoint, body, self.clock, index=index, phase=w.index,  # type: ignore[arg-type]
-                                     run_start=self._t0, lag_s=lag)
+            r = await stream_request(
+                self._client,
+                self._endpoint,
+                body,
+                self.clock,
+                index=index,
+                phase=w.index,  # type: ignore[arg-type]
+                run_start=self._t0,
+                lag_s=lag,
+            )
         except asyncio.CancelledError:
             self.cancelled += 1
             raise
         except Exception as exc:  # a bug in our client must cost one request, not the run
-            r = RequestResult(index=index, phase=w.index, sent_s=now, ok=False, error="client_error",
-                              detail=f"{type(exc).__name__}: {exc}"[:160], lag_s=lag)
+            r = RequestResult(
+                index=index,
+                phase=w.index,
+                sent_s=now,
+                ok=False,
+                error="client_error",
+                detail=f"{type(exc).__name__}: {exc}"[:160],
+                lag_s=lag,
+            )
         finally:
             self._in_flight -= 1
         self.results.append(r)
@@ -389,12 +426,20 @@ class BenchRunner:
             t_old, tok_old = history[0]
             rate = (self._out_tokens - tok_old) / (now - t_old) if now > t_old else None
             w = window_at(self._windows, now)
-            self.on_progress(Progress(
-                elapsed_s=now, total_s=total,
-                phase=w.phase.name if w else "finishing", load=w.phase.load if w else "in-flight requests",
-                in_flight=self._in_flight, completed=len(self.results) - self._failed, failed=self._failed,
-                output_tokens=self._out_tokens, output_tokens_per_s=rate, waiting=self._waiting,
-            ))
+            self.on_progress(
+                Progress(
+                    elapsed_s=now,
+                    total_s=total,
+                    phase=w.phase.name if w else "finishing",
+                    load=w.phase.load if w else "in-flight requests",
+                    in_flight=self._in_flight,
+                    completed=len(self.results) - self._failed,
+                    failed=self._failed,
+                    output_tokens=self._out_tokens,
+                    output_tokens_per_s=rate,
+                    waiting=self._waiting,
+                )
+            )
 
 
 def _deltas(before: EngineMetrics | None, after: EngineMetrics | None) -> ServerCounters | None:

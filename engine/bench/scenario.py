@@ -108,15 +108,27 @@ class _Problems:
 
     def raise_if_any(self) -> None:
         if self.items:
-            more = f" (and {len(self.items) - 1} more: {'; '.join(map(str, self.items[1:]))})" if len(self.items) > 1 else ""
+            more = (
+                f" (and {len(self.items) - 1} more: {'; '.join(map(str, self.items[1:]))})"
+                if len(self.items) > 1
+                else ""
+            )
             raise BadInput(
                 f"bad scenario {self.items[0]}{more}",
                 "fix the scenario file; the built-in ones are shown by `ascendctl bench --scenario long-doc --print-scenario`",
             )
 
 
-def _number(p: _Problems, m: Mapping[str, Any], key: str, *, integer: bool = False, low: float = 0.0,
-            strict: bool = True, required: bool = True) -> float | None:
+def _number(
+    p: _Problems,
+    m: Mapping[str, Any],
+    key: str,
+    *,
+    integer: bool = False,
+    low: float = 0.0,
+    strict: bool = True,
+    required: bool = True,
+) -> float | None:
     if key not in m or m[key] is None:
         if required:
             p.add(m, key, "missing")
@@ -143,14 +155,17 @@ def _unknown_keys(p: _Problems, m: Mapping[str, Any], allowed: Iterable[str], wh
 
 def _parse_phase(p: _Problems, raw: Any, index: int, line: int | None) -> Phase | None:
     if not isinstance(raw, dict):
-        p.items.append(Problem(p.source, line, f"phases[{index}]",
-                               "must be a mapping with duration_s and concurrency or rate"))
+        p.items.append(
+            Problem(p.source, line, f"phases[{index}]", "must be a mapping with duration_s and concurrency or rate")
+        )
         return None
     _unknown_keys(p, raw, ("name", "duration_s", "concurrency", "rate", "arrival", "max_concurrency"), "a phase")
     duration = _number(p, raw, "duration_s")
     has_c, has_r = raw.get("concurrency") is not None, raw.get("rate") is not None
     if has_c == has_r:
-        p.add(raw, "concurrency", "a phase needs exactly one of `concurrency` (requests in flight) or `rate` (requests/s)")
+        p.add(
+            raw, "concurrency", "a phase needs exactly one of `concurrency` (requests in flight) or `rate` (requests/s)"
+        )
         return None
     concurrency = _number(p, raw, "concurrency", integer=True) if has_c else None
     rate = _number(p, raw, "rate") if has_r else None
@@ -163,8 +178,14 @@ def _parse_phase(p: _Problems, raw: Any, index: int, line: int | None) -> Phase 
     name = str(raw.get("name") or f"phase{index + 1}")
     if duration is None or (concurrency is None and rate is None):
         return None
-    return Phase(name, duration, concurrency, rate, arrival if arrival in ARRIVALS else "poisson",
-                 int(cap) if cap is not None else None)
+    return Phase(
+        name,
+        duration,
+        concurrency,
+        rate,
+        arrival if arrival in ARRIVALS else "poisson",
+        int(cap) if cap is not None else None,
+    )
 
 
 def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDist | None:
@@ -204,11 +225,30 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     """Validate a loaded YAML document. Raises BadInput listing every problem with its line."""
     p = _Problems(source)
     if not isinstance(data, dict):
-        raise BadInput(f"bad scenario {source}: the file must hold a YAML mapping (name, phases, ...)",
-                       "start from a built-in: `ascendctl bench --scenario chat-qa --print-scenario > my.yaml`")
+        raise BadInput(
+            f"bad scenario {source}: the file must hold a YAML mapping (name, phases, ...)",
+            "start from a built-in: `ascendctl bench --scenario chat-qa --print-scenario > my.yaml`",
+        )
     p.items.extend(duplicate_keys(data, source))
-    _unknown_keys(p, data, ("name", "description", "api", "phases", "prompt_tokens", "max_tokens", "slo",
-                            "drain_after", "ignore_eos", "max_requests", "request_timeout_s", "seed"), "a scenario")
+    _unknown_keys(
+        p,
+        data,
+        (
+            "name",
+            "description",
+            "api",
+            "phases",
+            "prompt_tokens",
+            "max_tokens",
+            "slo",
+            "drain_after",
+            "ignore_eos",
+            "max_requests",
+            "request_timeout_s",
+            "seed",
+        ),
+        "a scenario",
+    )
     api = data.get("api", "completions")
     if api not in APIS:
         p.add(data, "api", f"must be one of {', '.join(APIS)}, got {quote(api)}")
@@ -284,13 +324,16 @@ def scenario_text(name_or_path: str) -> tuple[str, str]:
         return (_builtin_dir() / f"{name_or_path}.yaml").read_text(encoding="utf-8"), name_or_path
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
-        raise BadInput(f"unknown scenario {name_or_path!r}",
-                       f"use one of {', '.join(list_scenarios())}, or a path to a scenario FILE.yaml")
+        raise BadInput(
+            f"unknown scenario {name_or_path!r}",
+            f"use one of {', '.join(list_scenarios())}, or a path to a scenario FILE.yaml",
+        )
     try:
         return path.read_text(encoding="utf-8"), str(path)
     except FileNotFoundError:
-        raise BadInput(f"scenario file {path} does not exist",
-                       f"check the path, or use a built-in: {', '.join(list_scenarios())}") from None
+        raise BadInput(
+            f"scenario file {path} does not exist", f"check the path, or use a built-in: {', '.join(list_scenarios())}"
+        ) from None
     except IsADirectoryError:
         raise BadInput(f"scenario {path} is a directory", "give a scenario FILE.yaml") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -411,7 +454,13 @@ def to_yaml(sc: Scenario) -> str:
     elif lp.dist == "uniform":
         lengths = {"dist": "uniform", "min": lp.min, "max": lp.max}
     else:
-        lengths = {"dist": "normal", "mean": round(lp.mean, 2), "stddev": round(lp.stddev, 2), "min": lp.min, "max": lp.max}
+        lengths = {
+            "dist": "normal",
+            "mean": round(lp.mean, 2),
+            "stddev": round(lp.stddev, 2),
+            "min": lp.min,
+            "max": lp.max,
+        }
     doc: dict[str, Any] = {"name": sc.name, "description": sc.description, "api": sc.api, "phases": phases}
     if sc.drain_after:
         doc["drain_after"] = sc.drain_after

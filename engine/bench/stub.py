@@ -49,7 +49,9 @@ def _chunk(payload: bytes) -> bytes:
 
 
 def _response(status: str, body: bytes, ctype: bytes = b"application/json") -> bytes:
-    return (b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (status.encode(), ctype, len(body))) + body
+    return (
+        b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n" % (status.encode(), ctype, len(body))
+    ) + body
 
 
 _STREAM_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -98,8 +100,10 @@ class StubServer:
     def simple(self, method: bytes, path: bytes, body: bytes) -> bytes | None:
         """Answer a non-streaming route, or None for the generation routes."""
         if path == b"/v1/models":
-            doc = {"object": "list", "data": [{"id": self.config.model, "object": "model",
-                                               "max_model_len": self.config.max_model_len}]}
+            doc = {
+                "object": "list",
+                "data": [{"id": self.config.model, "object": "model", "max_model_len": self.config.max_model_len}],
+            }
             return _response("200 OK", json.dumps(doc).encode())
         if path == b"/health":
             return _response("200 OK", b"")
@@ -107,8 +111,10 @@ class StubServer:
             return _response("200 OK", self.metrics_text(), b"text/plain; version=0.0.4")
         if path == b"/tokenize" and self.config.tokenize and method == b"POST":
             prompt = json.loads(body).get("prompt", "")
-            return _response("200 OK", json.dumps({"count": stub_token_count(prompt),
-                                                   "max_model_len": self.config.max_model_len}).encode())
+            return _response(
+                "200 OK",
+                json.dumps({"count": stub_token_count(prompt), "max_model_len": self.config.max_model_len}).encode(),
+            )
         if path in (b"/v1/completions", b"/v1/chat/completions") and method == b"POST":
             return None
         return _response("404 Not Found", b'{"detail":"Not Found"}')
@@ -139,11 +145,11 @@ class _Conn(asyncio.Protocol):
             low = head.lower()
             i = low.find(b"content-length:")
             if i >= 0:
-                length = int(low[i + 15: low.find(b"\r\n", i) if low.find(b"\r\n", i) > 0 else None])
+                length = int(low[i + 15 : low.find(b"\r\n", i) if low.find(b"\r\n", i) > 0 else None])
             total = end + 4 + length
             if len(self.buf) < total:
                 return
-            body = self.buf[end + 4: total]
+            body = self.buf[end + 4 : total]
             self.buf = self.buf[total:]
             method, path = head.split(b" ", 2)[:2]
             simple = self.server.simple(method, path, body)
@@ -173,12 +179,19 @@ class _Conn(asyncio.Protocol):
             return None
         drop = bool(cfg.drop_every and n % cfg.drop_every == 0)
         if chat:
-            tok = b'data: {"object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}]}\n\n' % cfg.model.encode()
+            tok = (
+                b'data: {"object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}]}\n\n'
+                % cfg.model.encode()
+            )
         else:
-            tok = b'data: {"object":"text_completion","model":"%s","choices":[{"index":0,"text":" w","finish_reason":null}]}\n\n' % cfg.model.encode()
-        tail = (
-            b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}\n\n'
-            % (prompt_tokens, max_tokens, prompt_tokens + max_tokens)
+            tok = (
+                b'data: {"object":"text_completion","model":"%s","choices":[{"index":0,"text":" w","finish_reason":null}]}\n\n'
+                % cfg.model.encode()
+            )
+        tail = b'data: {"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (
+            prompt_tokens,
+            max_tokens,
+            prompt_tokens + max_tokens,
         )
         c.prompt_tokens += prompt_tokens
         if cfg.token_delay_s <= 0 and not cfg.first_token_delay_s and not drop:
@@ -254,8 +267,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--drop-every", type=int, default=0)
     ap.add_argument("--max-model-len", type=int, default=4096)
     args = ap.parse_args(argv)
-    cfg = StubConfig(token_delay_s=args.token_delay, first_token_delay_s=args.first_token_delay,
-                     fail_every=args.fail_every, drop_every=args.drop_every, max_model_len=args.max_model_len)
+    cfg = StubConfig(
+        token_delay_s=args.token_delay,
+        first_token_delay_s=args.first_token_delay,
+        fail_every=args.fail_every,
+        drop_every=args.drop_every,
+        max_model_len=args.max_model_len,
+    )
 
     async def serve() -> None:
         srv = StubServer(cfg)

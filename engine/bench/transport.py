@@ -63,8 +63,16 @@ class _Conn:
 class _Body(httpx.AsyncByteStream):
     """The response body, de-chunked; gives the connection back to the pool once fully read."""
 
-    def __init__(self, transport: "LeanTransport", key: tuple, conn: _Conn, length: int | None,
-                 chunked: bool, keep_alive: bool, read_timeout: float | None) -> None:
+    def __init__(
+        self,
+        transport: "LeanTransport",
+        key: tuple,
+        conn: _Conn,
+        length: int | None,
+        chunked: bool,
+        keep_alive: bool,
+        read_timeout: float | None,
+    ) -> None:
         self._t = transport
         self._key = key
         self._conn = conn
@@ -128,7 +136,7 @@ class _Body(httpx.AsyncByteStream):
                 end = eol + 2 + size
                 if len(buf) < end + 2:
                     break
-                out.append(buf[eol + 2:end])
+                out.append(buf[eol + 2 : end])
                 pos = end + 2
             buf = buf[pos:]
             if out:

@@ -55,8 +55,9 @@ def linear_state_bytes(shape: ModelShape, tp: int, conv_bytes: int) -> int:
     return conv + temporal
 
 
-def layout(shape: ModelShape, tp: int, block_size: int, kv_dtype: str, align: int,
-           model_dtype: str | None = None) -> KVLayout:
+def layout(
+    shape: ModelShape, tp: int, block_size: int, kv_dtype: str, align: int, model_dtype: str | None = None
+) -> KVLayout:
     """The KV-cache layout vLLM would build for `shape` on one of `tp` ranks.
 
     `model_dtype` (default: the checkpoint's) sets the conv-state dtype of linear-attention layers.
@@ -67,8 +68,9 @@ def layout(shape: ModelShape, tp: int, block_size: int, kv_dtype: str, align: in
     per_token_layer = _attention_page_per_token(shape, kv_rank, nbytes)
     n_full, n_linear = shape.full_attention_layers, shape.linear_attention_layers
     if not n_linear:
-        return KVLayout(tp, block_size, kv_rank, nbytes, n_full * per_token_layer, 0,
-                        block_size * per_token_layer, n_full, 1, 0)
+        return KVLayout(
+            tp, block_size, kv_rank, nbytes, n_full * per_token_layer, 0, block_size * per_token_layer, n_full, 1, 0
+        )
 
     # Hybrid: every page must be the same size, so the attention block grows until its page holds
     # a whole linear-attention state; the state page is padded up to the attention page.
@@ -79,8 +81,18 @@ def layout(shape: ModelShape, tp: int, block_size: int, kv_dtype: str, align: in
     smallest, largest = min(n_full, n_linear), max(n_full, n_linear)
     group = largest if largest < smallest * 1.5 else smallest
     full_groups, linear_groups = cdiv(n_full, group), cdiv(n_linear, group)
-    return KVLayout(tp, block, kv_rank, nbytes, n_full * per_token_layer, linear_groups * group * page,
-                    page, group, full_groups, linear_groups)
+    return KVLayout(
+        tp,
+        block,
+        kv_rank,
+        nbytes,
+        n_full * per_token_layer,
+        linear_groups * group * page,
+        page,
+        group,
+        full_groups,
+        linear_groups,
+    )
 
 
 @dataclass(frozen=True)

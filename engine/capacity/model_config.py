@@ -14,8 +14,17 @@ from typing import Any
 
 from engine.errors import BadInput
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp8": 1,
-               "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1}
+DTYPE_BYTES = {
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "float": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
+}
 
 
 @dataclass(frozen=True)

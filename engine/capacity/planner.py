@@ -149,8 +149,9 @@ def _budget(profile: Profile, shape: ModelShape, w: Weights, tp: int) -> _Budget
     budget = math.ceil(device * util)
     activation = _activation_estimate(profile, shape, tp, defaults)
     reserve = int(defaults["runtime_reserve_gib"] * GIB)
-    return _Budget(device, util, budget, weights_rank, activation, reserve,
-                   budget - weights_rank - activation - reserve, False)
+    return _Budget(
+        device, util, budget, weights_rank, activation, reserve, budget - weights_rank - activation - reserve, False
+    )
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -163,8 +164,9 @@ def _int_or_none(text: str | None) -> int | None:
 def _fit(profile: Profile, shape: ModelShape, w: Weights, tp: int, max_len: int) -> tuple[_Budget, KVLayout, Capacity]:
     defaults = platform_defaults()[profile.platform]
     block = profile.engine.block_size or defaults["block_size"]
-    kv = layout(shape, tp, block, _kv_dtype(profile, shape), defaults["hybrid_block_align"],
-                _model_dtype(profile, shape))
+    kv = layout(
+        shape, tp, block, _kv_dtype(profile, shape), defaults["hybrid_block_align"], _model_dtype(profile, shape)
+    )
     budget = _budget(profile, shape, w, tp)
     return budget, kv, capacity(kv, budget.kv, max_len)
 
@@ -173,23 +175,31 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     """Plan `profile` for the model in `model_dir` (default: the profile's model.path)."""
     directory = Path(model_dir if model_dir is not None else profile.model.path).expanduser()
     if not directory.is_dir():
-        raise BadInput(f"model directory not found: {directory}",
-                       f"download the model there, or give its directory: ascendctl plan --profile {profile.name} --model DIR")
+        raise BadInput(
+            f"model directory not found: {directory}",
+            f"download the model there, or give its directory: ascendctl plan --profile {profile.name} --model DIR",
+        )
     shape = read_config(directory)
     w = weights(directory)
     defaults = platform_defaults()[profile.platform]
     tp = profile.engine.tensor_parallel_size
     max_len = profile.engine.max_model_len or shape.max_position_embeddings
     if not max_len:
-        raise BadInput(f"{directory}/config.json has no max_position_embeddings and the profile sets no max_model_len",
-                       "set engine.max_model_len in the profile (or --set engine.max_model_len=N)")
-    max_seqs = profile.engine.max_num_seqs or defaults["max_num_seqs_per_rank"] * (tp if profile.platform == "cpu" else 1)
+        raise BadInput(
+            f"{directory}/config.json has no max_position_embeddings and the profile sets no max_model_len",
+            "set engine.max_model_len in the profile (or --set engine.max_model_len=N)",
+        )
+    max_seqs = profile.engine.max_num_seqs or defaults["max_num_seqs_per_rank"] * (
+        tp if profile.platform == "cpu" else 1
+    )
 
     reasons: list[str] = []
     if shape.max_position_embeddings and max_len > shape.max_position_embeddings:
         # vLLM refuses to start in this case, after loading for a while: say it before launch.
-        reasons.append(f"max_model_len {max_len:,} exceeds the model's max_position_embeddings "
-                       f"{shape.max_position_embeddings:,}: the engine refuses to start")
+        reasons.append(
+            f"max_model_len {max_len:,} exceeds the model's max_position_embeddings "
+            f"{shape.max_position_embeddings:,}: the engine refuses to start"
+        )
     refused = _tp_allowed(shape, tp)
     if refused:
         reasons.append(f"TP {tp}: {refused}")
@@ -201,7 +211,9 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
             f"runtime {_gib(budget.reserve)} per device exceed the {_gib(budget.budget)} budget"
         )
     elif cap.num_blocks < need:
-        reasons.append(f"the KV cache holds {cap.kv_tokens:,} tokens, less than one request of max_model_len {max_len:,}")
+        reasons.append(
+            f"the KV cache holds {cap.kv_tokens:,} tokens, less than one request of max_model_len {max_len:,}"
+        )
     if reasons:
         verdict = NO_FIT
     elif cap.max_concurrency < max_seqs:
@@ -228,24 +240,48 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     if tp > 1:
         notes.append("weights per device assume an even split over TP ranks")
     if kv.block_size != (profile.engine.block_size or defaults["block_size"]):
-        notes.append(f"hybrid model: the attention block grows to {kv.block_size} tokens so one page holds a "
-                     "linear-attention state")
+        notes.append(
+            f"hybrid model: the attention block grows to {kv.block_size} tokens so one page holds a "
+            "linear-attention state"
+        )
     if offload:
         notes.append("the DRAM tier keeps evicted blocks for prefix reuse; running requests use device blocks only")
 
     return Plan(
-        profile=profile.name, platform=profile.platform, model_dir=str(directory), model=shape, weights=w,
-        tensor_parallel_size=tp, kv_cache_dtype=_kv_dtype(profile, shape),
-        device_bytes=budget.device_bytes, utilization=budget.utilization, budget_bytes=budget.budget,
-        weights_per_device=budget.weights, activation_bytes=budget.activation, reserve_bytes=budget.reserve,
-        kv_bytes=budget.kv, kv_budget_exact=budget.exact,
-        block_size=kv.block_size, kv_heads_per_device=kv.kv_heads_per_rank, kv_dtype_bytes=kv.kv_dtype_bytes,
-        kv_bytes_per_token=kv.bytes_per_token, state_bytes_per_seq=kv.state_bytes_per_seq,
-        bytes_per_block=kv.bytes_per_block, num_blocks=cap.num_blocks, kv_tokens=cap.kv_tokens,
-        max_model_len=max_len, max_concurrency=cap.max_concurrency, max_num_seqs=max_seqs,
-        offload_bytes=offload, offload_tokens=offload_tokens,
-        verdict=verdict, reasons=reasons, suggested_max_num_seqs=suggested_seqs,
-        suggested_tensor_parallel_size=suggested_tp, tp_options=options, notes=notes,
+        profile=profile.name,
+        platform=profile.platform,
+        model_dir=str(directory),
+        model=shape,
+        weights=w,
+        tensor_parallel_size=tp,
+        kv_cache_dtype=_kv_dtype(profile, shape),
+        device_bytes=budget.device_bytes,
+        utilization=budget.utilization,
+        budget_bytes=budget.budget,
+        weights_per_device=budget.weights,
+        activation_bytes=budget.activation,
+        reserve_bytes=budget.reserve,
+        kv_bytes=budget.kv,
+        kv_budget_exact=budget.exact,
+        block_size=kv.block_size,
+        kv_heads_per_device=kv.kv_heads_per_rank,
+        kv_dtype_bytes=kv.kv_dtype_bytes,
+        kv_bytes_per_token=kv.bytes_per_token,
+        state_bytes_per_seq=kv.state_bytes_per_seq,
+        bytes_per_block=kv.bytes_per_block,
+        num_blocks=cap.num_blocks,
+        kv_tokens=cap.kv_tokens,
+        max_model_len=max_len,
+        max_concurrency=cap.max_concurrency,
+        max_num_seqs=max_seqs,
+        offload_bytes=offload,
+        offload_tokens=offload_tokens,
+        verdict=verdict,
+        reasons=reasons,
+        suggested_max_num_seqs=suggested_seqs,
+        suggested_tensor_parallel_size=suggested_tp,
+        tp_options=options,
+        notes=notes,
     )
 
 

@@ -15,10 +15,22 @@ from engine.errors import BadInput
 
 # Bytes per element. Packed 4-bit and 6-bit floats are handled by the packing in their shape.
 DTYPE_BYTES = {
-    "F64": 8, "I64": 8, "U64": 8,
-    "F32": 4, "I32": 4, "U32": 4,
-    "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
-    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
 }
 MAX_HEADER = 100 * 2**20  # real headers are kilobytes to a few MB; more means a damaged file
 INDEX_FILE = "model.safetensors.index.json"
@@ -41,12 +53,16 @@ def read_header(path: Path) -> dict[str, dict]:
         with open(path, "rb") as f:
             raw = f.read(8)
             if len(raw) < 8:
-                raise BadInput(f"{path} is not a safetensors file (shorter than 8 bytes)",
-                               "re-download the model; the file is truncated")
+                raise BadInput(
+                    f"{path} is not a safetensors file (shorter than 8 bytes)",
+                    "re-download the model; the file is truncated",
+                )
             (length,) = struct.unpack("<Q", raw)
             if length == 0 or length > MAX_HEADER:
-                raise BadInput(f"{path} is not a safetensors file (header length {length})",
-                               "re-download the model; the file is damaged")
+                raise BadInput(
+                    f"{path} is not a safetensors file (header length {length})",
+                    "re-download the model; the file is damaged",
+                )
             blob = f.read(length)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}", "check the model directory and its permissions")
@@ -55,7 +71,9 @@ def read_header(path: Path) -> dict[str, dict]:
     try:
         header = json.loads(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise BadInput(f"{path}: the safetensors header is not valid JSON", "re-download the model; the file is damaged")
+        raise BadInput(
+            f"{path}: the safetensors header is not valid JSON", "re-download the model; the file is damaged"
+        )
     if not isinstance(header, dict):
         raise BadInput(f"{path}: the safetensors header is not a mapping", "re-download the model")
     return {k: v for k, v in header.items() if k != "__metadata__"}
@@ -80,8 +98,10 @@ def model_files(model_dir: Path) -> list[Path]:
         return [model_dir / n for n in names]
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
-        raise BadInput(f"no *.safetensors weights in {model_dir}",
-                       "point --model at a Hugging Face model directory with safetensors weights")
+        raise BadInput(
+            f"no *.safetensors weights in {model_dir}",
+            "point --model at a Hugging Face model directory with safetensors weights",
+        )
     return files
 
 
@@ -99,8 +119,10 @@ def weights(model_dir: Path) -> Weights:
             except (KeyError, TypeError, ValueError):
                 raise BadInput(f"{path}: tensor {name} has no valid dtype/shape", "re-download the model")
             if dtype not in DTYPE_BYTES:
-                raise BadInput(f"{path}: tensor {name} has dtype {dtype}, which the planner does not know",
-                               "report it; the planner needs its size in bytes")
+                raise BadInput(
+                    f"{path}: tensor {name} has dtype {dtype}, which the planner does not know",
+                    "report it; the planner needs its size in bytes",
+                )
             nbytes = numel * DTYPE_BYTES[dtype]
             total += nbytes
             params += numel

@@ -27,8 +27,15 @@ class Exchange:
     seconds: float
 
 
-def send(url: str, model: str, kind: str, prompt: str, max_tokens: int = 24,
-         api_key: str | None = None, client: httpx.Client | None = None) -> Exchange:
+def send(
+    url: str,
+    model: str,
+    kind: str,
+    prompt: str,
+    max_tokens: int = 24,
+    api_key: str | None = None,
+    client: httpx.Client | None = None,
+) -> Exchange:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     if kind == "chat":
         path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}]}
@@ -43,16 +50,24 @@ def send(url: str, model: str, kind: str, prompt: str, max_tokens: int = 24,
         response.raise_for_status()
         data = response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        raise Unreachable(f"the demo request to {url}{path} failed: {exc}",
-                          "check the engine log in the run directory (`ascendctl triage` explains it)") from exc
+        raise Unreachable(
+            f"the demo request to {url}{path} failed: {exc}",
+            "check the engine log in the run directory (`ascendctl triage` explains it)",
+        ) from exc
     finally:
         if own:
             client.close()
     choice = data["choices"][0]
     text = choice["message"]["content"] if kind == "chat" else choice["text"]
     usage = data.get("usage") or {}
-    return Exchange(kind, prompt, text or "", usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                    round(time.monotonic() - start, 3))
+    return Exchange(
+        kind,
+        prompt,
+        text or "",
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        round(time.monotonic() - start, 3),
+    )
 
 
 def demo_requests(url: str, model: str, count: int, api_key: str | None = None):

@@ -19,8 +19,9 @@ def model_dir(shape: str = "qwen3-tiny") -> Path:
     return cache_dir() / "models" / shape
 
 
-def ensure_model(shape: str = "qwen3-tiny", python: str = sys.executable,
-                 runner: Runner | None = None, rebuild: bool = False) -> tuple[Path, bool]:
+def ensure_model(
+    shape: str = "qwen3-tiny", python: str = sys.executable, runner: Runner | None = None, rebuild: bool = False
+) -> tuple[Path, bool]:
     """The model directory, and whether it had to be built now."""
     out = model_dir(shape)
     if is_built(out) and not rebuild:

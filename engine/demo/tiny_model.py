@@ -19,12 +19,30 @@ from pathlib import Path
 # Shapes used by the demo and by the planner's end-to-end exactness tests. All keep head_dim >= 32:
 # the CPU attention kernel rejects head_dim 16.
 SHAPES: dict[str, dict[str, int]] = {
-    "qwen3-tiny": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=2, head_dim=32),
-    "qwen3-tiny-mha": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=3,
-                           num_attention_heads=4, num_key_value_heads=4, head_dim=64),
-    "qwen3-tiny-gqa8": dict(hidden_size=256, intermediate_size=384, num_hidden_layers=4,
-                            num_attention_heads=8, num_key_value_heads=1, head_dim=32),
+    "qwen3-tiny": dict(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+    ),
+    "qwen3-tiny-mha": dict(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=64,
+    ),
+    "qwen3-tiny-gqa8": dict(
+        hidden_size=256,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=1,
+        head_dim=32,
+    ),
 }
 VOCAB = 1024
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

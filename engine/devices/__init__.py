@@ -13,6 +13,11 @@ from engine.devices.sources import (
 )
 
 __all__ = [
-    "DeviceSample", "DeviceSource", "HostSource", "NpuSmiSource", "NvidiaSmiSource", "detect_source",
+    "DeviceSample",
+    "DeviceSource",
+    "HostSource",
+    "NpuSmiSource",
+    "NvidiaSmiSource",
+    "detect_source",
     "parse_nvidia_csv",
 ]

@@ -365,12 +365,20 @@ def chip_keys(rows: Iterable[ChipRow]) -> dict[tuple[int, int], str]:
     per_card: dict[int, int] = {}
     for row in rows:
         per_card[row.npu] = per_card.get(row.npu, 0) + 1
-    return {
-        (r.npu, r.chip): f"npu{r.npu}" if per_card[r.npu] == 1 else f"npu{r.npu}.{r.chip}" for r in rows
-    }
+    return {(r.npu, r.chip): f"npu{r.npu}" if per_card[r.npu] == 1 else f"npu{r.npu}.{r.chip}" for r in rows}
 
 
 __all__ = [
-    "ChipHealth", "ChipRow", "ChipUsage", "KeyValueOutput", "NpuSmiError", "NpuTable", "ProcessRow",
-    "chip_keys", "parse_health", "parse_info", "parse_key_values", "parse_usages",
+    "ChipHealth",
+    "ChipRow",
+    "ChipUsage",
+    "KeyValueOutput",
+    "NpuSmiError",
+    "NpuTable",
+    "ProcessRow",
+    "chip_keys",
+    "parse_health",
+    "parse_info",
+    "parse_key_values",
+    "parse_usages",
 ]

@@ -21,6 +21,7 @@ class DeviceSource(Protocol):
 
     def sample(self) -> list[DeviceSample]: ...
 
+
 if TYPE_CHECKING:
     from engine.system.host import Host
 
@@ -35,8 +36,9 @@ class NpuSmiSource:
 
     name = "npu-smi"
 
-    def __init__(self, runner: Runner | None = None, timeout: float = 5.0, usages: bool = True,
-                 program: str = "npu-smi") -> None:
+    def __init__(
+        self, runner: Runner | None = None, timeout: float = 5.0, usages: bool = True, program: str = "npu-smi"
+    ) -> None:
         self.runner = runner or SubprocessRunner()
         self.timeout = timeout
         self.usages = usages
@@ -103,8 +105,14 @@ class NpuSmiSource:
 
 
 _NVIDIA_FIELDS = (
-    "index", "name", "memory.used", "memory.total", "utilization.gpu", "utilization.memory",
-    "power.draw", "temperature.gpu",
+    "index",
+    "name",
+    "memory.used",
+    "memory.total",
+    "utilization.gpu",
+    "utilization.memory",
+    "power.draw",
+    "temperature.gpu",
 )
 
 
@@ -123,10 +131,19 @@ def parse_nvidia_csv(text: str) -> list[DeviceSample]:
         if len(cells) < len(_NVIDIA_FIELDS):
             continue
         idx, name, used, total, util, mem_util, power, temp = cells[: len(_NVIDIA_FIELDS)]
-        out.append(DeviceSample(
-            key=f"cuda{idx}", kind="cuda", name=name, mem_used_mb=num(used), mem_total_mb=num(total),
-            util_pct=num(util), mem_bw_pct=num(mem_util), power_w=num(power), temp_c=num(temp),
-        ))
+        out.append(
+            DeviceSample(
+                key=f"cuda{idx}",
+                kind="cuda",
+                name=name,
+                mem_used_mb=num(used),
+                mem_total_mb=num(total),
+                util_pct=num(util),
+                mem_bw_pct=num(mem_util),
+                power_w=num(power),
+                temp_c=num(temp),
+            )
+        )
     return out
 
 
@@ -165,11 +182,17 @@ class HostSource:
             temp = max(readings) if readings else None
         except (AttributeError, OSError):
             pass
-        return [DeviceSample(
-            key="host", kind="cpu", name=f"CPU x{psutil.cpu_count() or 1}",
-            util_pct=psutil.cpu_percent(interval=None),
-            mem_used_mb=(vm.total - vm.available) / 2**20, mem_total_mb=vm.total / 2**20, temp_c=temp,
-        )]
+        return [
+            DeviceSample(
+                key="host",
+                kind="cpu",
+                name=f"CPU x{psutil.cpu_count() or 1}",
+                util_pct=psutil.cpu_percent(interval=None),
+                mem_used_mb=(vm.total - vm.available) / 2**20,
+                mem_total_mb=vm.total / 2**20,
+                temp_c=temp,
+            )
+        ]
 
 
 def detect_source(runner: Runner | None = None, host: Host | None = None) -> DeviceSource:

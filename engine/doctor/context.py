@@ -12,13 +12,13 @@ from functools import cached_property
 from typing import Any, Callable, TypeVar
 
 from engine.stacks.matrix import Matrix, load_matrix
-from engine.system.platform import detect_platform, npu_smi_path
 from engine.system.cann import CannToolkit, find_toolkit
 from engine.system.devnodes import DeviceNodes, device_nodes, in_container
 from engine.system.driver import DriverInfo, FirmwareInfo, install_prefix, read_driver, read_firmware
 from engine.system.enginepy import EnginePython, query_engine
 from engine.system.host import Host
 from engine.system.libc import glibc_version
+from engine.system.platform import detect_platform, npu_smi_path
 from engine.system.runner import ToolMissing, ToolTimeout
 
 NPU_SMI_TIMEOUT = 8.0
@@ -141,8 +141,11 @@ class Context:
             return NpuSmiProbe(True, error=exc.cause, fix=exc.fix)
         if not table.chips:
             first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
-            return NpuSmiProbe(True, error=f"npu-smi info listed no NPU (exit {result.returncode}): {first[:160]}",
-                               fix="run `npu-smi info` by hand and check the driver installation")
+            return NpuSmiProbe(
+                True,
+                error=f"npu-smi info listed no NPU (exit {result.returncode}): {first[:160]}",
+                fix="run `npu-smi info` by hand and check the driver installation",
+            )
         return NpuSmiProbe(True, table=table)
 
     @cached_property

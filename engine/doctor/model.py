@@ -102,7 +102,13 @@ class DoctorReport:
             "counts": {s.value: self.count(s) for s in Status},
             "facts": self.facts,
             "checks": [
-                {"id": c.id, "category": c.category, "status": c.status.value, "summary": c.summary, "fix": c.fix or None}
+                {
+                    "id": c.id,
+                    "category": c.category,
+                    "status": c.status.value,
+                    "summary": c.summary,
+                    "fix": c.fix or None,
+                }
                 for c in self.checks
             ],
         }

@@ -21,7 +21,9 @@ def _visible(ctx: Context) -> tuple[list[int] | None, str]:
     """NPU ids the engine will see: the profile's ASCEND_RT_VISIBLE_DEVICES wins over the shell's."""
     raw = (ctx.profile.env or {}).get("ASCEND_RT_VISIBLE_DEVICES")
     if raw is not None:
-        return [int(x) for x in str(raw).replace(" ", "").split(",") if x.isdigit()], "the profile's ASCEND_RT_VISIBLE_DEVICES"
+        return [
+            int(x) for x in str(raw).replace(" ", "").split(",") if x.isdigit()
+        ], "the profile's ASCEND_RT_VISIBLE_DEVICES"
     ids = visible_devices(ctx.host)
     if ids is not None:
         return ids, "ASCEND_RT_VISIBLE_DEVICES"
@@ -38,12 +40,18 @@ def _host_npus(ctx: Context) -> list[Any]:
 def check_profile_platform(ctx: Context) -> Outcome:
     want = ctx.profile.platform
     if want == ctx.platform:
-        return ok(f"profile {ctx.profile.name} is for {want}, and this is a{'n' if want == 'ascend' else ''} {want} host")
+        return ok(
+            f"profile {ctx.profile.name} is for {want}, and this is a{'n' if want == 'ascend' else ''} {want} host"
+        )
     if ctx.platform == "cpu":
-        return error(f"profile {ctx.profile.name} is for {want}, but this host has no NPU or GPU",
-                     "use a CPU profile here (ascendctl doctor --profile cpu-tiny), or run on the machine the profile is for")
-    return warn(f"profile {ctx.profile.name} is for {want}, this host is {ctx.platform}",
-                f"use a profile written for {ctx.platform} (`ascendctl profile list`)")
+        return error(
+            f"profile {ctx.profile.name} is for {want}, but this host has no NPU or GPU",
+            "use a CPU profile here (ascendctl doctor --profile cpu-tiny), or run on the machine the profile is for",
+        )
+    return warn(
+        f"profile {ctx.profile.name} is for {want}, this host is {ctx.platform}",
+        f"use a profile written for {ctx.platform} (`ascendctl profile list`)",
+    )
 
 
 @check("profile.tp", "profile", "Tensor-parallel degree fits the NPUs the engine will see", needs_profile=True)
@@ -57,19 +65,25 @@ def check_profile_tp(ctx: Context) -> Outcome:
     if ids is not None:
         beyond = [i for i in ids if i >= present] if present else []
         if beyond:
-            return error(f"{source} names NPU {', '.join(map(str, beyond))}, but this host has {present} NPU(s) (0-{present - 1})",
-                         f"set ASCEND_RT_VISIBLE_DEVICES in the profile to ids below {present}")
+            return error(
+                f"{source} names NPU {', '.join(map(str, beyond))}, but this host has {present} NPU(s) (0-{present - 1})",
+                f"set ASCEND_RT_VISIBLE_DEVICES in the profile to ids below {present}",
+            )
         visible = len(ids)
     else:
         visible, source = present, "all NPUs present"
     if tp > visible:
         ids_hint = ",".join(str(i) for i in range(tp))
-        return error(f"tensor_parallel_size {tp} needs {tp} NPUs, but the engine will see {visible} ({source})",
-                     f"set engine.tensor_parallel_size to {visible} or fewer, or env ASCEND_RT_VISIBLE_DEVICES: \"{ids_hint}\" "
-                     f"(host has {present})")
+        return error(
+            f"tensor_parallel_size {tp} needs {tp} NPUs, but the engine will see {visible} ({source})",
+            f'set engine.tensor_parallel_size to {visible} or fewer, or env ASCEND_RT_VISIBLE_DEVICES: "{ids_hint}" '
+            f"(host has {present})",
+        )
     if tp < visible and ids is not None:
-        return warn(f"tensor_parallel_size {tp} uses {tp} of the {visible} NPUs in {source}; the rest stay idle",
-                    f"list only {tp} NPU(s) in ASCEND_RT_VISIBLE_DEVICES, or raise tensor_parallel_size")
+        return warn(
+            f"tensor_parallel_size {tp} uses {tp} of the {visible} NPUs in {source}; the rest stay idle",
+            f"list only {tp} NPU(s) in ASCEND_RT_VISIBLE_DEVICES, or raise tensor_parallel_size",
+        )
     return ok(f"tensor_parallel_size {tp} on {visible} visible NPU(s) ({source})")
 
 
@@ -86,15 +100,24 @@ def check_profile_dtype(ctx: Context) -> Outcome:
         if chip is None or not chip.dtypes:
             continue
         if dtype == "auto" and "bfloat16" not in chip.dtypes:
-            return warn(f"dtype auto on {name}: models saved in bfloat16 fail there ({chip.family} runs {', '.join(chip.dtypes)})",
-                        "set engine.dtype: float16 in the profile")
+            return warn(
+                f"dtype auto on {name}: models saved in bfloat16 fail there ({chip.family} runs {', '.join(chip.dtypes)})",
+                "set engine.dtype: float16 in the profile",
+            )
         if dtype not in ("auto", *chip.dtypes):
-            return error(f"dtype {dtype} is not supported on {name} ({chip.family} runs {', '.join(chip.dtypes)} only)",
-                         f"set engine.dtype: {chip.dtypes[0]} in the profile")
+            return error(
+                f"dtype {dtype} is not supported on {name} ({chip.family} runs {', '.join(chip.dtypes)} only)",
+                f"set engine.dtype: {chip.dtypes[0]} in the profile",
+            )
     return ok(f"dtype {dtype} runs on {', '.join(names)}")
 
 
-@check("profile.memory", "profile", "Device memory: the profile's HBM and the plan against what the cards have free", needs_profile=True)
+@check(
+    "profile.memory",
+    "profile",
+    "Device memory: the profile's HBM and the plan against what the cards have free",
+    needs_profile=True,
+)
 def check_profile_memory(ctx: Context) -> Outcome:
     if ctx.platform != "ascend" or ctx.profile.platform != "ascend":
         return skip("not an Ascend profile on an Ascend host")
@@ -110,15 +133,19 @@ def check_profile_memory(ctx: Context) -> Outcome:
     total_mb = min(m[1] for _, m in mem)
     declared = ctx.profile.device.hbm_gib
     if declared and total_mb < declared * 1024 * 0.97:
-        return error(f"the profile assumes {declared:g} GiB per device, the cards have {total_mb / 1024:.0f} GiB",
-                     f"set device.hbm_gib: {total_mb // 1024} in the profile, then re-run `ascendctl plan`")
+        return error(
+            f"the profile assumes {declared:g} GiB per device, the cards have {total_mb / 1024:.0f} GiB",
+            f"set device.hbm_gib: {total_mb // 1024} in the profile, then re-run `ascendctl plan`",
+        )
     util = ctx.profile.engine.gpu_memory_utilization or DEFAULT_UTILIZATION
     busy = [(c, m) for c, m in mem if m[0] is not None and m[0] > (1 - util) * m[1]]
     if busy:
         c, (used, total) = busy[0]
-        return error(f"NPU {c.npu} already has {used} of {total} MB in use; gpu_memory_utilization {util:g} needs "
-                     f"{util * total:.0f} MB of it free",
-                     "stop the process holding it (npu-smi info lists it), pick other NPUs, or lower engine.gpu_memory_utilization")
+        return error(
+            f"NPU {c.npu} already has {used} of {total} MB in use; gpu_memory_utilization {util:g} needs "
+            f"{util * total:.0f} MB of it free",
+            "stop the process holding it (npu-smi info lists it), pick other NPUs, or lower engine.gpu_memory_utilization",
+        )
     verdict = _plan_verdict(ctx)
     if isinstance(verdict, Outcome):
         return verdict
@@ -139,9 +166,20 @@ def _plan_verdict(ctx: Context) -> Outcome | str:
         return f"plan not run ({exc.cause})"
     reasons = "; ".join(p.reasons) or p.verdict
     if p.verdict == NO_FIT:
-        tp = f" (tensor_parallel_size {p.suggested_tensor_parallel_size} fits)" if p.suggested_tensor_parallel_size else ""
-        return error(f"the plan says the model does not fit: {reasons}{tp}", f"ascendctl plan --profile {ctx.profile.name} shows the budget")
+        tp = (
+            f" (tensor_parallel_size {p.suggested_tensor_parallel_size} fits)"
+            if p.suggested_tensor_parallel_size
+            else ""
+        )
+        return error(
+            f"the plan says the model does not fit: {reasons}{tp}",
+            f"ascendctl plan --profile {ctx.profile.name} shows the budget",
+        )
     if p.verdict == TIGHT:
-        return warn(f"the plan is tight: {reasons}",
-                    f"set engine.max_num_seqs: {p.suggested_max_num_seqs}" if p.suggested_max_num_seqs else f"ascendctl plan --profile {ctx.profile.name}")
+        return warn(
+            f"the plan is tight: {reasons}",
+            f"set engine.max_num_seqs: {p.suggested_max_num_seqs}"
+            if p.suggested_max_num_seqs
+            else f"ascendctl plan --profile {ctx.profile.name}",
+        )
     return f"plan ok: {p.kv_tokens:,} KV tokens, {p.max_concurrency:.1f}x max_model_len"

@@ -23,7 +23,22 @@ from engine.launcher.run import prepare_run
 from engine.launcher.supervisor import Listener, Outcome, RestartPolicy, Supervisor, health_url
 
 __all__ = [
-    "Diagnosis", "EngineProcess", "Listener", "Outcome", "PhaseEvent", "PhaseRecord",
-    "PhaseTracker", "RestartPolicy", "Supervisor", "check_port", "describe_exit", "diagnose",
-    "group_members", "health_url", "log_message", "port_is_free", "preflight_errors", "prepare_run",
+    "Diagnosis",
+    "EngineProcess",
+    "Listener",
+    "Outcome",
+    "PhaseEvent",
+    "PhaseRecord",
+    "PhaseTracker",
+    "RestartPolicy",
+    "Supervisor",
+    "check_port",
+    "describe_exit",
+    "diagnose",
+    "group_members",
+    "health_url",
+    "log_message",
+    "port_is_free",
+    "preflight_errors",
+    "prepare_run",
 ]

@@ -36,8 +36,9 @@ def root_exception(lines: Sequence[str]) -> str | None:
         if not _EXCEPTION.match(text) or _WRAPPERS.search(text):
             continue
         # pydantic puts the reason on the next, indented line.
-        if text.endswith(("validation error for ModelConfig", "validation errors for ModelConfig")) or \
-                re.search(r"\d+ validation errors? for \w+$", text):
+        if text.endswith(("validation error for ModelConfig", "validation errors for ModelConfig")) or re.search(
+            r"\d+ validation errors? for \w+$", text
+        ):
             if i + 1 < len(messages) and messages[i + 1].startswith(" "):
                 text = f"{text}: {messages[i + 1].strip()}"
         return text
@@ -53,8 +54,9 @@ def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummar
     report = diagnose_lines(lines)
     # The issue that matched the root exception first; generic ones ("engine core failed to
     # start", "worker died") are true as well but name no cause.
-    issues = sorted(report.issues, key=lambda i: (not _names_root(str(i.example), root),
-                                                  -severity_rank(i.severity), -i.count))
+    issues = sorted(
+        report.issues, key=lambda i: (not _names_root(str(i.example), root), -severity_rank(i.severity), -i.count)
+    )
     # Warnings (a low open-file limit...) are true but do not explain a dead engine.
     return [i for i in issues if severity_rank(i.severity) >= severity_rank("error")][:3]
 

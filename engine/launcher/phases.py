@@ -26,7 +26,7 @@ def log_message(line: str) -> str:
     """The message part of an engine log line: colour codes and the vLLM/uvicorn prefix removed."""
     line = _ANSI.sub("", line).rstrip("\r\n")
     match = _PREFIX.match(line)
-    return line[match.end():] if match else line
+    return line[match.end() :] if match else line
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,14 @@ def parse_phases(text: str) -> tuple[PhaseSpec, ...]:
     specs = []
     for entry in data["phases"]:
         detail = entry.get("detail", [])
-        specs.append(PhaseSpec(
-            id=entry["id"],
-            label=entry["label"],
-            patterns=tuple(re.compile(p) for p in entry["patterns"]),
-            details=tuple([detail] if isinstance(detail, str) else detail),
-        ))
+        specs.append(
+            PhaseSpec(
+                id=entry["id"],
+                label=entry["label"],
+                patterns=tuple(re.compile(p) for p in entry["patterns"]),
+                details=tuple([detail] if isinstance(detail, str) else detail),
+            )
+        )
     return tuple(specs)
 
 
@@ -136,8 +138,13 @@ class PhaseTracker:
     def _record(self, phase_id: str, end: float | None) -> PhaseRecord:
         state = self._states[phase_id]
         seconds = None if end is None else max(0.0, end - state.started)
-        return PhaseRecord(phase_id, state.spec.label, round(state.started, 3),
-                           None if seconds is None else round(seconds, 3), state.detail)
+        return PhaseRecord(
+            phase_id,
+            state.spec.label,
+            round(state.started, 3),
+            None if seconds is None else round(seconds, 3),
+            state.detail,
+        )
 
     def records(self, until: float | None = None) -> list[PhaseRecord]:
         """Every phase reached so far, in order; the last one lasts until `until` (None: open)."""

@@ -151,8 +151,9 @@ class EngineProcess:
     def group_alive(self) -> bool:
         return self.proc is not None and group_alive(self.proc.pid)
 
-    def stop(self, sig: int = signal.SIGTERM, grace: float = 20.0,
-             kill_now: Callable[[], bool] = lambda: False) -> int | None:
+    def stop(
+        self, sig: int = signal.SIGTERM, grace: float = 20.0, kill_now: Callable[[], bool] = lambda: False
+    ) -> int | None:
         """Send `sig` to the whole group, wait up to `grace` seconds for every process of it to
         end, then SIGKILL what is left. Returns the main process's exit code."""
         if self.proc is None:

@@ -27,6 +27,13 @@ def prepare_run(
     run_dir = new_run_dir(profile.name)
     write_profile(run_dir, dump_profile(profile))
     return Supervisor(
-        spec.argv, {**os.environ, **spec.env}, spec.url, run_dir, profile.name,
-        listener=listener, policy=policy, grace=grace, ready_timeout=ready_timeout,
+        spec.argv,
+        {**os.environ, **spec.env},
+        spec.url,
+        run_dir,
+        profile.name,
+        listener=listener,
+        policy=policy,
+        grace=grace,
+        ready_timeout=ready_timeout,
     )

@@ -53,8 +53,7 @@ class Listener:
 
     def ready(self, url: str, seconds: float, phases: list[PhaseRecord]) -> None: ...
 
-    def exited(self, code: int | None, diagnosis: Diagnosis | None, restart_in: float | None,
-               attempt: int) -> None: ...
+    def exited(self, code: int | None, diagnosis: Diagnosis | None, restart_in: float | None, attempt: int) -> None: ...
 
     def stopping(self, signame: str, grace: float) -> None: ...
 
@@ -211,8 +210,11 @@ class Supervisor:
         assert self.engine is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._stop.is_set():
-            step = self.poll_interval if deadline is None else \
-                max(0.0, min(self.poll_interval, deadline - time.monotonic()))
+            step = (
+                self.poll_interval
+                if deadline is None
+                else max(0.0, min(self.poll_interval, deadline - time.monotonic()))
+            )
             code = self.engine.wait(step)
             if code is not None:
                 return code
@@ -271,15 +273,20 @@ class Supervisor:
                 self._finish(code)
             failed = self.timed_out or code != 0
             diagnosis = diagnose(list(engine.tail), code) if failed else None
-            if self._ready_at is not None and engine.started_at and \
-                    time.time() - engine.started_at - self._ready_at >= self.policy.reset_after:
+            if (
+                self._ready_at is not None
+                and engine.started_at
+                and time.time() - engine.started_at - self._ready_at >= self.policy.reset_after
+            ):
                 attempt = 0
             if failed and self.policy.on_failure and attempt < self.policy.max_restarts:
                 attempt += 1
                 delay = self.policy.delay(attempt)
                 self.listener.exited(code, diagnosis, delay, attempt)
-                rundir.append_marker(self.log_path, f"engine {describe_exit(code)}; restart {attempt}/"
-                                     f"{self.policy.max_restarts} in {delay:g} s")
+                rundir.append_marker(
+                    self.log_path,
+                    f"engine {describe_exit(code)}; restart {attempt}/{self.policy.max_restarts} in {delay:g} s",
+                )
                 if self._stop.wait(delay):
                     stopped_by = signal.Signals(self._stop_signal or signal.SIGTERM).name
                     return self._outcome(code, attempt, stopped_by=stopped_by, diagnosis=diagnosis)
@@ -294,7 +301,8 @@ class Supervisor:
         code = self.poll()
         ended = self.engine is not None and (code is not None or self.timed_out)
         return self._outcome(
-            code, 0,
+            code,
+            0,
             stopped_by=signal.Signals(self.stop_signal).name if self.stopping else None,
             timed_out=self.timed_out,
             diagnosis=diagnose(list(self.engine.tail), code) if ended else None,

@@ -6,6 +6,17 @@ from engine.metrics.rates import EngineRates, KvPool, Percentiles, RateTracker, 
 from engine.metrics.startup_log import KvCapacity, parse_kv_capacity
 
 __all__ = [
-    "EngineMetrics", "EngineRates", "Histogram", "KvCapacity", "KvPool", "LeanParser", "Percentiles",
-    "RateTracker", "histogram_quantile", "kv_pool", "parse_kv_capacity", "parse_metrics", "scrape",
+    "EngineMetrics",
+    "EngineRates",
+    "Histogram",
+    "KvCapacity",
+    "KvPool",
+    "LeanParser",
+    "Percentiles",
+    "RateTracker",
+    "histogram_quantile",
+    "kv_pool",
+    "parse_kv_capacity",
+    "parse_metrics",
+    "scrape",
 ]

@@ -44,23 +44,32 @@ METRICS: tuple[Metric, ...] = (
     Metric("waiting", ("vllm:num_requests_waiting",), GAUGE, view=True, history=True),
     # 0..1: the KV pool (`rates.kv_pool`) turns it into blocks.
     Metric("kv_usage", ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"), GAUGE),
-    Metric("prompt_tokens", ("vllm:prompt_tokens", "vllm:prompt_tokens_total"), COUNTER,
-           rate="prompt_tps", history=True),
-    Metric("generation_tokens", ("vllm:generation_tokens", "vllm:generation_tokens_total"), COUNTER,
-           rate="generation_tps", history=True),
-    Metric("requests_ok", ("vllm:request_success", "vllm:request_success_total"), COUNTER,
-           rate="requests_per_s"),
-    Metric("preemptions", ("vllm:num_preemptions", "vllm:num_preemptions_total"), COUNTER, view=True,
-           rate="preemptions_per_s", window="preemptions_in_window"),
-    Metric("admission_rejections", ("vllm:admission_rejections",), COUNTER, view=True,
-           rate="rejections_per_s"),
+    Metric(
+        "prompt_tokens", ("vllm:prompt_tokens", "vllm:prompt_tokens_total"), COUNTER, rate="prompt_tps", history=True
+    ),
+    Metric(
+        "generation_tokens",
+        ("vllm:generation_tokens", "vllm:generation_tokens_total"),
+        COUNTER,
+        rate="generation_tps",
+        history=True,
+    ),
+    Metric("requests_ok", ("vllm:request_success", "vllm:request_success_total"), COUNTER, rate="requests_per_s"),
+    Metric(
+        "preemptions",
+        ("vllm:num_preemptions", "vllm:num_preemptions_total"),
+        COUNTER,
+        view=True,
+        rate="preemptions_per_s",
+        window="preemptions_in_window",
+    ),
+    Metric("admission_rejections", ("vllm:admission_rejections",), COUNTER, view=True, rate="rejections_per_s"),
     # Read together as the prefix-cache hit rate over the window (`RateTracker`).
     Metric("prefix_queries", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"), COUNTER),
     Metric("prefix_hits", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"), COUNTER),
     Metric("ttft", ("vllm:time_to_first_token_seconds",), HISTOGRAM, window="ttft"),
     # TPOT was renamed ITL in vLLM 0.10.
-    Metric("itl", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"), HISTOGRAM,
-           window="itl"),
+    Metric("itl", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"), HISTOGRAM, window="itl"),
     Metric("e2e", ("vllm:e2e_request_latency_seconds",), HISTOGRAM, live=False),  # bench and scripts
 )
 
@@ -72,8 +81,9 @@ RATE_FIELDS = tuple(m.rate for m in COUNTERS if m.rate)
 HISTORY_KEYS = tuple(m.history_key for m in METRICS if m.history)
 
 
-def optional_fields(names: tuple[str, ...], tp: Any = float | None, factory: Callable[[], Any] | None = None
-                    ) -> list[tuple[str, Any, Any]]:
+def optional_fields(
+    names: tuple[str, ...], tp: Any = float | None, factory: Callable[[], Any] | None = None
+) -> list[tuple[str, Any, Any]]:
     """`make_dataclass` specs of the fields `names`, each None by default (or `factory()`)."""
     return [
         (n, tp, dataclasses.field(default=None) if factory is None else dataclasses.field(default_factory=factory))
@@ -82,6 +92,16 @@ def optional_fields(names: tuple[str, ...], tp: Any = float | None, factory: Cal
 
 
 __all__ = [
-    "COUNTER", "COUNTERS", "GAUGE", "HISTOGRAM", "HISTOGRAMS", "HISTORY_KEYS", "METRICS", "Metric",
-    "RATE_FIELDS", "SCALARS", "VIEW_FIELDS", "optional_fields",
+    "COUNTER",
+    "COUNTERS",
+    "GAUGE",
+    "HISTOGRAM",
+    "HISTOGRAMS",
+    "HISTORY_KEYS",
+    "METRICS",
+    "Metric",
+    "RATE_FIELDS",
+    "SCALARS",
+    "VIEW_FIELDS",
+    "optional_fields",
 ]

@@ -169,7 +169,8 @@ class RateTracker:
         offload = {
             name: r
             for name, v in metrics.samples.items()
-            if name.startswith(_OFFLOAD_PREFIXES) and name.endswith("_total")
+            if name.startswith(_OFFLOAD_PREFIXES)
+            and name.endswith("_total")
             and (r := _rate(v, m0.samples.get(name), dt)) is not None
         }
 

@@ -1,7 +1,7 @@
 """Serving profiles: schema, loading with file:line problems, overrides, and argv + env resolution.
 
-    load_profile("910b-32b", ["engine.max_num_seqs=32"], model="/models/Qwen3-32B") -> Profile
-    launch_spec(profile, "0.32.0", sys.executable) -> LaunchSpec(argv, env, host, port, url, dropped)
+load_profile("910b-32b", ["engine.max_num_seqs=32"], model="/models/Qwen3-32B") -> Profile
+launch_spec(profile, "0.32.0", sys.executable) -> LaunchSpec(argv, env, host, port, url, dropped)
 """
 
 from engine.profiles.launch import LaunchSpec, launch_spec, parse_version
@@ -17,7 +17,17 @@ from engine.profiles.loader import (
 from engine.profiles.schema import SCHEMA, Problem, Profile
 
 __all__ = [
-    "LaunchSpec", "Problem", "Profile", "ProfileInvalid", "ProfileRef", "SCHEMA",
-    "dump_profile", "launch_spec", "list_profiles", "load_profile", "load_profile_text",
-    "parse_version", "user_profiles_dir",
+    "LaunchSpec",
+    "Problem",
+    "Profile",
+    "ProfileInvalid",
+    "ProfileRef",
+    "SCHEMA",
+    "dump_profile",
+    "launch_spec",
+    "list_profiles",
+    "load_profile",
+    "load_profile_text",
+    "parse_version",
+    "user_profiles_dir",
 ]

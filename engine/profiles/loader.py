@@ -118,7 +118,9 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BadInput(f"profile file not found: {path}", "check the path, or give a name from `ascendctl profile list`")
+        raise BadInput(
+            f"profile file not found: {path}", "check the path, or give a name from `ascendctl profile list`"
+        )
     except IsADirectoryError:
         raise BadInput(f"{path} is a directory, not a profile file", "give the path of a YAML file")
     except UnicodeDecodeError:
@@ -139,9 +141,13 @@ def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[str, int], list
     if data is None:
         raise ProfileInvalid(source, [Problem(source, 1, "", "the profile is empty")])
     if not isinstance(data, dict):
-        raise ProfileInvalid(source, [Problem(source, yamlfile.line_of(data) or 1, "", "a profile must be a mapping of sections")])
+        raise ProfileInvalid(
+            source, [Problem(source, yamlfile.line_of(data) or 1, "", "a profile must be a mapping of sections")]
+        )
     problems = [
-        Problem(p.file, p.line, p.key, p.message.replace("duplicate key", "duplicate section")) if p.key in SECTIONS else p
+        Problem(p.file, p.line, p.key, p.message.replace("duplicate key", "duplicate section"))
+        if p.key in SECTIONS
+        else p
         for p in yamlfile.duplicate_keys(data, source)
     ]
     lines: dict[str, int] = {}
@@ -206,12 +212,16 @@ def load_profile(name_or_path: str, overrides: Sequence[str] = (), model: str | 
     model.path (the --model flag). Raises ProfileInvalid (a BadInput) listing every problem.
     """
     source, text = resolve_source(name_or_path)
-    return load_profile_text(text, source, overrides, model,
-                             default_name=Path(source).name.rsplit(".", 1)[0])
+    return load_profile_text(text, source, overrides, model, default_name=Path(source).name.rsplit(".", 1)[0])
 
 
-def load_profile_text(text: str, source: str = "<profile>", overrides: Sequence[str] = (),
-                      model: str | None = None, default_name: str = "profile") -> Profile:
+def load_profile_text(
+    text: str,
+    source: str = "<profile>",
+    overrides: Sequence[str] = (),
+    model: str | None = None,
+    default_name: str = "profile",
+) -> Profile:
     raw, lines, problems = _parse(text, source)
     problems += _apply_overrides(raw, model, overrides)
     _expand(raw)
@@ -223,7 +233,7 @@ def load_profile_text(text: str, source: str = "<profile>", overrides: Sequence[
         if dotted in override_keys:
             item = override_keys[dotted]
             return (item if item.startswith("--model") else f"--set {item}"), None
-        return source, lines.get(dotted, lines.get(dotted.split('.')[0], 1))
+        return source, lines.get(dotted, lines.get(dotted.split(".")[0], 1))
 
     profile, more = build(raw, locate, default_name)
     problems += more

@@ -74,14 +74,25 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "max_num_seqs": Spec(int, minimum=1, help="--max-num-seqs"),
         "max_num_batched_tokens": Spec(int, minimum=1, help="--max-num-batched-tokens"),
         "block_size": Spec(int, minimum=1, help="--block-size (default: the platform's)"),
-        "gpu_memory_utilization": Spec(NUMBER, minimum=0, exclusive_min=True, maximum=1,
-                                       help="--gpu-memory-utilization: share of each device's memory"),
+        "gpu_memory_utilization": Spec(
+            NUMBER,
+            minimum=0,
+            exclusive_min=True,
+            maximum=1,
+            help="--gpu-memory-utilization: share of each device's memory",
+        ),
         "enforce_eager": Spec(bool, default=False, help="--enforce-eager (no graph capture; faster start)"),
         "quantization": Spec(str, help="--quantization, e.g. ascend, awq, gptq, fp8"),
         "kv_cache_dtype": Spec(str, default="auto", help="--kv-cache-dtype, e.g. auto, fp8"),
-        "kv_offloading_size": Spec(NUMBER, minimum=0, exclusive_min=True,
-                                   help="--kv-offloading-size: GiB of host DRAM for cold KV blocks (all ranks)"),
-        "max_num_queued_reqs": Spec(int, minimum=1, help="--max-num-queued-reqs: reject new requests beyond this queue"),
+        "kv_offloading_size": Spec(
+            NUMBER,
+            minimum=0,
+            exclusive_min=True,
+            help="--kv-offloading-size: GiB of host DRAM for cold KV blocks (all ranks)",
+        ),
+        "max_num_queued_reqs": Spec(
+            int, minimum=1, help="--max-num-queued-reqs: reject new requests beyond this queue"
+        ),
         "max_num_queued_tokens": Spec(int, minimum=1, help="--max-num-queued-tokens: same, counted in prompt tokens"),
         "cpu_kvcache_space_gib": Spec(int, minimum=1, help="cpu only: KV cache GiB (VLLM_CPU_KVCACHE_SPACE)"),
         "extra_args": Spec(list, default=(), help="more engine flags, passed as they are"),
@@ -94,8 +105,9 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     "diagnostics": {
         "pending_threshold": Spec(int, default=128, minimum=0, help="waiting requests that `top` flags"),
         "kv_usage_warn": Spec(NUMBER, default=0.9, minimum=0, maximum=1, help="KV cache usage (0-1) that `top` flags"),
-        "hbm_bandwidth_warn_pct": Spec(NUMBER, default=95, minimum=0, maximum=100,
-                                       help="sustained HBM bandwidth % that suggests quantization"),
+        "hbm_bandwidth_warn_pct": Spec(
+            NUMBER, default=95, minimum=0, maximum=100, help="sustained HBM bandwidth % that suggests quantization"
+        ),
         "temperature_warn_c": Spec(NUMBER, default=85, minimum=0, help="device temperature that `top` flags"),
     },
 }
@@ -177,7 +189,11 @@ class Profile:
 
 
 _SECTION_TYPES: dict[str, Callable[..., Any]] = {
-    "device": Device, "model": Model, "engine": Engine, "server": Server, "diagnostics": Diagnostics,
+    "device": Device,
+    "model": Model,
+    "engine": Engine,
+    "server": Server,
+    "diagnostics": Diagnostics,
 }
 
 
@@ -204,7 +220,10 @@ def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
             return value, "must be a list of strings"
         value = tuple(str(v) for v in value)
     if spec.choices and value not in spec.choices:
-        return value, f"must be {spec.describe()}, got {quote(value)}{suggest(str(value), [str(c) for c in spec.choices])}"
+        return (
+            value,
+            f"must be {spec.describe()}, got {quote(value)}{suggest(str(value), [str(c) for c in spec.choices])}",
+        )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low_bad = spec.minimum is not None and (value <= spec.minimum if spec.exclusive_min else value < spec.minimum)
         high_bad = spec.maximum is not None and value > spec.maximum
@@ -254,8 +273,13 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
         if not ENV_NAME.match(str(key)):
             problems.append(Problem(*where, f"env.{key}", "is not a valid environment variable name"))
         elif str(key) == "VLLM_API_KEY":
-            problems.append(Problem(*where, "env.VLLM_API_KEY",
-                                    "keys never live in a profile: set server.api_key_env to the name of the variable that holds it"))
+            problems.append(
+                Problem(
+                    *where,
+                    "env.VLLM_API_KEY",
+                    "keys never live in a profile: set server.api_key_env to the name of the variable that holds it",
+                )
+            )
         elif isinstance(value, (dict, list)) or value is None:
             problems.append(Problem(*where, f"env.{key}", f"must be a string, got {quote(value)}"))
         else:
@@ -286,25 +310,48 @@ def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pro
     platform = values[""].get("platform")
     device, engine, server = values["device"], values["engine"], values["server"]
     if platform in ("ascend", "cuda") and device.get("hbm_gib") is None:
-        problems.append(Problem(*locate("device"), "device.hbm_gib",
-                                f"is required on {platform}: the memory of one device in GiB"))
+        problems.append(
+            Problem(*locate("device"), "device.hbm_gib", f"is required on {platform}: the memory of one device in GiB")
+        )
     if platform in ("ascend", "cuda"):
         tp, count = engine.get("tensor_parallel_size", 1), device.get("count", 1)
         if tp > count:
-            problems.append(Problem(*locate("engine.tensor_parallel_size"), "engine.tensor_parallel_size",
-                                    f"{tp} is more than device.count ({count})"))
+            problems.append(
+                Problem(
+                    *locate("engine.tensor_parallel_size"),
+                    "engine.tensor_parallel_size",
+                    f"{tp} is more than device.count ({count})",
+                )
+            )
     if platform != "cpu" and engine.get("cpu_kvcache_space_gib") is not None:
-        problems.append(Problem(*locate("engine.cpu_kvcache_space_gib"), "engine.cpu_kvcache_space_gib",
-                                "only applies to platform cpu; use engine.gpu_memory_utilization"))
+        problems.append(
+            Problem(
+                *locate("engine.cpu_kvcache_space_gib"),
+                "engine.cpu_kvcache_space_gib",
+                "only applies to platform cpu; use engine.gpu_memory_utilization",
+            )
+        )
     if "310p" in str(device.get("kind", "")).lower() and engine.get("dtype") == "bfloat16":
-        problems.append(Problem(*locate("engine.dtype"), "engine.dtype",
-                                "310P runs float16 only (bfloat16 kernels are not implemented there): use float16"))
+        problems.append(
+            Problem(
+                *locate("engine.dtype"),
+                "engine.dtype",
+                "310P runs float16 only (bfloat16 kernels are not implemented there): use float16",
+            )
+        )
     for arg in engine.get("extra_args", ()):
         flag = arg.split("=", 1)[0]
         if flag in FORBIDDEN_ARGS:
-            problems.append(Problem(*locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}"))
+            problems.append(
+                Problem(*locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}")
+            )
     key_env = server.get("api_key_env")
     if key_env is not None and not ENV_NAME.match(key_env):
-        problems.append(Problem(*locate("server.api_key_env"), "server.api_key_env",
-                                f"must be the NAME of an environment variable, got {quote(key_env)}"))
+        problems.append(
+            Problem(
+                *locate("server.api_key_env"),
+                "server.api_key_env",
+                f"must be the NAME of an environment variable, got {quote(key_env)}",
+            )
+        )
     return problems

@@ -103,11 +103,19 @@ def load_matrix() -> Matrix:
     raw = load_yaml("engine.stacks", "matrix.yaml")
     releases = tuple(
         Release(
-            vllm_ascend=_s(r["vllm_ascend"]), date=_s(r.get("date")), final=bool(r.get("final")),
-            vllm=_s(r["vllm"]), python=_s(r["python"]), cann=_s(r["cann"]), torch=_s(r["torch"]),
-            torch_npu=_s(r["torch_npu"]), triton_ascend=_s(r.get("triton_ascend")) or None,
-            transformers=_s(r.get("transformers")), image_python=_s(r.get("image_python")),
-            hardware=tuple(_s(h) for h in r.get("hardware", ())), in_matrix=bool(r.get("in_matrix", True)),
+            vllm_ascend=_s(r["vllm_ascend"]),
+            date=_s(r.get("date")),
+            final=bool(r.get("final")),
+            vllm=_s(r["vllm"]),
+            python=_s(r["python"]),
+            cann=_s(r["cann"]),
+            torch=_s(r["torch"]),
+            torch_npu=_s(r["torch_npu"]),
+            triton_ascend=_s(r.get("triton_ascend")) or None,
+            transformers=_s(r.get("transformers")),
+            image_python=_s(r.get("image_python")),
+            hardware=tuple(_s(h) for h in r.get("hardware", ())),
+            in_matrix=bool(r.get("in_matrix", True)),
         )
         for r in raw["releases"]
     )

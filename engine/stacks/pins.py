@@ -54,7 +54,7 @@ def _option(argv: list[str], name: str) -> tuple[list[str], str | None]:
         i = argv.index(name)
         if i + 1 >= len(argv):
             raise ValueError(f"{name} needs a value")
-        return argv[:i] + argv[i + 2:], argv[i + 1]
+        return argv[:i] + argv[i + 2 :], argv[i + 1]
     return argv, None
 
 

@@ -11,10 +11,10 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from engine.versions import cann_key
 from engine.system import paths
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
+from engine.versions import cann_key
 
 ASCEND = "/usr/local/Ascend"
 HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
@@ -127,9 +127,15 @@ def find_toolkit(host: Host) -> CannToolkit | None:
         if version is None and found_by == "default path" and not paths.listdir(host, home):
             continue
         return CannToolkit(
-            home=home, real_home=real_home, layout=_layout(home, real_home), found_by=found_by,
-            version=version, version_source=source, innerversion=fields.get("innerversion"),
-            compatible_version=fields.get("compatible_version"), arch=fields.get("arch"),
+            home=home,
+            real_home=real_home,
+            layout=_layout(home, real_home),
+            found_by=found_by,
+            version=version,
+            version_source=source,
+            innerversion=fields.get("innerversion"),
+            compatible_version=fields.get("compatible_version"),
+            arch=fields.get("arch"),
             set_env=_set_env(host, home, real_home),
         )
     return None

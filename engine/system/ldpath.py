@@ -15,9 +15,14 @@ from engine.system import paths
 from engine.system.host import Host
 
 SYSTEM_DIRS = (
-    "/usr/lib64", "/lib64", "/usr/lib", "/lib",
-    "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+    "/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
 )
 DRIVER_DIRS = ("driver/lib64", "driver/lib64/common", "driver/lib64/driver")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import re
 
-from engine.system.host import Host
 from engine.errors import Unreachable
+from engine.system.host import Host
 from engine.system.runner import SubprocessRunner
 
 

@@ -33,8 +33,7 @@ def detect_platform(host: Host | None = None) -> str:
     from engine.system.driver import read_driver
 
     host = host or Host()
-    if (device_nodes(host).any or npu_smi_path(host) or read_driver(host) is not None
-            or find_toolkit(host) is not None):
+    if device_nodes(host).any or npu_smi_path(host) or read_driver(host) is not None or find_toolkit(host) is not None:
         return "ascend"
     if host.runner.which("nvidia-smi") or paths.exists(host, "/dev/nvidia0"):
         return "cuda"

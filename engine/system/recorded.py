@@ -64,7 +64,9 @@ class RecordedRunner:
         key = command_key(argv)
         out = self.dir / f"{key}.out"
         if (self.dir / f"{key}.hang").exists():
-            raise ToolTimeout(f"{argv[0]} did not answer within {timeout:g} s (recorded)", "check the driver on that machine")
+            raise ToolTimeout(
+                f"{argv[0]} did not answer within {timeout:g} s (recorded)", "check the driver on that machine"
+            )
         if not out.exists():
             raise ToolMissing(f"{posixpath.basename(argv[0])} not recorded", "record its output in .recorded/commands/")
         err = self.dir / f"{key}.err"
@@ -98,8 +100,10 @@ def recorded_host(root: str | Path) -> tuple[Host, bool]:
             "give --root the top of a recorded tree (the folder holding usr/, etc/, dev/)",
         )
     if not any(root.iterdir()):
-        raise Unreachable(f"nothing recorded at {root}: the directory is empty",
-                          "copy the machine's /usr/local/Ascend, /etc and /dev listing into it (see docs/doctor.md, \"A recorded machine\")")
+        raise Unreachable(
+            f"nothing recorded at {root}: the directory is empty",
+            'copy the machine\'s /usr/local/Ascend, /etc and /dev listing into it (see docs/doctor.md, "A recorded machine")',
+        )
     rec = root / RECORD_DIR
     env_file = rec / "env"
     env = read_env_file(env_file) if env_file.is_file() else {}

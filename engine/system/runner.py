@@ -49,9 +49,7 @@ class SubprocessRunner:
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.path)
 
-    def run(
-        self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None
-    ) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
         argv = tuple(argv)
         exe = argv[0] if os.sep in argv[0] else self.which(argv[0])
         if exe is None:

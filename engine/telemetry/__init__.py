@@ -8,6 +8,17 @@ from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceSt
 from engine.telemetry.thresholds import Thresholds, load_thresholds
 
 __all__ = [
-    "Collector", "Diagnostic", "EngineView", "Recorder", "RuleEngine", "Snapshot", "SourceStatus", "Target",
-    "Thresholds", "load_recording", "load_thresholds", "read_recording", "targets_from_runs",
+    "Collector",
+    "Diagnostic",
+    "EngineView",
+    "Recorder",
+    "RuleEngine",
+    "Snapshot",
+    "SourceStatus",
+    "Target",
+    "Thresholds",
+    "load_recording",
+    "load_thresholds",
+    "read_recording",
+    "targets_from_runs",
 ]

@@ -87,8 +87,12 @@ class _Status:
 
     def view(self, now: float) -> SourceStatus:
         return SourceStatus(
-            self.name, self.error is None and self.last_ok is not None, self.last_ok,
-            None if self.last_ok is None else max(0.0, now - self.last_ok), self.error, self.fix,
+            self.name,
+            self.error is None and self.last_ok is not None,
+            self.last_ok,
+            None if self.last_ok is None else max(0.0, now - self.last_ok),
+            self.error,
+            self.fix,
             self.latency_ms,
         )
 
@@ -156,8 +160,9 @@ class Collector:
             diagnostics += _log_diagnostics(state, view)
         diagnostics.sort(key=lambda d: (-severity_rank(d.severity), d.subject, d.id))
         self._seq += 1
-        return Snapshot(now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics),
-                        self.thresholds, levels)
+        return Snapshot(
+            now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics), self.thresholds, levels
+        )
 
     def _poll_engine(self, state: _EngineState, now: float) -> EngineView:
         start = self._clock()
@@ -207,15 +212,34 @@ def _log_diagnostics(state: _EngineState, view: EngineView) -> list[Diagnostic]:
         return []
     out = []
     if state.log.error:
-        out.append(Diagnostic("log-unreadable", "info", view.label, "engine log unreadable", state.log.error,
-                              "check the run directory (`ascendctl top` reads <run>/engine.log)"))
+        out.append(
+            Diagnostic(
+                "log-unreadable",
+                "info",
+                view.label,
+                "engine log unreadable",
+                state.log.error,
+                "check the run directory (`ascendctl top` reads <run>/engine.log)",
+            )
+        )
     for issue in state.log.issues():
-        out.append(Diagnostic(
-            issue.id, issue.severity, view.label, issue.title, issue.cause, issue.fix, source="log",
-            count=issue.count,
-            detail="\n".join(
-                [f"first seen: {issue.first_seen or 'N/A'}   last seen: {issue.last_seen or 'N/A'}",
-                 f"example: {issue.example}"] + [f"see: {link}" for link in issue.links]
-            ),
-        ))
+        out.append(
+            Diagnostic(
+                issue.id,
+                issue.severity,
+                view.label,
+                issue.title,
+                issue.cause,
+                issue.fix,
+                source="log",
+                count=issue.count,
+                detail="\n".join(
+                    [
+                        f"first seen: {issue.first_seen or 'N/A'}   last seen: {issue.last_seen or 'N/A'}",
+                        f"example: {issue.example}",
+                    ]
+                    + [f"see: {link}" for link in issue.links]
+                ),
+            )
+        )
     return out

@@ -55,8 +55,9 @@ class LogTail:
 
 
 def _merge(old: KvCapacity, new: KvCapacity) -> KvCapacity:
-    return KvCapacity(new.blocks if new.blocks is not None else old.blocks,
-                      new.tokens if new.tokens is not None else old.tokens)
+    return KvCapacity(
+        new.blocks if new.blocks is not None else old.blocks, new.tokens if new.tokens is not None else old.tokens
+    )
 
 
 def _new_scanner():

@@ -43,8 +43,9 @@ def read_recording(path: str | Path, schema_version: int) -> Iterator[Snapshot]:
     try:
         handle = Path(path).open("r", encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise BadInput(f"cannot read the recording {path}: {exc.strerror}",
-                       "give a file written by `ascendctl top --record FILE`") from exc
+        raise BadInput(
+            f"cannot read the recording {path}: {exc.strerror}", "give a file written by `ascendctl top --record FILE`"
+        ) from exc
     with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -57,8 +58,10 @@ def read_recording(path: str | Path, schema_version: int) -> Iterator[Snapshot]:
                 snapshot = Snapshot.from_dict(data)
                 yield snapshot if "schema_version" in data else _judged(snapshot)
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                raise BadInput(f"{path}:{number}: not a top snapshot ({str(exc)[:80]})",
-                               "record with `ascendctl top --record FILE`; a cut last line can be deleted") from exc
+                raise BadInput(
+                    f"{path}:{number}: not a top snapshot ({str(exc)[:80]})",
+                    "record with `ascendctl top --record FILE`; a cut last line can be deleted",
+                ) from exc
 
 
 def _judged(snap: Snapshot) -> Snapshot:

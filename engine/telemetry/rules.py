@@ -30,63 +30,91 @@ class RuleEngine:
         start = self._since.setdefault(key, now)
         return start if now - start >= needed else None
 
-    def evaluate(self, now: float, devices: Sequence[DeviceSample], device_levels: Mapping[str, Levels],
-                 engines: Sequence[EngineView]) -> list[Diagnostic]:
+    def evaluate(
+        self,
+        now: float,
+        devices: Sequence[DeviceSample],
+        device_levels: Mapping[str, Levels],
+        engines: Sequence[EngineView],
+    ) -> list[Diagnostic]:
         t = self.thresholds
         out: list[Diagnostic] = []
         for d in devices:
             levels = device_levels.get(d.key, {})
             health = levels.get("health")
             if health is not None and health > Severity.OK:
-                out.append(Diagnostic(
-                    "device-health", health.value, d.key,
-                    f"{d.key} health is {d.health}",
-                    f"npu-smi reports {d.key} ({d.name}) as {d.health}"
-                    + (f" with error codes {' '.join(d.error_codes)}" if d.error_codes else ""),
-                    ("drain this device" if d.error_codes else
-                     "run `npu-smi info -t health -i <npu>` for the error codes, then drain this device")
-                    + " and check `dmesg` / the device plog before serving on it",
-                ))
+                out.append(
+                    Diagnostic(
+                        "device-health",
+                        health.value,
+                        d.key,
+                        f"{d.key} health is {d.health}",
+                        f"npu-smi reports {d.key} ({d.name}) as {d.health}"
+                        + (f" with error codes {' '.join(d.error_codes)}" if d.error_codes else ""),
+                        (
+                            "drain this device"
+                            if d.error_codes
+                            else "run `npu-smi info -t health -i <npu>` for the error codes, then drain this device"
+                        )
+                        + " and check `dmesg` / the device plog before serving on it",
+                    )
+                )
             bw_high = levels.get("mem_bw_pct") is Severity.CRITICAL
             since = self._sustained("hbm-bandwidth", d.key, bw_high, now, t.hbm_bw_sustain_s)
             if since is not None:
-                out.append(Diagnostic(
-                    "hbm-bandwidth", "warning", d.key,
-                    f"{d.key} HBM bandwidth above {t.hbm_bw_pct:g}%",
-                    f"HBM bandwidth has stayed at {d.mem_bw_pct:g}% for {now - since:.0f} s: decode is "
-                    "memory-bound, more concurrency will not raise throughput",
-                    "lower max_num_seqs, or quantise the KV cache / weights (w8a8) to move fewer bytes per token",
-                    since=since,
-                ))
+                out.append(
+                    Diagnostic(
+                        "hbm-bandwidth",
+                        "warning",
+                        d.key,
+                        f"{d.key} HBM bandwidth above {t.hbm_bw_pct:g}%",
+                        f"HBM bandwidth has stayed at {d.mem_bw_pct:g}% for {now - since:.0f} s: decode is "
+                        "memory-bound, more concurrency will not raise throughput",
+                        "lower max_num_seqs, or quantise the KV cache / weights (w8a8) to move fewer bytes per token",
+                        since=since,
+                    )
+                )
         for e in engines:
             if not e.status.ok:
-                out.append(Diagnostic(
-                    "engine-unreachable", "critical", e.label, f"{e.label} unreachable",
-                    e.status.error or f"{e.url}/metrics did not answer",
-                    e.status.fix or "check the engine process and its log (`ascendctl triage <run>/engine.log`)",
-                    since=e.status.last_ok,
-                ))
+                out.append(
+                    Diagnostic(
+                        "engine-unreachable",
+                        "critical",
+                        e.label,
+                        f"{e.label} unreachable",
+                        e.status.error or f"{e.url}/metrics did not answer",
+                        e.status.fix or "check the engine process and its log (`ascendctl triage <run>/engine.log`)",
+                        since=e.status.last_ok,
+                    )
+                )
                 continue
             limit = pending_limit(e, t)
             pending = e.levels.get("waiting") is Severity.WARNING
             since = self._sustained("pending", e.label, pending, now, t.pending_sustain_s)
             if since is not None:
-                out.append(Diagnostic(
-                    "pending-high", "warning", e.label,
-                    f"{e.label}: {e.waiting:g} requests pending",
-                    f"more than {limit:g} requests have waited for {now - since:.0f} s: "
-                    "the engine is at capacity",
-                    "add replicas, or raise max_num_seqs if the KV pool has room (see the KV gauge)",
-                    since=since,
-                ))
+                out.append(
+                    Diagnostic(
+                        "pending-high",
+                        "warning",
+                        e.label,
+                        f"{e.label}: {e.waiting:g} requests pending",
+                        f"more than {limit:g} requests have waited for {now - since:.0f} s: the engine is at capacity",
+                        "add replicas, or raise max_num_seqs if the KV pool has room (see the KV gauge)",
+                        since=since,
+                    )
+                )
             usage_pct = None if e.kv.usage is None else 100.0 * e.kv.usage
             rising = e.levels.get("preemptions_in_window") is Severity.WARNING
             if e.levels.get("kv_usage") is Severity.CRITICAL and rising:
-                out.append(Diagnostic(
-                    "kv-pressure", "error", e.label,
-                    f"{e.label}: KV cache {usage_pct:.0f}% full and preempting",
-                    f"the KV pool is {usage_pct:.0f}% used and {e.rates.preemptions_in_window:g} requests were "
-                    f"preempted in the last {t.window_s:g} s (recomputed from scratch)",
-                    "lower max_num_seqs or max_model_len, raise gpu_memory_utilization, or add devices (TP)",
-                ))
+                out.append(
+                    Diagnostic(
+                        "kv-pressure",
+                        "error",
+                        e.label,
+                        f"{e.label}: KV cache {usage_pct:.0f}% full and preempting",
+                        f"the KV pool is {usage_pct:.0f}% used and {e.rates.preemptions_in_window:g} requests were "
+                        f"preempted in the last {t.window_s:g} s (recomputed from scratch)",
+                        "lower max_num_seqs or max_model_len, raise gpu_memory_utilization, or add devices (TP)",
+                    )
+                )
         return out

@@ -125,5 +125,12 @@ def _decode(tp: Any, value: Any) -> Any:
 
 
 __all__ = [
-    "Diagnostic", "EngineRates", "EngineView", "KvPool", "Levels", "Percentiles", "Snapshot", "SourceStatus",
+    "Diagnostic",
+    "EngineRates",
+    "EngineView",
+    "KvPool",
+    "Levels",
+    "Percentiles",
+    "Snapshot",
+    "SourceStatus",
 ]

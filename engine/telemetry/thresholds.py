@@ -78,8 +78,9 @@ def profile_thresholds(profile: Any) -> dict[str, float]:
     }
 
 
-def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (),
-                    base: Mapping[str, float] | None = None) -> Thresholds:
+def load_thresholds(
+    path: str | Path | None = None, overrides: Sequence[str] = (), base: Mapping[str, float] | None = None
+) -> Thresholds:
     """Defaults, then `base` (a profile's), then a YAML file of some keys, then `key=value`
     overrides. Unknown keys and non-numbers are rejected with the list of valid keys."""
     values = Thresholds.defaults().updated(base or {})
@@ -90,7 +91,9 @@ def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (
         except OSError as exc:
             raise BadInput(f"cannot read thresholds file {path}: {exc.strerror}", "check the path") from exc
         except UnicodeDecodeError:
-            raise BadInput(f"{path} is not a text file (not UTF-8)", "give a YAML file of `key: number` lines") from None
+            raise BadInput(
+                f"{path} is not a text file (not UTF-8)", "give a YAML file of `key: number` lines"
+            ) from None
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -105,13 +108,17 @@ def load_thresholds(path: str | Path | None = None, overrides: Sequence[str] = (
         updates.append((key.strip(), value.strip(), f"--set {item}", None))
     for key, value, origin, line in updates:
         if key not in Thresholds.keys():
-            raise BadInput(str(yamlfile.Problem(origin, line, key, "unknown threshold")),
-                           f"valid keys: {', '.join(sorted(Thresholds.keys()))}")
+            raise BadInput(
+                str(yamlfile.Problem(origin, line, key, "unknown threshold")),
+                f"valid keys: {', '.join(sorted(Thresholds.keys()))}",
+            )
         try:
             values = values.updated({key: value})
         except (TypeError, ValueError):
-            raise BadInput(str(yamlfile.Problem(origin, line, key, f"must be a number, got {yamlfile.quote(value)}")),
-                           f"write {key}: <number>")
+            raise BadInput(
+                str(yamlfile.Problem(origin, line, key, f"must be a number, got {yamlfile.quote(value)}")),
+                f"write {key}: <number>",
+            )
     return values
 
 
@@ -156,14 +163,18 @@ def engine_levels(e: "EngineView", t: Thresholds) -> dict[str, Severity | None]:
     (against warn_pct and kv_usage_pct) and `preemptions_in_window` (any at all)."""
     preempted = e.rates.preemptions_in_window
     return {
-        "waiting": None if e.waiting is None
-        else Severity.WARNING if e.waiting > pending_limit(e, t) else Severity.OK,
+        "waiting": None if e.waiting is None else Severity.WARNING if e.waiting > pending_limit(e, t) else Severity.OK,
         "kv_usage": _at_least(None if e.kv.usage is None else 100.0 * e.kv.usage, t.warn_pct, t.kv_usage_pct),
         "preemptions_in_window": None if preempted is None else Severity.WARNING if preempted > 0 else Severity.OK,
     }
 
 
 __all__ = [
-    "Thresholds", "device_levels", "engine_levels", "health_level", "load_thresholds", "pending_limit",
+    "Thresholds",
+    "device_levels",
+    "engine_levels",
+    "health_level",
+    "load_thresholds",
+    "pending_limit",
     "profile_thresholds",
 ]

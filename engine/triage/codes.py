@@ -22,7 +22,9 @@ CODE_REGEXES = (r"\bE[0-9A-Z][0-9]{4}\b", r"ERR[0-9]{5}")
 # The regexes loosened for Python's `re` (a leading literal is searched fast); hits are then
 # confirmed against the exact ones.
 CODE_LOOSE = r"E(?:[0-9A-Z][0-9]{4}|RR[0-9]{5})"
-_ACL_CONTEXT = re.compile(r"(?:error code is|error code:|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b")
+_ACL_CONTEXT = re.compile(
+    r"(?:error code is|error code:|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b"
+)
 _CANN = re.compile(r"(?<![A-Za-z0-9])(?P<code>E[0-9A-Z][0-9]{4})(?![0-9])")
 _TORCH_NPU = re.compile(r"\b(?P<code>ERR[0-9]{5})\b")
 

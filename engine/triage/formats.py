@@ -24,7 +24,9 @@ _PLOG = re.compile(
 # torch_npu: `[ERROR] YYYY-MM-DD-hh:mm:ss (PID:n, Device:d, RankID:r) ERRsscc SUB message`
 _BANNER = re.compile(r"\[ERROR\] (?P<date>\d{4}-\d\d-\d\d)-(?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)? \(PID:(?P<pid>\d+), ")
 # A raw line that states its own level (glog `E0101 ...`, `[ERROR] TBE ...`, `FATAL: ...`).
-_RAW_ERROR = re.compile(r"\s*(?:\[(?:ERROR|CRITICAL|FATAL)\]|(?:ERROR|CRITICAL|FATAL)[: ]|\[rank\d+\]:\[E\d{3}|Fatal Python error)")
+_RAW_ERROR = re.compile(
+    r"\s*(?:\[(?:ERROR|CRITICAL|FATAL)\]|(?:ERROR|CRITICAL|FATAL)[: ]|\[rank\d+\]:\[E\d{3}|Fatal Python error)"
+)
 
 ERROR_LEVELS = frozenset({"ERROR", "CRITICAL"})
 
@@ -72,7 +74,7 @@ def parse_line(line: str) -> Parsed:
         mo, d = m.group("md").split("-")
         stamp = Stamp(None, (int(mo), int(d), m.group("hms"), ""))
         src = m.group("src")
-    payload = line[m.end():] if m else line
+    payload = line[m.end() :] if m else line
     p = _PLOG.match(payload)
     if p:
         plevel = p.group("level")
@@ -80,10 +82,12 @@ def parse_line(line: str) -> Parsed:
         stamp = _date_stamp(p.group("date"), p.group("hms"), p.group("ms") + p.group("us"))
         src = p.group("module")
         pid = int(p.group("pid"))
-        return Parsed(key, level, stamp, src, pid, payload[p.end():])
+        return Parsed(key, level, stamp, src, pid, payload[p.end() :])
     b = _BANNER.match(payload)
     if b:
-        return Parsed(key, level or "ERROR", _date_stamp(b.group("date"), b.group("hms")), src, int(b.group("pid")), payload)
+        return Parsed(
+            key, level or "ERROR", _date_stamp(b.group("date"), b.group("hms")), src, int(b.group("pid")), payload
+        )
     if level is None and _RAW_ERROR.match(payload):
         level = "ERROR"
     return Parsed(key, level, stamp, src, pid, payload)

@@ -46,7 +46,9 @@ class _Hyperscan:
 
     def offsets(self, data: bytes, start: int, end: int) -> list[int]:
         self._hits = []
-        self._db.scan(data if (start == 0 and end == len(data)) else data[start:end], match_event_handler=self._on_match)
+        self._db.scan(
+            data if (start == 0 and end == len(data)) else data[start:end], match_event_handler=self._on_match
+        )
         hits = sorted(set(self._hits))
         return [h + start for h in hits]
 

@@ -19,7 +19,12 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+~-]+){2,}/?|~/[\w./-]+"), "<path>"),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<ip>"),
-    (re.compile(r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-fA-F]*\d[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b(?<=\w{8})|\b[0-9a-f]{12,}\b"), "<hex>"),
+    (
+        re.compile(
+            r"\b0[xX][0-9a-fA-F]+\b|\b[0-9a-fA-F]*\d[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b(?<=\w{8})|\b[0-9a-f]{12,}\b"
+        ),
+        "<hex>",
+    ),
     (re.compile(r"(?<!\w)\d+(?:\.\d+)*"), "<n>"),  # not inside identifiers: E39999, Worker_TP0 stay
 )
 _SPACES = re.compile(r"\s+")

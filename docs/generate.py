@@ -5,7 +5,7 @@
 
 docs/cli.md is the `--help` of ascendctl and of every command and subcommand, rendered at a
 fixed width without colour. docs/profile-keys.md is the profile key reference, built from the
-schema's own data (engine/profiles/schema.py). tests/test_docs.py runs the check.
+schema's own data (engine/profiles/schema.py). tests/unit/test_docs.py runs the check.
 """
 
 from __future__ import annotations

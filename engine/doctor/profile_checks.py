@@ -156,10 +156,8 @@ def _plan_verdict(ctx: Context) -> Outcome | str:
     """The memory plan's verdict, when the model is on this machine (plan reads its files)."""
     if not ctx.live and ctx.model_dir is None:
         return "plan not run (recorded machine: give --model DIR)"
-    try:
-        from engine.capacity import NO_FIT, TIGHT, plan
-    except ImportError:
-        return "plan not available in this build"
+    from engine.capacity import NO_FIT, TIGHT, plan
+
     try:
         p = plan(ctx.profile, ctx.model_dir)
     except AscendctlError as exc:

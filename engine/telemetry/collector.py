@@ -64,7 +64,7 @@ def _profile_pending(path: Path) -> float | None:
         from engine.profiles import load_profile
 
         return float(load_profile(str(path)).diagnostics.pending_threshold)
-    except (ImportError, AscendctlError, AttributeError, OSError, TypeError, ValueError):
+    except (AscendctlError, AttributeError, OSError, TypeError, ValueError):
         return None  # a damaged or older profile must not keep the dashboard from starting
 
 

@@ -21,7 +21,9 @@ class LogTail:
         self.capacity = KvCapacity()
         self.error: str | None = None
         self._partial = ""
-        self._scanner = _new_scanner()
+        from engine.triage import Scanner  # its rules load on first use, not when top starts
+
+        self._scanner = Scanner()
 
     def poll(self) -> None:
         try:
@@ -43,14 +45,11 @@ class LogTail:
         lines = text.split("\n")
         self._partial = lines.pop()  # an unfinished last line waits for the next poll
         self.capacity = _merge(self.capacity, parse_kv_capacity(lines))
-        if self._scanner is not None:
-            for line in lines:
-                self._scanner.feed(line, source=self.path.name)
+        for line in lines:
+            self._scanner.feed(line, source=self.path.name)
 
     def issues(self) -> list:
         """Known issues found so far (IssueSummary of engine.triage), most severe first."""
-        if self._scanner is None:
-            return []
         return list(self._scanner.report().issues)
 
 
@@ -58,11 +57,3 @@ def _merge(old: KvCapacity, new: KvCapacity) -> KvCapacity:
     return KvCapacity(
         new.blocks if new.blocks is not None else old.blocks, new.tokens if new.tokens is not None else old.tokens
     )
-
-
-def _new_scanner():
-    try:
-        from engine.triage import Scanner
-    except ImportError:  # triage not installed in this build: the table shows threshold rules only
-        return None
-    return Scanner()

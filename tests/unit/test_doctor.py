@@ -16,9 +16,10 @@ from helpers import FIXTURES
 
 from engine.doctor import checks as checks_mod
 from engine.doctor import list_checks, run_doctor
-from engine.doctor.envreport import MASK, env_report, redact_value, selected_env
+from engine.doctor.envreport import env_report, selected_env
 from engine.doctor.model import Status
 from engine.profiles import load_profile
+from engine.redact import MASK, redact_value
 from engine.system.recorded import recorded_host
 
 HOSTS = FIXTURES / "hosts"

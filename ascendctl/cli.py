@@ -14,7 +14,7 @@ import typer
 
 from ascendctl import __version__
 from ascendctl.commands import bench, demo, doctor, plan, profile, serve, top, triage
-from ascendctl.errors import EXIT_INTERRUPTED, EXIT_PROBLEMS, EXIT_USAGE, exit_code_for
+from ascendctl.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
 from engine.errors import AscendctlError
 
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.debug:
             traceback.print_exc()
         out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
-        return EXIT_PROBLEMS
+        return EXIT_SOFTWARE
     return code if isinstance(code, int) else 0
 
 

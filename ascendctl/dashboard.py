@@ -12,10 +12,15 @@ if TYPE_CHECKING:
 
 
 def make_collector(urls: Sequence[str], thresholds: "Thresholds", devices: "DeviceSource | None") -> "Collector":
+    from ascendctl.output import get_output
+    from ascendctl.style import safe
     from engine.endpoints import normalize_base_url
     from engine.telemetry import Collector, Target, targets_from_runs
 
-    runs = targets_from_runs()
+    skipped: list[str] = []
+    runs = targets_from_runs(skipped)
+    for note in skipped:  # a damaged run.json costs its run, not the dashboard
+        get_output().warn(safe(note))
     if urls:
         # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
         known = {t.url.rstrip("/"): t for t in runs}

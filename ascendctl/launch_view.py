@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ascendctl.output import SCHEMA_VERSION, to_jsonable
-from ascendctl.style import severity_style
+from ascendctl.style import clean, safe, severity_style
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -18,13 +18,38 @@ if TYPE_CHECKING:
     from engine.profiles import LaunchSpec, Profile
 
 
-def preflight(out: Output, prof: Profile, spec: LaunchSpec) -> None:
-    """Fail before the engine starts: a taken port (exit 2), doctor's errors for this profile
-    (exit 1, each printed with its fix)."""
+def ensure_demo_model(out: Output, model_path: str | None = None) -> Path:
+    """The demo's tiny model, built into the cache first when it is missing (about 10 s, once).
+
+    With `model_path`, only when that is where the demo model lives (the cpu-tiny profile): then
+    `serve -p cpu-tiny` works before `demo` ever ran, as the demo does."""
+    from pathlib import Path
+
+    from engine.demo.ensure import ensure_model, model_dir
+    from engine.demo.tiny_model import is_built
+
+    target = model_dir()
+    if model_path is not None and Path(model_path) != target:
+        return Path(model_path)
+    if is_built(target):
+        return target
+    with out.status("building the tiny demo model (once; about 10 s)…"):
+        path, _ = ensure_model()
+    out.info(f"built the demo model: {path}")
+    return path
+
+
+def preflight(out: Output, prof: Profile, spec: LaunchSpec, port_option: str | None = None) -> None:
+    """Fail before the engine starts: a taken port, a missing model, a plan that does not fit
+    (exit 2), doctor's errors for this profile (exit 1, each printed with its fix). `port_option`
+    is how this command takes a port, for the fix of a taken one (default: --set server.port=)."""
     from engine.errors import ProblemsFound
     from engine.launcher import preflight_errors
 
-    errors = preflight_errors(prof, spec.host, spec.port)
+    if port_option is None:
+        errors = preflight_errors(prof, spec.host, spec.port)
+    else:
+        errors = preflight_errors(prof, spec.host, spec.port, port_option)
     if not errors:
         return
     for check in errors:
@@ -47,6 +72,8 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
         headline = f"the engine was not ready within the ready timeout (last phase: {last}); it was stopped"
     else:
         headline = f"the engine exited {when} ({describe_exit(outcome.exit_code)})"
+        if outcome.exit_code == 0:
+            headline += " though nobody asked it to stop"
     out.error(headline)
     console = out.err_console
     if diag.root_error:
@@ -69,14 +96,14 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
         )
     console.print("  last lines of the engine log:", markup=False)
     for line in diag.tail[-10:]:
-        console.print(f"    {line}", markup=False, soft_wrap=True)
+        console.print(f"    {clean(line)}", markup=False, soft_wrap=True)
     console.print(f"  full log: {outcome.run_dir / 'engine.log'}", markup=False, soft_wrap=True)
 
 
 def _esc(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    """The engine's own words (its log, its exception) inside a markup line: no markup, and no
+    escape sequence reaches the operator's terminal."""
+    return safe(text)
 
 
 class LaunchView:
@@ -111,7 +138,7 @@ class LaunchView:
         if self.echo:
             with self._lock:
                 console = self._progress.console if self._progress is not None else self.out.err_console
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
+                console.print(clean(line), markup=False, highlight=False, soft_wrap=True)
 
     def phase(self, event: PhaseEvent) -> None:
         self._current = event
@@ -184,6 +211,13 @@ class LaunchView:
                 f"stopping the engine: {signame} to its process group, SIGKILL after {grace:g} s "
                 "(press Ctrl-C again to kill it now)"
             )
+
+    def warning(self, message: str) -> None:
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "warning", "message": message})
+            return
+        with self._lock:  # from the log thread, maybe under the progress display
+            self.out.warn(_esc(message))
 
     def end(self) -> None:
         self._stop_progress()

@@ -14,9 +14,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TextIO
 
 from rich.console import Console
-from rich.markup import escape
+
+from ascendctl.style import safe
 
 SCHEMA_VERSION = 1
+
+
+def _console(file: TextIO, stderr: bool = False) -> Console:
+    """Off a terminal (a pipe, a file, CI logs) lines are not wrapped at 80 columns: a path cut
+    there (serve's `log:` line, a file:line) can no longer be copied. Soft wrap, not a huge width:
+    tables that fill the width (top's diagnostics) still lay out at the usual one."""
+    console = Console(file=file, highlight=False, stderr=stderr, soft_wrap=False)
+    if console.is_terminal:
+        return console
+    return Console(file=file, highlight=False, stderr=stderr, soft_wrap=True)
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -48,8 +59,8 @@ class Output:
         self.debug = debug
         self._out = stdout or sys.stdout
         self._err = stderr or sys.stderr
-        self.console = Console(file=self._out, highlight=False, soft_wrap=False)
-        self.err_console = Console(file=self._err, highlight=False, stderr=True)
+        self.console = _console(self._out)
+        self.err_console = _console(self._err, stderr=True)
 
     @property
     def interactive(self) -> bool:
@@ -80,10 +91,11 @@ class Output:
         self.err_console.print(f"[yellow]warning:[/] {message}")
 
     def error(self, cause: str, fix: str = "") -> None:
-        # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep.
-        self.err_console.print(f"[bold red]error:[/] {escape(cause)}", markup=True, highlight=False, soft_wrap=True)
+        # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep, and
+        # quote what the user or a log gave us, which must not reach the terminal as escapes.
+        self.err_console.print(f"[bold red]error:[/] {safe(cause)}", markup=True, highlight=False, soft_wrap=True)
         if fix:
-            self.err_console.print(f"  [bold]fix:[/] {escape(fix)}", highlight=False, soft_wrap=True)
+            self.err_console.print(f"  [bold]fix:[/] {safe(fix)}", highlight=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def status(self, message: str) -> Iterator[Callable[[str], None]]:

@@ -7,9 +7,23 @@ size the same unit everywhere. The engine decides *what* a value's severity is
 
 from __future__ import annotations
 
+import math
+import re
+
+from rich.markup import escape
+from rich.text import Text
+
 from engine.severity import Severity
 
 NA = "N/A"
+
+# Text we did not write (log lines, recorded version files, profile descriptions, /metrics) may
+# carry escape sequences that recolour, retitle or clear the operator's terminal: whole ANSI
+# sequences go first (so no `[31m` debris is left), then every other C0/C1 control and the
+# bidirectional overrides that make a line read differently from what it holds. Tab stays.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])|\x9b[0-?]*[ -/]*[@-~]?")
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_KEEP_NL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 _STYLE = {
     Severity.OK: "green",
@@ -32,13 +46,36 @@ def severity_style(severity: "Severity | str | None") -> str:
         return ""
 
 
+def clean(text: object, multiline: bool = False) -> str:
+    """Untrusted text made safe for a terminal: escape sequences and control characters removed
+    (tab kept; newlines kept only when `multiline`)."""
+    s = _ANSI.sub("", "" if text is None else str(text))
+    return (_CONTROLS_KEEP_NL if multiline else _CONTROLS).sub("", s)
+
+
+def safe(text: object, multiline: bool = False) -> str:
+    """Untrusted text to embed in a Rich markup string: cleaned, and `[...]` escaped so that a
+    `[red]` in a log line stays literal and a `[/]` cannot raise MarkupError."""
+    return escape(clean(text, multiline))
+
+
+def plain(text: object, style: str = "", multiline: bool = False) -> Text:
+    """Untrusted text as a Rich Text (never parsed as markup), for table cells and print()."""
+    return Text(clean(text, multiline), style=style)
+
+
+def _missing(value: float | None) -> bool:
+    """None, NaN and infinities are all "not available": an engine's +Inf gauge is no figure."""
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def num(value: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
-    return NA if value is None else fmt.format(value) + unit
+    return NA if _missing(value) else fmt.format(value) + unit
 
 
 def size(n: float | None) -> str:
     """Bytes in binary units: 1.5 GiB, 320.0 MiB, 512 B."""
-    if n is None:
+    if _missing(n):
         return NA
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if abs(n) >= scale:
@@ -48,7 +85,7 @@ def size(n: float | None) -> str:
 
 def seconds(value: float | None) -> str:
     """A latency: ms under one second, s above."""
-    if value is None:
+    if _missing(value):
         return NA
     return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.2f}s"
 
@@ -62,4 +99,4 @@ def age(value: float | None) -> str:
     return f"{value / 60:.0f}m" if value < 5400 else f"{value / 3600:.1f}h"
 
 
-__all__ = ["NA", "age", "num", "seconds", "severity_style", "size"]
+__all__ = ["NA", "age", "clean", "num", "plain", "safe", "seconds", "severity_style", "size"]

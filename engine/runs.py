@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 import platformdirs
@@ -45,6 +45,10 @@ class RunInfo:
     started_at: float = 0.0
     ended_at: float | None = None
     exit_code: int | None = None
+    # The engine log could not be written (a full disk...): the error, and how many of the
+    # engine's lines are missing from engine.log. The engine kept running either way.
+    log_error: str | None = None
+    log_lines_dropped: int = 0
 
     @property
     def log_path(self) -> Path:
@@ -63,27 +67,114 @@ class RunInfo:
 
 
 def write_run(info: RunInfo) -> None:
+    """Atomically (a temporary file renamed over run.json), so a reader never sees half of it.
+
+    When the temporary file cannot be written (a full disk), run.json is rewritten in place: its
+    blocks are already allocated, so how the run ended still gets recorded. OSError when neither
+    works.
+    """
     path = Path(info.directory) / RUN_FILE
+    data = json.dumps(asdict(info), indent=2).encode("utf-8")
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(info), indent=2), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        return
+    except OSError:
+        if not path.exists():
+            raise
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+    with open(path, "r+b") as f:
+        f.write(data)
+        f.truncate()
+
+
+# What each field of run.json must hold. A hand-edited or damaged file ("pid": "abc") must not
+# reach os.kill() or a sort: it is skipped, and the reason given.
+_NUM = (int, float)
+_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None allowed)
+    "run_id": ((str,), False),
+    "directory": ((str,), False),
+    "pid": ((int,), True),
+    "url": ((str,), False),
+    "profile": ((str,), False),
+    "argv": ((list,), False),
+    "started_at": (_NUM, False),
+    "ended_at": (_NUM, True),
+    "exit_code": ((int,), True),
+    "log_error": ((str,), True),
+    "log_lines_dropped": ((int,), False),
+}
+
+
+def _damage(data: object) -> str | None:
+    """Why a loaded run.json cannot be a RunInfo; None when it can."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    required = [f.name for f in fields(RunInfo) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    for name, (types, nullable) in _TYPES.items():
+        if name not in data or (data[name] is None and nullable):
+            continue
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"{name} is {json.dumps(value)[:40]}, not {'a number' if types is _NUM else types[0].__name__}"
+    if not all(isinstance(a, str) for a in data["argv"]):
+        return "argv holds a value that is not a string"
+    return None
+
+
+def load_run(directory: Path) -> tuple[RunInfo | None, str | None]:
+    """(the run recorded in `directory`, None) or (None, why not). No run.json at all is
+    (None, None): a run directory whose engine never started."""
+    path = directory / RUN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return None, f"{path}: not valid JSON ({exc})"
+    why = _damage(data)
+    if why is not None:
+        return None, f"{path}: {why}"
+    known = {f.name for f in fields(RunInfo)}  # a newer ascendctl may record more
+    return RunInfo(**{k: v for k, v in data.items() if k in known}), None
 
 
 def read_run(directory: Path) -> RunInfo | None:
     """The run recorded in `directory`, or None when its run.json is missing or damaged."""
-    try:
-        data = json.loads((directory / RUN_FILE).read_text(encoding="utf-8"))
-        return RunInfo(**data)
-    except (OSError, ValueError, TypeError):
-        return None
+    return load_run(directory)[0]
 
 
-def list_runs(live_only: bool = False) -> list[RunInfo]:
-    """Runs under the state dir, newest first."""
+def list_runs(live_only: bool = False, skipped: list[str] | None = None) -> list[RunInfo]:
+    """Runs under the state dir, newest first. What could not be read (a damaged run.json, a
+    state directory that is a file or unreadable) is left out, and said in `skipped`."""
+    notes: list[str] = [] if skipped is None else skipped
     base = runs_dir()
     if not base.is_dir():
+        state = state_dir()
+        if state.exists() and not state.is_dir():
+            notes.append(f"the state directory {state} is not a directory (set ASCENDCTL_STATE_DIR to one)")
         return []
-    runs = [r for d in base.iterdir() if d.is_dir() and (r := read_run(d)) is not None]
+    try:
+        entries = [d for d in base.iterdir() if d.is_dir()]
+    except OSError as exc:
+        notes.append(f"cannot read {base}: {exc.strerror or exc} (set ASCENDCTL_STATE_DIR to a readable directory)")
+        return []
+    runs = []
+    for d in entries:
+        run, why = load_run(d)
+        if run is not None:
+            runs.append(run)
+        elif why is not None:
+            notes.append(f"skipped a damaged run record: {why}")
     if live_only:
         runs = [r for r in runs if r.alive()]
     return sorted(runs, key=lambda r: r.started_at, reverse=True)

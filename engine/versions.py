@@ -116,3 +116,22 @@ def satisfies(version: str | None, spec: str | None) -> bool | None:
 def newest_cann(versions: Iterable[str]) -> str | None:
     items = [v for v in versions if v]
     return max(items, key=cann_key) if items else None
+
+
+# What a version read from a file may look like: an optional short prefix (`V100R001...`, `v`),
+# then a digit, then release characters. Anything else (control bytes, a sentence, a 100 KB line
+# of a damaged or hostile file) is not a version, whatever key it sits under.
+_PLAUSIBLE = re.compile(r"[A-Za-z]{0,4}\d[0-9A-Za-z.+_~\-]*")
+VERSION_MAX_LEN = 64
+QUOTE_LIMIT = 80
+
+
+def looks_like_version(value: str | None) -> bool:
+    return bool(value) and len(value) <= VERSION_MAX_LEN and _PLAUSIBLE.fullmatch(value) is not None  # type: ignore[arg-type]
+
+
+def quoted(value: str, limit: int = QUOTE_LIMIT) -> str:
+    """A value from a file as a message shows it: repr (control bytes visible as \\x1b, never
+    raw) and cut to about `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -86,3 +86,33 @@ def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
             proc.wait(10)
         except ProcessLookupError:
             pass
+
+
+def fake_tiny_model(out: Path) -> Path:
+    """The demo's qwen3-tiny model as the planner and the preflight see it (config.json and a
+    safetensors header, no weights), marked built so nothing rebuilds it: for tests that launch
+    the stand-in engine, which never loads a model."""
+    import json
+    import struct
+
+    out.mkdir(parents=True, exist_ok=True)
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "torch_dtype": "bfloat16",
+        "vocab_size": 1024,
+        "max_position_embeddings": 4096,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    }
+    (out / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    header = json.dumps(
+        {"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1024, 128], "data_offsets": [0, 262144]}}
+    )
+    (out / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header.encode())
+    (out / "ASCENDCTL_TINY_MODEL").write_text("qwen3-tiny (headers only, for tests)\n", encoding="utf-8")
+    return out

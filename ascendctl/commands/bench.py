@@ -55,11 +55,8 @@ def bench(
         return
     if not url:
         raise BadInput("no server URL given", f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
-    if out_file is not None and not out_file.parent.is_dir():
-        raise BadInput(
-            f"cannot write the report to {out_file}: {out_file.parent} is not a directory",
-            "give --out a path in an existing directory",
-        )
+    if out_file is not None:
+        _check_writable(out_file)
 
     report = _run(url, sc, model, out)
     from ascendctl.output import SCHEMA_VERSION, to_jsonable
@@ -87,6 +84,32 @@ def bench(
         if out.json_mode:
             out.warn(verdict_line(report))
         raise typer.Exit(1)
+
+
+def _check_writable(path: Path) -> None:
+    """Before the run, not after it: an --out that cannot be written would otherwise be found
+    only once the whole load test is over. The file is opened for writing the way the report
+    will be (permissions, read-only file systems, a directory in the way), then left as it was."""
+    import os
+
+    from engine.errors import BadInput
+
+    fix = "give --out a writable path in an existing directory"
+    if not path.parent.is_dir():
+        raise BadInput(f"cannot write the report to {path}: {path.parent} is not a directory", fix)
+    if path.is_dir():
+        raise BadInput(f"cannot write the report to {path}: it is a directory", fix)
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise BadInput(f"cannot write the report to {path}: {exc.strerror or exc}", fix) from None
+    if not existed:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _run(url: str, sc, model: Optional[str], out):
@@ -139,12 +162,15 @@ def _fmt(value, spec: str = ",.1f", unit: str = "") -> str:
 
 
 def verdict_line(report) -> str:
-    missed = [v for v in report.slo if not v.ok]
+    missed = [v for v in report.slo if v.ok is False]
     if report.interrupted:
         return "verdict: INCOMPLETE (interrupted)"
     if not report.slo:
         return "verdict: no SLOs in this scenario"
     if not missed:
+        na = sum(1 for v in report.slo if v.ok is None)
+        if na:
+            return f"verdict: PASS ({len(report.slo) - na} SLOs met, {na} not applicable)"
         return f"verdict: PASS (all {len(report.slo)} SLOs met)"
     names = ", ".join(v.name for v in missed)
     return f"verdict: FAIL ({len(missed)} of {len(report.slo)} SLOs missed: {names})"
@@ -153,14 +179,17 @@ def verdict_line(report) -> str:
 def render_report(console, r) -> None:
     from rich.table import Table
 
+    from ascendctl.style import safe
+
+    # The model name and error bodies come from the server, the description from a scenario file.
     console.print(
-        f"[bold]bench {r.scenario}[/] against {r.url} (model {r.model}, {r.api} API), "
+        f"[bold]bench {safe(r.scenario)}[/] against {safe(r.url)} (model {safe(r.model)}, {r.api} API), "
         f"{r.duration_s:.1f} s, started {r.started_at}"
     )
     if r.description:
-        console.print(f"  {r.description}")
+        console.print(f"  {safe(r.description)}")
     for note in r.notes:
-        console.print(f"  [yellow]note:[/] {note}")
+        console.print(f"  [yellow]note:[/] {safe(note)}")
 
     console.print(
         f"requests: {r.completed} ok, {r.failed} failed, {r.cancelled} cancelled "
@@ -169,7 +198,7 @@ def render_report(console, r) -> None:
         f"prompts ~{_fmt(r.prompt_tokens.mean, ',.0f')} tokens (sized by {r.prompt_tokens_sizing})"
     )
     for kind, count in sorted(r.errors.items(), key=lambda kv: -kv[1]):
-        console.print(f"  [red]{kind}[/] x{count}: {r.error_examples.get(kind, '')}")
+        console.print(f"  [red]{safe(kind)}[/] x{count}: {safe(r.error_examples.get(kind, ''))}")
 
     lat = Table(title="latency (ms)", title_justify="left", show_edge=False)
     for col in ("", "p50", "p90", "p99", "mean", "max", "samples"):
@@ -196,12 +225,19 @@ def render_report(console, r) -> None:
         console.print(ph)
     if r.queue is not None:
         q = r.queue
-        drain = "did not drain" if q.drain_s is None else f"{q.drain_s:.2f} s"
-        console.print(
+        head = (
             f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
-            f"phase, peak {_fmt(q.peak, '.0f')} during it, back to that level {drain} after it ended "
-            f"({q.samples} samples)"
+            f"phase, peak {_fmt(q.peak, '.0f')} during it"
         )
+        if not q.formed:
+            tail = "; no queue formed, so no drain time (N/A)"
+        elif q.drain_s is not None:
+            tail = f", back to that level {q.drain_s:.2f} s after it ended"
+        elif r.interrupted:
+            tail = "; drain time N/A (interrupted before the queue drained)"
+        else:
+            tail = ", did not drain back to that level"
+        console.print(f"{head}{tail} ({q.samples} samples)")
     if r.server is not None:
         console.print(
             f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
@@ -226,7 +262,7 @@ def render_report(console, r) -> None:
                 v.name,
                 f"{op} {_fmt(v.target, spec)}{unit}",
                 f"{_fmt(v.actual, spec)}{unit if v.actual is not None else ''}",
-                "[green]PASS[/]" if v.ok else "[red]FAIL[/]",
+                "[dim]N/A[/]" if v.ok is None else "[green]PASS[/]" if v.ok else "[red]FAIL[/]",
             )
         console.print(t)
     line = verdict_line(r)

@@ -63,7 +63,7 @@ def demo(
         free = _free_port(spec.host)
         out.info(f"port {spec.port} is taken; the demo uses {free} instead")
         prof, spec, _ = resolve(PROFILE, model, [f"server.port={free}"])
-    preflight(out, prof, spec)
+    preflight(out, prof, spec, port_option="--port ")
 
     view = LaunchView(out, echo=False)
     sup = prepare_run(prof, spec, listener=view, ready_timeout=900.0)
@@ -106,15 +106,9 @@ def demo(
 
 
 def _ensure_model(out: Output):
-    from engine.demo.ensure import ensure_model, model_dir
-    from engine.demo.tiny_model import is_built
+    from ascendctl.launch_view import ensure_demo_model
 
-    if is_built(model_dir()):
-        return model_dir()
-    with out.status("building the tiny demo model (once; about 10 s)…"):
-        path, _ = ensure_model()
-    out.info(f"built the demo model: {path}")
-    return path
+    return ensure_demo_model(out)
 
 
 def _free_port(host: str) -> int:

@@ -6,7 +6,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ascendctl.style import severity_style
+from ascendctl.style import clean, safe, severity_style
 
 # The status column is five characters wide; the word itself is in --json.
 _MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
@@ -80,17 +80,17 @@ def _render_list(console: Any, infos: list) -> None:
     width = max(len(i.id) for i in infos)
     for i in infos:
         extra = "  (with --profile)" if i.needs_profile else ""
-        console.print(f"{i.id:<{width}}  {i.category:<8}  {i.title}{extra}", markup=False, highlight=False)
+        console.print(f"{i.id:<{width}}  {i.category:<8}  {clean(i.title)}{extra}", markup=False, highlight=False)
 
 
 def _render_report(console: Any, report: Any, strict: bool) -> None:
-    from rich.markup import escape
-
+    # Summaries quote what the (possibly recorded, possibly hostile) machine holds: version files,
+    # paths, variables. They go through safe(): no escape sequence reaches the terminal, no markup.
     facts = report.facts
     where = "" if report.live else f" (recorded machine at {report.root})"
     if report.profile:
         where += f" with profile {report.profile}"
-    console.print(f"[bold]ascendctl doctor[/]{escape(where)}: {escape(report.headline)}", soft_wrap=True)
+    console.print(f"[bold]ascendctl doctor[/]{safe(where)}: {safe(report.headline)}", soft_wrap=True)
     width = max(len(c.id) for c in report.checks) if report.checks else 10
     skipped: dict[str, list[str]] = {}
     for c in report.checks:
@@ -99,12 +99,12 @@ def _render_report(console: Any, report: Any, strict: bool) -> None:
             skipped.setdefault(c.summary, []).append(c.id)
             continue
         console.print(
-            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {escape(c.summary)}", soft_wrap=True
+            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {safe(c.summary)}", soft_wrap=True
         )
         if c.fix and status in ("warning", "error"):
-            console.print(f"        {'':<{width}}  [bold]fix:[/] {escape(c.fix)}", soft_wrap=True)
+            console.print(f"        {'':<{width}}  [bold]fix:[/] {safe(c.fix)}", soft_wrap=True)
     for reason, ids in skipped.items():
-        console.print(f"  [dim]skip  {escape(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
+        console.print(f"  [dim]skip  {safe(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
     tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
@@ -131,4 +131,7 @@ def env(
     out = get_output()
     host, live = recorded_or_live(root)
     report = env_report(__version__, host, live=live)
-    out.emit(report.to_dict(), lambda c: c.print(report.text(), markup=False, highlight=False, soft_wrap=True))
+    out.emit(
+        report.to_dict(),
+        lambda c: c.print(clean(report.text(), multiline=True), markup=False, highlight=False, soft_wrap=True),
+    )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from ascendctl.profile_args import MODEL_HELP, PROFILE_HELP, SET_HELP, load
+from ascendctl.profile_args import MODEL_HELP, PROFILE_HELP, SET_HELP, compat_warnings, load
 from ascendctl.style import size
 
 if TYPE_CHECKING:
@@ -133,9 +133,12 @@ def _plan(
     from ascendctl.output import get_output
     from engine.capacity import NO_FIT, plan
 
+    out = get_output()
     resolved = load(profile, sets, model)
+    for warning in compat_warnings(resolved):
+        out.warn(warning)
     result = plan(resolved)
-    get_output().emit(result, lambda console: render_plan(result, console))
+    out.emit(result, lambda console: render_plan(result, console))
     if result.verdict == NO_FIT:
         raise typer.Exit(1)
 

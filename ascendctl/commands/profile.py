@@ -7,7 +7,16 @@ from typing import List, Optional
 
 import typer
 
-from ascendctl.profile_args import MODEL_HELP, PRECEDENCE, PROFILE_HELP, SET_HELP, load
+from ascendctl.profile_args import (
+    MODEL_HELP,
+    PRECEDENCE,
+    PROFILE_HELP,
+    SET_HELP,
+    compat_warnings,
+    load,
+    warn_skipped_user_profiles,
+)
+from ascendctl.style import clean, plain, safe
 
 
 def _list() -> None:
@@ -16,6 +25,7 @@ def _list() -> None:
     from engine.profiles import list_profiles, user_profiles_dir
 
     out = get_output()
+    warn_skipped_user_profiles(read_files=True)
     refs = list_profiles()
 
     def render(console) -> None:
@@ -25,15 +35,19 @@ def _list() -> None:
         for col in ("name", "platform", "description", "from"):
             table.add_column(col)
         for ref in refs:
+            # Profiles are user files: a description holding `[/]` or an escape sequence is text.
             table.add_row(
-                ref.name, ref.platform or "N/A", ref.description or "N/A", "shipped" if ref.shipped else ref.path
+                plain(ref.name),
+                plain(ref.platform or "N/A"),
+                plain(ref.description or "N/A"),
+                plain("shipped" if ref.shipped else ref.path),
             )
         console.print(table)
         folder = str(user_profiles_dir())
         home = str(Path.home())
         if folder.startswith(home + "/"):
             folder = "~" + folder[len(home) :]
-        console.print(f"\n[dim]your own profiles: {folder}/NAME.yaml[/]", soft_wrap=True)
+        console.print(f"\n[dim]your own profiles: {safe(folder)}/NAME.yaml[/]", soft_wrap=True)
 
     out.emit({"profiles": refs, "user_dir": str(user_profiles_dir())}, render)
 
@@ -51,11 +65,11 @@ def _show(
     from engine.profiles import dump_profile
 
     resolved = load(profile, sets, model)
-    data = {"source": resolved.source, "overrides": list(resolved.overrides), "profile": resolved.to_dict()}
+    data = {"source": resolved.source, "overrides": resolved.masked_overrides(), "profile": resolved.to_dict()}
     get_output().emit(
         data,
         lambda console: console.print(
-            dump_profile(resolved).rstrip("\n"), markup=False, highlight=False, soft_wrap=True
+            clean(dump_profile(resolved).rstrip("\n"), multiline=True), markup=False, highlight=False, soft_wrap=True
         ),
     )
 
@@ -67,40 +81,65 @@ def _validate(
 ) -> None:
     """Check profiles against the schema; every problem is listed with file:line and key.
 
-    Exit code 0 when all are valid, 2 when any is not.
+    Settings no engine of the profile's platform knows yet are listed as warnings. Exit code 0 when
+    all are valid (warnings or not), 2 when any is not.
     """
     from ascendctl.output import get_output
     from engine.errors import BadInput
-    from engine.profiles import ProfileInvalid
+    from engine.profiles import ProfileInvalid, load_profile
 
     out = get_output()
+    warn_skipped_user_profiles()
     results = []
     for name in profiles:
         try:
-            resolved = load(name, sets, model)
-            results.append({"profile": name, "source": resolved.source, "valid": True, "problems": [], "error": None})
+            resolved = load_profile(name, tuple(sets or ()), model=model)
+            results.append(
+                {
+                    "profile": name,
+                    "source": resolved.source,
+                    "valid": True,
+                    "problems": [],
+                    "warnings": compat_warnings(resolved),
+                    "error": None,
+                }
+            )
         except ProfileInvalid as exc:
             results.append(
-                {"profile": name, "source": exc.source, "valid": False, "problems": exc.problems, "error": None}
+                {
+                    "profile": name,
+                    "source": exc.source,
+                    "valid": False,
+                    "problems": exc.problems,
+                    "warnings": [],
+                    "error": None,
+                }
             )
         except BadInput as exc:
-            results.append({"profile": name, "source": None, "valid": False, "problems": [], "error": exc.cause})
+            results.append(
+                {"profile": name, "source": None, "valid": False, "problems": [], "warnings": [], "error": exc.cause}
+            )
 
     def render(console) -> None:
         for r in results:
             if r["valid"]:
-                console.print(f"[green]valid[/]   {r['profile']}  [dim]{r['source']}[/]", soft_wrap=True)
+                console.print(f"[green]valid[/]   {safe(r['profile'])}  [dim]{safe(r['source'])}[/]", soft_wrap=True)
+                for warning in r["warnings"]:
+                    console.print(f"  warning: {clean(warning)}", markup=False, highlight=False, soft_wrap=True)
                 continue
             if r["error"]:
-                console.print(f"[red]invalid[/] {r['profile']}: {r['error']}", highlight=False, soft_wrap=True)
+                console.print(
+                    f"[red]invalid[/] {safe(r['profile'])}: {safe(r['error'])}", highlight=False, soft_wrap=True
+                )
                 continue
             count = len(r["problems"])
-            where = f"  [dim]{r['source']}[/]" if r["source"] != r["profile"] else ""
+            where = f"  [dim]{safe(r['source'])}[/]" if r["source"] != r["profile"] else ""
             console.print(
-                f"[red]invalid[/] {r['profile']}{where}  ({count} problem{'s' if count != 1 else ''})", soft_wrap=True
+                f"[red]invalid[/] {safe(r['profile'])}{where}  ({count} problem{'s' if count != 1 else ''})",
+                soft_wrap=True,
             )
             for p in r["problems"]:
-                console.print(f"  {p}", markup=False, highlight=False, soft_wrap=True)
+                console.print(f"  {clean(p)}", markup=False, highlight=False, soft_wrap=True)
 
     out.emit({"results": results, "valid": all(r["valid"] for r in results)}, render)
     if not all(r["valid"] for r in results):

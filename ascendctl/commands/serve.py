@@ -20,9 +20,11 @@ PRECEDENCE = (
 )
 
 EXIT_CODES = (
-    "Exit codes: 0 the engine stopped cleanly; 1 the engine exited non-zero (its own code is printed "
-    "and kept in run.json) or never got ready, or doctor found errors; 2 bad profile or flag, or the "
-    "port is taken; "
+    "Exit codes: 0 --dry-run printed the launch; 1 the engine exited without being asked to, whatever "
+    "its own code (a server stops only when asked; its code is printed and kept in run.json), or never "
+    "got ready, or doctor found errors; 2 bad profile or flag, the port is taken (by another ascendctl "
+    "run: it is named), model.path is no model directory, or the memory plan does not fit (nothing is "
+    "started, nothing restarted); "
     "130 stopped by Ctrl-C / SIGTERM (forwarded to the engine)."
 )
 
@@ -80,9 +82,10 @@ def serve(
         show_dry_run(out, prof, spec, version)
         return
 
-    from ascendctl.launch_view import LaunchView, preflight
+    from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
     from engine.launcher import RestartPolicy, prepare_run
 
+    ensure_demo_model(out, prof.model.path)  # cpu-tiny before `demo` ever built its model
     if not skip_preflight:
         preflight(out, prof, spec)
     view = LaunchView(out, echo=engine_output)
@@ -140,9 +143,8 @@ def finish(out: Output, outcome: Outcome) -> int:
     if outcome.stopped_by:
         out.info(f"stopped by {outcome.stopped_by}: the engine ({describe_exit(code)}) and all its processes are gone")
         return 130
-    if not outcome.failed:
-        out.info(f"the engine exited cleanly; log: {outcome.run_dir / 'engine.log'}")
-        return 0
+    # Not stopped by us: the engine ended on its own or never got ready. Even exit code 0 is a
+    # failure (vLLM's API server exits 0 when its EngineCore dies).
     if not out.json_mode and outcome.diagnosis is not None:
         from ascendctl.launch_view import show_diagnosis
 

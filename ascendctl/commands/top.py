@@ -140,10 +140,16 @@ def _document(snap: "Snapshot") -> dict:
 
 def _replay(path: Path, headless: bool, interval: float | None) -> None:
     from ascendctl.output import SCHEMA_VERSION, get_output
+    from ascendctl.style import safe
     from engine.telemetry import load_recording
 
     out = get_output()
-    snaps = load_recording(path, SCHEMA_VERSION)
+    skipped: list[str] = []
+    snaps = load_recording(path, SCHEMA_VERSION, skipped)
+    for note in skipped[:5]:
+        out.warn(f"skipped {safe(note)}")
+    if len(skipped) > 5:
+        out.warn(f"skipped {len(skipped) - 5} more damaged lines")
     if out.json_mode:
         for snap in snaps:
             out.json_line(_document(snap))

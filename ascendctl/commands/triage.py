@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ascendctl.style import severity_style, size
+from ascendctl.style import plain, safe, severity_style, size
 from engine.severity import Severity
 
 # The severities a rule can have, and "never".
@@ -82,10 +82,10 @@ def triage(
     }
     out.emit(data, lambda console: _render(console, report, top))
     for note in report.notes:
-        out.warn(note)
+        out.warn(safe(note))
     if report.unreadable:
         raise BadInput(
-            f"could not read {len(report.unreadable)} input(s): " + "; ".join(report.unreadable[:3]),
+            f"could not read {len(report.unreadable)} input(s), or not to the end: " + "; ".join(report.unreadable[:3]),
             "check the path and its permissions; the report above covers the inputs that were read",
         )
     if failing:
@@ -97,10 +97,15 @@ def triage(
 
 
 def _latest_run_log() -> str:
+    from ascendctl.output import get_output
     from engine.errors import BadInput
     from engine.runs import list_runs
 
-    for run in list_runs():
+    skipped: list[str] = []
+    runs = list_runs(skipped=skipped)
+    for note in skipped:  # a damaged run.json costs its run, not the command
+        get_output().warn(safe(note))
+    for run in runs:
         if run.log_path.is_file():
             return str(run.log_path)
     raise BadInput(
@@ -134,8 +139,10 @@ def _render(console: Any, report: Any, top: int) -> None:
 
     inputs = len(report.inputs)
     console.print(
-        f"[bold]triage[/]: {inputs} input{'s' if inputs != 1 else ''}, {report.lines:,} lines, "
-        f"{report.events:,} error events"
+        f"[bold]triage[/]: {inputs} input{'s' if inputs != 1 else ''}, {report.lines:,} line"
+        f"{'s' if report.lines != 1 else ''}, "
+        # Warnings and info-level issues are events too: not "error events".
+        f"{report.events:,} event{'s' if report.events != 1 else ''}"
     )
     if not report.issues:
         console.print("No known issue found.")
@@ -153,31 +160,36 @@ def _render(console: Any, report: Any, top: int) -> None:
             table.add_row(
                 Text(i.severity, style=severity_style(i.severity)),
                 str(i.count),
-                Text(i.id, style="dim" if i.kind == "symptom" else ""),
-                i.first_seen or "N/A",
-                i.last_seen or "N/A",
+                plain(i.id, style="dim" if i.kind == "symptom" else ""),
+                plain(i.first_seen or "N/A"),
+                plain(i.last_seen or "N/A"),
             )
         console.print(table)
         for i in report.issues:
             if i.kind == "symptom":
                 continue  # a consequence: its row above is enough, the root cause has the details
             console.print()
-            console.print(Text.assemble((f"{i.severity} ", severity_style(i.severity)), (i.id, "bold"), f"  {i.title}"))
+            console.print(
+                Text.assemble(
+                    (f"{i.severity} ", severity_style(i.severity)), plain(i.id, "bold"), plain(f"  {i.title}")
+                )
+            )
             details = Table.grid(padding=(0, 1))
             details.add_column(style="dim", no_wrap=True)
             details.add_column(overflow="fold")
+            # Everything below comes from the log or a rules file: never markup, never raw escapes.
             if i.cause:
-                details.add_row("  cause", i.cause)
+                details.add_row("  cause", plain(i.cause))
             if i.fix:
-                details.add_row("  fix", Text(i.fix, style="bold"))
-            details.add_row("  seen", Text(i.example[:300], style="dim"))
+                details.add_row("  fix", plain(i.fix, style="bold"))
+            details.add_row("  seen", plain(i.example[:300], style="dim"))
             for link in i.links[:2]:
-                details.add_row("  see", link)
+                details.add_row("  see", plain(link))
             console.print(details)
         symptoms = [i.id for i in report.issues if i.kind == "symptom"]
         if symptoms:
             console.print()
-            console.print(f"[dim]Consequences of the above (no separate fix): {', '.join(symptoms)}[/]")
+            console.print(f"[dim]Consequences of the above (no separate fix): {safe(', '.join(symptoms))}[/]")
     if report.unknown:
         console.print()
         console.print(
@@ -187,7 +199,7 @@ def _render(console: Any, report: Any, top: int) -> None:
         table.add_column("count", justify="right")
         table.add_column("template", overflow="fold")
         for t in report.unknown[:top]:
-            table.add_row(str(t.count), t.template)
+            table.add_row(str(t.count), plain(t.template))
         console.print(table)
         if len(report.unknown) > top:
             console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
@@ -203,12 +215,14 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
     if info is not None:
 
         def render(console: Any) -> None:
-            console.print(Text.assemble((info.code, "bold"), f"  {info.name}" if info.name else ""))
-            console.print(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
-            console.print(Text("  meaning:  ") + Text(info.meaning or "N/A"))
-            console.print(Text("  severity: ") + Text(info.severity, style=severity_style(info.severity)))
+            console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
+            console.print(
+                plain(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
+            )
+            console.print(Text("  meaning:  ") + plain(info.meaning or "N/A"))
+            console.print(Text("  severity: ") + plain(info.severity, style=severity_style(info.severity)))
             if info.fix:
-                console.print(Text("  fix:      ") + Text(info.fix, style="bold"))
+                console.print(Text("  fix:      ") + plain(info.fix, style="bold"))
 
         out.emit({"code": info}, render)
         return
@@ -224,15 +238,17 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
             def render_rule(console: Any) -> None:
                 console.print(
                     Text.assemble(
-                        (rule.id, "bold"), f"  {rule.title}  ", (rule.severity, severity_style(rule.severity))
+                        plain(rule.id, "bold"),
+                        plain(f"  {rule.title}  "),
+                        plain(rule.severity, severity_style(rule.severity)),
                     )
                 )
-                console.print(Text("  cause: ") + Text(rule.cause))
-                console.print(Text("  fix:   ") + Text(rule.fix, style="bold"))
+                console.print(Text("  cause: ") + plain(rule.cause))
+                console.print(Text("  fix:   ") + plain(rule.fix, style="bold"))
                 for p in rule.patterns:
-                    console.print(Text("  match: ") + Text(p, style="dim"))
+                    console.print(Text("  match: ") + plain(p, style="dim"))
                 for link in rule.links:
-                    console.print(Text("  see:   ") + Text(link))
+                    console.print(Text("  see:   ") + plain(link))
 
             out.emit(data, render_rule)
             return
@@ -244,7 +260,6 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
 def _list(out: Any, rules_file: str | None) -> None:
     from rich.table import Table
-    from rich.text import Text
 
     from engine.triage import load_rules
     from engine.triage.codes import all_codes
@@ -261,7 +276,9 @@ def _list(out: Any, rules_file: str | None) -> None:
         for col in ("id", "severity", "component", "title"):
             table.add_column(col)
         for r in rules:
-            table.add_row(r.id, Text(r.severity, style=severity_style(r.severity)), r.component, r.title)
+            table.add_row(
+                plain(r.id), plain(r.severity, style=severity_style(r.severity)), plain(r.component), plain(r.title)
+            )
         console.print(table)
         console.print()
         codes_table = Table(
@@ -273,7 +290,7 @@ def _list(out: Any, rules_file: str | None) -> None:
         for col in ("code", "kind", "name", "meaning"):
             codes_table.add_column(col, overflow="fold")
         for c in codes:
-            codes_table.add_row(c.code, c.kind, c.name, c.meaning)
+            codes_table.add_row(plain(c.code), plain(c.kind), plain(c.name), plain(c.meaning))
         console.print(codes_table)
 
     out.emit(data, render)

@@ -23,7 +23,7 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static
 
-from ascendctl.style import severity_style
+from ascendctl.style import clean, severity_style
 from ascendctl.tui import render
 from ascendctl.tui.panel import TextPanel
 from engine.severity import Severity
@@ -52,18 +52,20 @@ class DetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         d = self.diagnostic
         body = Text()
-        body.append(f"{d.title}\n", style="bold " + severity_style(d.severity))
+        # What a diagnostic says may quote the engine's log: cleaned of escape sequences.
+        body.append(f"{clean(d.title)}\n", style="bold " + severity_style(d.severity))
         body.append(
-            f"{d.severity} · {d.subject} · {d.id} · from {'the engine log' if d.source == 'log' else 'a threshold rule'}"
+            f"{d.severity} · {clean(d.subject)} · {d.id} · from "
+            f"{'the engine log' if d.source == 'log' else 'a threshold rule'}"
         )
         if d.count > 1:
             body.append(f" · seen {d.count} times")
         body.append("\n\ncause: ", style="bold")
-        body.append(d.cause)
+        body.append(clean(d.cause))
         body.append("\n\nfix: ", style="bold")
-        body.append(d.fix)
+        body.append(clean(d.fix))
         if d.detail:
-            body.append("\n\n" + d.detail, style="dim")
+            body.append("\n\n" + clean(d.detail, multiline=True), style="dim")
         body.append("\n\n(esc to close)", style="dim")
         yield Static(body, id="detail")
 
@@ -191,6 +193,12 @@ class TopApp(App[None]):
     # --- rendering (main thread) --------------------------------------------------------------
 
     def show(self, snap: Snapshot) -> None:
+        try:
+            self._show(snap)
+        except Exception as exc:  # noqa: BLE001 - one bad sample must not take the dashboard down
+            self.note = f"display failed: {type(exc).__name__}: {exc}"
+
+    def _show(self, snap: Snapshot) -> None:
         self.shown = snap
         self.query_one("#devices", TextPanel).update(render.devices_table(snap))
         self.query_one("#engines", TextPanel).update(render.engines_group(snap))
@@ -202,12 +210,8 @@ class TopApp(App[None]):
         table.clear()
         self._diagnostics = list(snap.diagnostics)
         for d in self._diagnostics:
-            table.add_row(
-                Text(d.severity, style=severity_style(d.severity)),
-                d.subject,
-                d.title + (f" (x{d.count})" if d.count > 1 else ""),
-                d.fix,
-            )
+            # Text cells, not str: the table would read a str as markup (`[/]` raises).
+            table.add_row(*render.diagnostic_cells(d))
         if not self._diagnostics:
             table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
         if self._diagnostics:

@@ -5,6 +5,7 @@ Only formatting lives here; every number, and every figure's level, comes from t
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Iterable, Sequence
 
@@ -12,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ascendctl.style import NA, age, num, seconds, severity_style
+from ascendctl.style import NA, age, clean, num, plain, seconds, severity_style
 from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds
@@ -31,17 +32,18 @@ def alert_style(level: Severity | None) -> str:
 
 
 def sparkline(values: Sequence[float | None], width: int = 12) -> str:
-    """Unicode sparkline of the last `width` values; gaps (source down) show as spaces."""
-    tail = list(values)[-width:]
+    """Unicode sparkline of the last `width` values; gaps (source down, or a NaN / Inf sample,
+    which int() would raise on) show as spaces."""
+    tail = [v if v is not None and math.isfinite(v) else None for v in list(values)[-width:]]
     known = [v for v in tail if v is not None]
     if not known:
         return " " * len(tail)
     top = max(known) or 1.0
-    return "".join(" " if v is None else _SPARK[min(7, int(v / top * 7.999))] for v in tail)
+    return "".join(" " if v is None else _SPARK[max(0, min(7, int(v / top * 7.999)))] for v in tail)
 
 
 def bar(fraction: float | None, width: int = 16) -> str:
-    if fraction is None:
+    if fraction is None or not math.isfinite(fraction):
         return "·" * width
     filled = max(0, min(width, round(fraction * width)))
     return "█" * filled + "░" * (width - filled)
@@ -67,27 +69,29 @@ def devices_table(snap: Snapshot) -> Text:
     name_w = max([4] + [len(d.name) for d in snap.devices])
     out.append(
         f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
-        f"{'util%':>5} {'power':>6} {'temp':>5} {'procs':>5}",
+        f"{'util%':>5} {'aicpu%':>6} {'power':>6} {'temp':>5} {'procs':>5}",
         style="bold underline",
     )
     for d in snap.devices:
         pct, levels = d.mem_pct, snap.device_levels.get(d.key, {})
         used = num(None if d.mem_used_mb is None else d.mem_used_mb / 1024, "{:.1f}")
         total = num(None if d.mem_total_mb is None else d.mem_total_mb / 1024, "{:.0f}")
-        out.append(f"\n{d.key:<{key_w}}  {d.name:<{name_w}}  ")
-        out.append(f"{d.health or NA:<8}", style=level_style(levels.get("health")))
+        # Names and health words come from npu-smi or a remote exporter: text, never escapes.
+        out.append(f"\n{clean(d.key):<{key_w}}  {clean(d.name):<{name_w}}  ")
+        out.append(f"{clean(d.health or NA):<8}", style=level_style(levels.get("health")))
         out.append(" ")
         out.append(bar(None if pct is None else pct / 100, 10), style=level_style(levels.get("mem_pct")))
         out.append(f" {used + '/' + total + 'G':<11} ")
         out.append(f"{num(d.mem_bw_pct):>4}", style=level_style(levels.get("mem_bw_pct")))
-        out.append(f" {num(d.util_pct):>5} {num(d.power_w, '{:.0f}', 'W'):>6} ")
+        # AI CPU runs the operators AI Core cannot; operators watch it stay low while serving.
+        out.append(f" {num(d.util_pct):>5} {num(d.aicpu_pct):>6} {num(d.power_w, '{:.0f}', 'W'):>6} ")
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
     if not src.ok:
         since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
-        out.append(f"\n{src.name} DOWN ({since}): {src.error}", style=severity_style(Severity.ERROR))
+        out.append(f"\n{src.name} DOWN ({since}): {clean(src.error)}", style=severity_style(Severity.ERROR))
         if src.fix:
-            out.append(f"\n  fix: {src.fix}", style="dim")
+            out.append(f"\n  fix: {clean(src.fix)}", style="dim")
     elif not snap.devices:
         out.append("\nno devices", style="dim")
     return out
@@ -97,14 +101,14 @@ def engine_panel(e: EngineView, thresholds: Thresholds) -> Text:
     """A few short lines per engine: load, KV pool, throughput and caches, latencies."""
     r, kv, h, levels = e.rates, e.kv, e.history, e.levels
     head = Text()
-    head.append(f"{e.label} ", style="bold")
+    head.append(f"{clean(e.label)} ", style="bold")
     head.append_text(_status_text(e.status))
-    if e.model:
-        head.append(f"  model {e.model}", style="dim")
+    if e.model:  # the model name is a label of the engine's /metrics: text, never escapes
+        head.append(f"  model {clean(e.model)}", style="dim")
     lines = [head]
     if not e.status.ok:
         since = "never reached" if e.status.last_ok is None else f"last ok {age(e.status.age_s)} ago"
-        lines.append(Text(f"  {since}: {e.status.error}", style=severity_style(Severity.ERROR)))
+        lines.append(Text(f"  {since}: {clean(e.status.error)}", style=severity_style(Severity.ERROR)))
     load = Text(f"  running {num(e.running):>4} {sparkline(h.get('running', ()))}  pending ")
     load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=alert_style(levels.get("waiting")))
     load.append(f"  preempted {num(e.preemptions)}")
@@ -143,6 +147,17 @@ def engines_group(snap: Snapshot) -> Text:
     return Text("\n").join([Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines)])
 
 
+def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
+    """One diagnostic's row, for `top --once` and the dashboard's table alike. Titles and fixes
+    quote the engine's log (a known issue's example, a model name): plain text, never markup."""
+    return (
+        plain(d.severity, style=severity_style(d.severity)),
+        plain(d.subject),
+        plain(d.title + (f" (x{d.count})" if d.count > 1 else "")),
+        plain(d.fix),
+    )
+
+
 def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
     table = Table(title="Diagnostics", title_justify="left", expand=True, show_edge=False, pad_edge=False)
     table.add_column("severity", no_wrap=True)
@@ -151,12 +166,7 @@ def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
     table.add_column("fix", ratio=3, overflow="fold")
     rows = list(diagnostics)
     for d in rows:
-        table.add_row(
-            Text(d.severity, style=severity_style(d.severity)),
-            d.subject,
-            d.title + (f" (x{d.count})" if d.count > 1 else ""),
-            d.fix,
-        )
+        table.add_row(*diagnostic_cells(d))
     if not rows:
         table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
     return table
@@ -170,7 +180,7 @@ def header_line(snap: Snapshot | None, paused: bool = False, note: str = "") -> 
     if paused:
         text.append("  PAUSED ", style="bold black on yellow")
     if note:
-        text.append(f"  {note}", style="dim")
+        text.append(f"  {clean(note)}", style="dim")
     return text
 
 

@@ -16,10 +16,12 @@ from engine.bench.stats import Summary, percentile, summarize
 class Verdict:
     name: str
     target: float
-    actual: float | None  # None: not measurable in this run (counts as a miss)
+    actual: float | None  # None: not measurable in this run (counts as a miss, unless ok is None)
     unit: str
     bound: str  # "max": actual must not exceed target; "min": must reach it
-    ok: bool
+    # None: does not apply to this run (no queue formed to drain, the run was interrupted before
+    # it could be measured): shown as N/A, neither a pass nor a miss.
+    ok: bool | None
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,11 @@ class QueueFigures:
     after_phase: str
     baseline: float | None  # median before the burst
     peak: float | None  # highest during the burst
-    drain_s: float | None  # from the end of the burst until back at the baseline; None: never
+    drain_s: float | None  # from the end of the burst until back at the baseline; None: never (or no queue)
     samples: int
+    # False: the queue never rose above its baseline during the burst, so nothing drained: the
+    # first sample after the burst is no drain time.
+    formed: bool = True
 
 
 @dataclass(frozen=True)
@@ -103,12 +108,17 @@ def _rate(count: float, seconds: float) -> float | None:
     return count / seconds if seconds > 0 else None
 
 
-def judge(slo: Mapping[str, float], actual: Mapping[str, float | None]) -> tuple[Verdict, ...]:
+def judge(
+    slo: Mapping[str, float], actual: Mapping[str, float | None], not_applicable: frozenset[str] = frozenset()
+) -> tuple[Verdict, ...]:
     out = []
     for name, target in slo.items():
         unit, bound = SLOS[name]
         value = actual.get(name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        ok: bool | None
+        if name in not_applicable:
+            ok = None
+        elif value is None or (isinstance(value, float) and math.isnan(value)):
             ok = False
         elif bound == "max":
             ok = value <= target
@@ -127,6 +137,8 @@ def queue_figures(sc: Scenario, samples: Sequence[tuple[float, float]], windows)
     during = [v for t, v in samples if burst.start_s <= t < burst.end_s]
     baseline = percentile(sorted(before), 50) if before else 0.0
     peak = max(during) if during else None
+    if peak is not None and peak <= (baseline or 0.0):
+        return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), formed=False)
     drain = None
     for t, v in samples:
         if t >= burst.end_s and v <= (baseline or 0.0):
@@ -215,7 +227,10 @@ def build_report(
         "output_tokens_per_s": tput,
         "queue_drain_s": queue.drain_s if queue else None,
     }
-    verdicts = judge(sc.slo, actual)
+    # No queue formed: nothing to drain. Interrupted before the drain was seen: not measured.
+    # Either way N/A, not a miss.
+    no_drain = (queue is not None and not queue.formed) or (interrupted and (queue is None or queue.drain_s is None))
+    verdicts = judge(sc.slo, actual, frozenset({"queue_drain_s"} if no_drain else ()))
     return BenchReport(
         scenario=sc.name,
         description=sc.description,
@@ -246,6 +261,6 @@ def build_report(
         queue=queue,
         generator=GeneratorFigures(offered, lag_p99 * 1000 if lag_p99 is not None else None, behind),
         slo=verdicts,
-        passed=all(v.ok for v in verdicts) and not interrupted,
+        passed=all(v.ok is not False for v in verdicts) and not interrupted,
         notes=tuple(notes),
     )

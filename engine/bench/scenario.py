@@ -32,6 +32,14 @@ SLOS: Mapping[str, tuple[str, str]] = {
     "output_tokens_per_s": ("tok/s", "min"),
     "queue_drain_s": ("s", "max"),
 }
+# What one load generator can sensibly offer one server. Past these a figure is a typo or a
+# runaway --scale (1e9 grew a run to 24 GB in a minute): refused before anything is sent.
+MAX_CONCURRENCY = 4096  # requests in flight (concurrency, max_concurrency)
+MAX_RATE = 5000.0  # requests/s of a rate phase
+MAX_TOKENS = 1_048_576  # prompt or answer length: the longest contexts served today
+MAX_PHASE_S = 7 * 86400.0  # one phase: a week-long soak, not more
+MAX_SCALE = 1000.0
+
 # Tokens kept free of the prompt budget for the per-request tag and, with the chat API, the
 # chat template's own tokens.
 _RESERVE = {"completions": 16, "chat": 48}
@@ -128,6 +136,7 @@ def _number(
     low: float = 0.0,
     strict: bool = True,
     required: bool = True,
+    high: float | None = None,
 ) -> float | None:
     if key not in m or m[key] is None:
         if required:
@@ -142,6 +151,9 @@ def _number(
         return None
     if (strict and v <= low) or (not strict and v < low):
         p.add(m, key, f"must be {'>' if strict else '>='} {low:g}, got {quote(v)}")
+        return None
+    if high is not None and v > high:
+        p.add(m, key, f"must be <= {int(high) if float(high).is_integer() else high}, got {quote(v)}")
         return None
     return int(v) if integer else float(v)
 
@@ -160,19 +172,19 @@ def _parse_phase(p: _Problems, raw: Any, index: int, line: int | None) -> Phase 
         )
         return None
     _unknown_keys(p, raw, ("name", "duration_s", "concurrency", "rate", "arrival", "max_concurrency"), "a phase")
-    duration = _number(p, raw, "duration_s")
+    duration = _number(p, raw, "duration_s", high=MAX_PHASE_S)
     has_c, has_r = raw.get("concurrency") is not None, raw.get("rate") is not None
     if has_c == has_r:
         p.add(
             raw, "concurrency", "a phase needs exactly one of `concurrency` (requests in flight) or `rate` (requests/s)"
         )
         return None
-    concurrency = _number(p, raw, "concurrency", integer=True) if has_c else None
-    rate = _number(p, raw, "rate") if has_r else None
+    concurrency = _number(p, raw, "concurrency", integer=True, high=MAX_CONCURRENCY) if has_c else None
+    rate = _number(p, raw, "rate", high=MAX_RATE) if has_r else None
     arrival = raw.get("arrival", "poisson")
     if arrival not in ARRIVALS:
         p.add(raw, "arrival", f"must be one of {', '.join(ARRIVALS)}, got {quote(arrival)}")
-    cap = _number(p, raw, "max_concurrency", integer=True, required=False)
+    cap = _number(p, raw, "max_concurrency", integer=True, required=False, high=MAX_CONCURRENCY)
     if has_c and cap is not None:
         p.add(raw, "max_concurrency", "only applies to a `rate` phase")
     name = str(raw.get("name") or f"phase{index + 1}")
@@ -190,8 +202,8 @@ def _parse_phase(p: _Problems, raw: Any, index: int, line: int | None) -> Phase 
 
 def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDist | None:
     if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        if raw < 1:
-            p.add(where, "prompt_tokens", f"must be >= 1, got {quote(raw)}")
+        if not 1 <= raw <= MAX_TOKENS:  # also refuses NaN
+            p.add(where, "prompt_tokens", f"must be between 1 and {MAX_TOKENS}, got {quote(raw)}")
             return None
         return LengthDist("fixed", float(raw), int(raw), int(raw))
     if not isinstance(raw, dict):
@@ -203,10 +215,10 @@ def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDi
         p.add(raw, "dist", f"must be one of {', '.join(DISTS)}, got {quote(dist)}")
         return None
     if dist == "fixed":
-        mean = _number(p, raw, "mean", integer=True, low=1, strict=False)
+        mean = _number(p, raw, "mean", integer=True, low=1, strict=False, high=MAX_TOKENS)
         return None if mean is None else LengthDist("fixed", float(mean), int(mean), int(mean))
-    lo = _number(p, raw, "min", integer=True, low=1, strict=False)
-    hi = _number(p, raw, "max", integer=True, low=1, strict=False)
+    lo = _number(p, raw, "min", integer=True, low=1, strict=False, high=MAX_TOKENS)
+    hi = _number(p, raw, "max", integer=True, low=1, strict=False, high=MAX_TOKENS)
     if lo is None or hi is None:
         return None
     if lo > hi:
@@ -214,8 +226,8 @@ def _parse_lengths(p: _Problems, raw: Any, where: Mapping[str, Any]) -> LengthDi
         return None
     if dist == "uniform":
         return LengthDist("uniform", (lo + hi) / 2, int(lo), int(hi))
-    mean = _number(p, raw, "mean", low=1, strict=False)
-    sd = _number(p, raw, "stddev", low=0, strict=False)
+    mean = _number(p, raw, "mean", low=1, strict=False, high=MAX_TOKENS)
+    sd = _number(p, raw, "stddev", low=0, strict=False, high=MAX_TOKENS)
     if mean is None or sd is None:
         return None
     return LengthDist("normal", mean, int(lo), int(hi), sd)
@@ -267,7 +279,7 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     lengths = _parse_lengths(p, data.get("prompt_tokens"), data) if "prompt_tokens" in data else None
     if "prompt_tokens" not in data:
         p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
-    max_tokens = _number(p, data, "max_tokens", integer=True)
+    max_tokens = _number(p, data, "max_tokens", integer=True, high=MAX_TOKENS)
     slo: dict[str, float] = {}
     raw_slo = data.get("slo") or {}
     if not isinstance(raw_slo, dict) and raw_slo != {}:
@@ -359,6 +371,8 @@ def scaled(sc: Scenario, factor: float) -> Scenario:
     The output-token-rate SLO follows the offered load (load factor x answer-length factor)."""
     if factor <= 0 or not math.isfinite(factor):
         raise BadInput(f"--scale must be a positive number, got {factor}", "use e.g. --scale 0.25 or --scale 2")
+    if factor > MAX_SCALE:
+        raise BadInput(f"--scale {factor:g} is above the limit of {MAX_SCALE:g}", "use e.g. --scale 0.25 or --scale 2")
     if factor == 1:
         return sc
     phases = tuple(
@@ -378,7 +392,36 @@ def scaled(sc: Scenario, factor: float) -> Scenario:
     slo = dict(sc.slo)
     if "output_tokens_per_s" in slo:
         slo["output_tokens_per_s"] *= _load_ratio(sc.phases, phases) * max_tokens / sc.max_tokens
-    return dataclasses.replace(sc, phases=phases, prompt_tokens=lengths, max_tokens=max_tokens, slo=slo)
+    out = dataclasses.replace(sc, phases=phases, prompt_tokens=lengths, max_tokens=max_tokens, slo=slo)
+    _check_limits(out, f"--scale {factor:g}")
+    # The description names the loads it was written for ("16 concurrent"): say what runs now.
+    loads = "; ".join(f"{ph.name} {ph.load}" for ph in phases)
+    what = f"Scaled x{factor:g}: {loads}; prompts {lengths.describe()}, {max_tokens}-token answers."
+    return dataclasses.replace(out, description=f"{what} (from: {sc.description})" if sc.description else what)
+
+
+def _check_limits(sc: Scenario, cause: str) -> None:
+    """Refuse a reshaped scenario whose figures pass the limits a scenario file is held to."""
+    over = []
+    for ph in sc.phases:
+        if ph.concurrency is not None and ph.concurrency > MAX_CONCURRENCY:
+            over.append(f"phase {ph.name}: {ph.concurrency} concurrent (at most {MAX_CONCURRENCY})")
+        if ph.max_concurrency is not None and ph.max_concurrency > MAX_CONCURRENCY:
+            over.append(f"phase {ph.name}: max_concurrency {ph.max_concurrency} (at most {MAX_CONCURRENCY})")
+        if ph.rate is not None and ph.rate > MAX_RATE:
+            over.append(f"phase {ph.name}: {ph.rate:g} req/s (at most {MAX_RATE:g})")
+        if ph.duration_s > MAX_PHASE_S:
+            over.append(f"phase {ph.name}: {ph.duration_s:g} s (at most {MAX_PHASE_S:g})")
+    if sc.prompt_tokens.max > MAX_TOKENS:
+        over.append(f"prompts of up to {sc.prompt_tokens.max} tokens (at most {MAX_TOKENS})")
+    if sc.max_tokens > MAX_TOKENS:
+        over.append(f"max_tokens {sc.max_tokens} (at most {MAX_TOKENS})")
+    if over:
+        raise BadInput(
+            f"{cause} makes {sc.name} too large: {'; '.join(over[:3])}"
+            + (f" (and {len(over) - 3} more)" if len(over) > 3 else ""),
+            "use a smaller --scale or --duration, or edit the scenario file",
+        )
 
 
 def with_duration(sc: Scenario, total_s: float) -> Scenario:
@@ -386,7 +429,9 @@ def with_duration(sc: Scenario, total_s: float) -> Scenario:
     if total_s <= 0 or not math.isfinite(total_s):
         raise BadInput(f"--duration must be a positive number of seconds, got {total_s}", "use e.g. --duration 60")
     k = total_s / sc.duration_s
-    return dataclasses.replace(sc, phases=tuple(dataclasses.replace(p, duration_s=p.duration_s * k) for p in sc.phases))
+    out = dataclasses.replace(sc, phases=tuple(dataclasses.replace(p, duration_s=p.duration_s * k) for p in sc.phases))
+    _check_limits(out, f"--duration {total_s:g}")
+    return out
 
 
 def fit_context(sc: Scenario, max_model_len: int) -> tuple[Scenario, list[str]]:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.dtypes import canonical_dtype
 from engine.errors import BadInput
 
+# Keyed by canonical name (engine.dtypes): `half`, `bf16`, `torch.float32` are looked up through it.
 DTYPE_BYTES = {
     "bfloat16": 2,
     "float16": 2,
-    "half": 2,
     "float32": 4,
-    "float": 4,
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
@@ -87,7 +87,7 @@ def read_config(model_dir: Path) -> ModelShape:
     cfg = top.get("text_config") if isinstance(top.get("text_config"), dict) else top
     architecture = (top.get("architectures") or ["unknown"])[0]
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") or top.get("dtype") or "bfloat16")
-    dtype = dtype.replace("torch.", "")
+    dtype = canonical_dtype(dtype) or "bfloat16"
 
     layers = _int(cfg, "num_hidden_layers", source)
     heads = _int(cfg, "num_attention_heads", source)
@@ -140,6 +140,6 @@ def read_config(model_dir: Path) -> ModelShape:
 
 def dtype_bytes(name: str) -> int:
     try:
-        return DTYPE_BYTES[name]
+        return DTYPE_BYTES[canonical_dtype(name) or name]
     except KeyError:
         raise BadInput(f"unknown dtype {name!r}", f"use one of {', '.join(DTYPE_BYTES)}")

@@ -18,6 +18,7 @@ from engine.capacity.kv import Capacity, KVLayout, capacity, layout
 from engine.capacity.model_config import ModelShape, read_config
 from engine.capacity.safetensors import Weights, weights
 from engine.data import load_yaml
+from engine.dtypes import canonical_dtype
 from engine.errors import BadInput
 from engine.profiles.schema import Profile
 
@@ -86,10 +87,10 @@ def _kv_dtype(profile: Profile, shape: ModelShape) -> str:
 
 
 def _model_dtype(profile: Profile, shape: ModelShape) -> str:
-    dtype = profile.engine.dtype
-    if dtype in ("auto", ""):
+    dtype = canonical_dtype(profile.engine.dtype)
+    if dtype in ("auto", "", None):
         return shape.dtype
-    return {"half": "float16", "float": "float32"}.get(dtype, dtype)
+    return dtype
 
 
 def _tp_allowed(shape: ModelShape, tp: int) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from engine.doctor.checks import CHECKS, Check
 from engine.doctor.context import Context
 from engine.doctor.model import CheckInfo, CheckResult, DoctorReport, Outcome, Status
+from engine.errors import BadInput
 from engine.system.host import Host
 
 __all__ = [
@@ -90,6 +91,7 @@ def _facts(ctx: Context) -> dict[str, Any]:
             "vllm": e.vllm,
             "vllm_distribution": e.vllm_distribution,
             "packages": e.packages,
+            "torch_cxx11_abi": e.torch_cxx11_abi,
             "error": e.error,
         }
         if e
@@ -111,10 +113,36 @@ def _facts(ctx: Context) -> dict[str, Any]:
     }
 
 
+def _selects(check: Check, name: str) -> bool:
+    return check.id == name or check.id.startswith(name + ".") or check.category == name
+
+
+def check_selection(only: list[str] | None, with_profile: bool) -> None:
+    """BadInput (exit 2) for a --check that names no check: a typo must not run nothing and then
+    report the machine "ready to serve"."""
+    every = _all_checks()
+    for name in only or ():
+        matched = [c for c in every if _selects(c, name)]
+        if not matched:
+            from engine.profiles.schema import suggest
+
+            known = sorted({c.id for c in every} | {c.category for c in every})
+            raise BadInput(
+                f"no doctor check or category named {name!r}{suggest(name, known)}",
+                "`ascendctl doctor --list-checks` lists every check id and category",
+            )
+        if not with_profile and all(c.needs_profile for c in matched):
+            raise BadInput(
+                f"{name!r} checks the machine against a serving profile, and none was given",
+                f"add the profile: ascendctl doctor --profile P --check {name}",
+            )
+
+
 def run_checks(ctx: Context, only: list[str] | None = None) -> list[CheckResult]:
+    check_selection(only, ctx.profile is not None)
     chosen = [c for c in _all_checks() if (ctx.profile is not None or not c.needs_profile)]
     if only:
-        chosen = [c for c in chosen if any(c.id == o or c.id.startswith(o + ".") or c.category == o for o in only)]
+        chosen = [c for c in chosen if any(_selects(c, o) for o in only)]
     return [_run_one(c, ctx) for c in chosen]
 
 
@@ -146,6 +174,7 @@ def run_doctor(
 
     Raises engine.errors.Unreachable when `root` is not a directory (nothing can be probed).
     """
+    check_selection(only, profile is not None)  # before any probe starts
     live = host is None and root is None
     if root is not None:
         from engine.system.recorded import recorded_host

@@ -20,9 +20,9 @@ from engine.system import paths
 from engine.system.cann import default_set_env
 from engine.system.driver import firmware_in_range, pair
 from engine.system.enginepy import ENGINE_PYTHON_VAR
-from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, analyze
+from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, abi_of, analyze, atb_libs
 from engine.system.ports import port_holder, port_is_free
-from engine.versions import cann_key, cann_release, normalize, release_tuple, same_release, satisfies
+from engine.versions import cann_key, cann_release, normalize, quoted, release_tuple, same_release, satisfies
 
 NO_NPU = "no NPU: the CPU engine does not need it"
 
@@ -55,6 +55,12 @@ def _not_ascend(ctx: Context) -> Outcome | None:
     if ctx.platform == "ascend":
         return None
     return skip(NO_NPU if ctx.platform == "cpu" else "no NPU on this host")
+
+
+def _unrecorded(ctx: Context) -> bool:
+    """True when the machine is a tree rebuilt from a report: a file missing from it may well
+    exist on the machine, so a check must not conclude from its absence."""
+    return ctx.host.partial
 
 
 def _engine_summary(ctx: Context) -> str:
@@ -100,6 +106,8 @@ def check_toolkit(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     tk = ctx.toolkit
+    if tk is None and _unrecorded(ctx):
+        return skip("CANN toolkit files not recorded")
     if tk is None:
         return error(
             "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
@@ -108,18 +116,37 @@ def check_toolkit(ctx: Context) -> Outcome:
             "or set ASCEND_TOOLKIT_HOME to its prefix",
         )
     where = f"{tk.home} ({tk.layout} layout" + (f", named by {tk.found_by})" if tk.found_by != "default path" else ")")
+    if tk.bad_version is not None:
+        return warn(
+            f"CANN toolkit at {where}: {tk.version_source} holds no version but {quoted(tk.bad_version)}",
+            f"check {tk.version_source}; reinstall the toolkit if it is damaged",
+        )
     if tk.version is None:
         return warn(
             f"CANN toolkit at {where} has no readable version file",
             f"check {tk.home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing",
         )
+    known = ", ".join(ascend_sets())
+    oldest, newest = _cann_range(ctx)
+    if oldest and cann_key(tk.version) < cann_key(oldest):
+        # No vllm-ascend release runs on it: the engine cannot start, whatever else is right.
+        return error(
+            f"CANN {tk.version} at {where} is older than every vllm-ascend release supports "
+            f"(CANN {oldest} to {newest})",
+            f"install CANN {oldest} or newer; ascendctl pins a whole engine set for CANN {known}",
+        )
     if ctx.matrix.torch_npu_builds(tk.version) or ascend_set(tk.version):
         return ok(f"CANN {tk.version} at {where}")
-    known = ", ".join(ascend_sets())
     return warn(
         f"CANN {tk.version} at {where} is not in the compatibility matrix",
         f"use a CANN release the stack was tested with: {known}",
     )
+
+
+def _cann_range(ctx: Context) -> tuple[str | None, str | None]:
+    """The oldest and newest CANN release a vllm-ascend row of the matrix was tested with."""
+    canns = sorted({r.cann for r in ctx.matrix.releases if r.cann}, key=cann_key)
+    return (canns[0], canns[-1]) if canns else (None, None)
 
 
 def _points_at(ctx: Context, value: str, target_real: str) -> bool:
@@ -171,10 +198,20 @@ def check_nnal(ctx: Context) -> Outcome:
     home = ctx.host.env.get("ATB_HOME_PATH", "") if ctx.env_known else ""
     if home and paths.exists(ctx.host, f"{home}/lib/libatb.so"):
         return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home}")
+    if home and _unrecorded(ctx):
+        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)")
     if home:
         return error(
             f"ATB_HOME_PATH={home} holds no lib/libatb.so",
             f"source {atb_root}/set_env.sh again, or reinstall NNAL for this CANN version",
+        )
+    if not installed and _unrecorded(ctx):
+        if not ctx.env_known:
+            return skip("NNAL files and environment not recorded")
+        return warn(
+            "ATB_HOME_PATH is unset: NNAL's set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot "
+            "open shared object file)",
+            f"source {atb_root}/set_env.sh, or install NNAL for this CANN version first",
         )
     if installed:
         if not ctx.env_known:
@@ -190,6 +227,51 @@ def check_nnal(ctx: Context) -> Outcome:
     )
 
 
+@check("cann.nnal_abi", "cann", "NNAL (ATB) sourced for the C++ ABI torch was built with")
+def check_nnal_abi(ctx: Context) -> Outcome:
+    if (s := _not_ascend(ctx)) is not None:
+        return s
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    atb_root = "/usr/local/Ascend/nnal/atb"
+    home = ctx.host.env.get("ATB_HOME_PATH", "")
+    home_abi = abi_of(home)
+    # The loader takes libatb.so from the first ATB directory on the path; ATB_HOME_PATH is what
+    # torch_npu and the ATB tools read. Both must be the build for torch's ABI.
+    libs = atb_libs(ctx.host.env.get("LD_LIBRARY_PATH"))
+    first = libs[0] if libs else None
+    if home_abi is None and first is None:
+        return skip("NNAL not sourced (see cann.nnal)")
+    torch_abi = None if ctx.engine.error else ctx.engine.torch_cxx11_abi
+    if torch_abi is None:
+        if home_abi is not None and first is not None and first[1] != home_abi:
+            return warn(
+                f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build but LD_LIBRARY_PATH finds libatb.so first in "
+                f"{first[0]} (cxx_abi_{first[1]}): NNAL's set_env.sh was sourced for both ABIs",
+                f"in a new shell, source {atb_root}/set_env.sh once, with --cxx_abi= the value of "
+                "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's environment",
+            )
+        return skip("the engine interpreter did not report torch's C++ ABI")
+    torch = ctx.engine.packages.get("torch") or ""
+    wrong = []
+    if home_abi is not None and home_abi != torch_abi:
+        wrong.append(f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build")
+    if first is not None and first[1] != torch_abi:
+        wrong.append(f"LD_LIBRARY_PATH finds libatb.so first in {first[0]} (cxx_abi_{first[1]})")
+    if wrong:
+        # set_env.sh picks the ABI from whatever `python3` is on PATH when it is sourced, which is
+        # not always the engine's interpreter; sourcing it again only prepends, so start afresh.
+        return error(
+            f"torch {torch} is built with _GLIBCXX_USE_CXX11_ABI={torch_abi}, but {'; '.join(wrong)}: torch_npu's "
+            "ATB operators fail to load (undefined symbol)",
+            f"in a new shell (the other build's directories stay on LD_LIBRARY_PATH otherwise): "
+            f"source {atb_root}/set_env.sh --cxx_abi={torch_abi}",
+        )
+    other = [e for e, abi in libs if abi != torch_abi]
+    note = f"; the cxx_abi_{1 - torch_abi} directories after it are shadowed" if other else ""
+    return ok(f"ATB cxx_abi_{torch_abi} matches torch {torch} (_GLIBCXX_USE_CXX11_ABI={torch_abi}){note}")
+
+
 # -- driver -------------------------------------------------------------------------------------
 
 
@@ -198,6 +280,11 @@ def check_driver(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     d = ctx.driver
+    if d is None and _unrecorded(ctx):
+        table = ctx.npu_smi.table
+        if table is not None and table.driver_version:
+            return ok(f"driver {table.driver_version} (npu-smi's version line; version.info not recorded)")
+        return skip("driver version.info not recorded")
     if d is None:
         if ctx.container:
             return error(
@@ -209,6 +296,8 @@ def check_driver(ctx: Context) -> Outcome:
             f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
             "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot",
         )
+    if d.bad_version is not None:
+        return warn(f"{d.path} holds no version but {quoted(d.bad_version)}", "reinstall the NPU driver package")
     if not d.version:
         return warn(f"{d.path} has no Version= line", "reinstall the NPU driver package")
     inner = f" ({d.innerversion})" if d.innerversion else ""
@@ -220,12 +309,21 @@ def check_firmware(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     fw, d = ctx.firmware, ctx.driver
+    if fw is None and _unrecorded(ctx):
+        return skip("firmware version.info not recorded")
     if fw is None:
         if ctx.container:
             return skip("firmware files are not mounted into containers; run doctor on the host to check them")
         return warn(
             "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
             "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+        )
+    if not fw.version:
+        # Without this, a file with no usable Version= line read as "ok firmware None".
+        what = f"holds no version but {quoted(fw.bad_version)}" if fw.bad_version else "has no Version= line"
+        return warn(
+            f"{fw.path} {what}",
+            "reinstall the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
         )
     inside = firmware_in_range(fw.version, d.compatible_fw if d else None)
     if inside is False and d is not None and d.compatible_fw:
@@ -243,6 +341,12 @@ def check_pairing(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     tk, d = ctx.toolkit, ctx.driver
+    table = ctx.npu_smi.table if d is None and _unrecorded(ctx) else None
+    if table is not None and table.driver_version and tk is not None and tk.version:
+        # Without version.info there are no compatibility codes: only a pair seen working vouches.
+        if ctx.matrix.driver_seen_with(table.driver_version, tk.version):
+            return ok(f"driver {table.driver_version} with CANN {tk.version} is a pair seen working")
+        return skip("driver version.info (its compatibility codes) not recorded")
     if tk is None or d is None or not tk.version or not d.version:
         return skip("needs both the driver and the CANN version")
     p = pair(tk, d, ctx.matrix.driver_seen_with(d.version, tk.version))
@@ -280,6 +384,14 @@ def check_ld_order(ctx: Context) -> Outcome:
         ascend = [e for e in ld.entries if e and posixpath.normpath(e) not in system]
         rest = [e for e in ld.entries if e and posixpath.normpath(e) in system]
         value = ":".join(ascend + rest)
+        if _unrecorded(ctx):
+            # A report does not show the directory's files: a warning, since a working machine
+            # (vllm-ascend issue 629) served with /usr/lib64 first.
+            return warn(
+                f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: a "
+                "libstdc++.so.6 there would shadow the one CANN needs (the report does not show whether it holds one)",
+                f"export LD_LIBRARY_PATH={shlex.quote(value)}",
+            )
         return error(
             f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: the system "
             "libstdc++.so.6 shadows the one CANN needs",
@@ -290,7 +402,7 @@ def check_ld_order(ctx: Context) -> Outcome:
     )
 
 
-@check("env.ld_driver", "env", "The driver's lib64 directories are on LD_LIBRARY_PATH (libascend_hal.so)")
+@check("env.ld_driver", "env", "The driver's lib64/common and lib64/driver are on LD_LIBRARY_PATH (libascend_hal.so)")
 def check_ld_driver(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
@@ -298,7 +410,7 @@ def check_ld_driver(ctx: Context) -> Outcome:
         return skip("environment not recorded")
     prefix = ctx.driver_prefix
     hal = f"{prefix}/driver/lib64/driver/libascend_hal.so"
-    if not paths.exists(ctx.host, hal):
+    if not paths.exists(ctx.host, hal) and not _unrecorded(ctx):
         fix = (
             "docker run ... -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/"
             if ctx.container
@@ -312,7 +424,9 @@ def check_ld_driver(ctx: Context) -> Outcome:
             f"driver libraries missing from LD_LIBRARY_PATH: {', '.join(ld.driver_missing)}",
             f"export LD_LIBRARY_PATH={wanted}:$LD_LIBRARY_PATH",
         )
-    return ok(f"driver lib64, lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver)")
+    return ok(
+        f"driver lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver): libascend_hal.so resolves"
+    )
 
 
 @check("env.ld_dead", "env", "No LD_LIBRARY_PATH entry points at a missing directory")
@@ -322,6 +436,8 @@ def check_ld_dead(ctx: Context) -> Outcome:
     value = ctx.host.env.get("LD_LIBRARY_PATH", "")
     if not value:
         return ok("LD_LIBRARY_PATH is empty") if ctx.platform != "ascend" else skip("LD_LIBRARY_PATH is empty")
+    if _unrecorded(ctx):
+        return skip("which directories exist was not recorded")
     ld = _ld(ctx)
     if ld.dead:
         shown = ", ".join(e or "(empty entry = current directory)" for e in ld.dead[:3])
@@ -471,20 +587,27 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
     if not tn or not tk or not tk.version:
         return skip("needs torch_npu and the CANN version")
     fits = ctx.matrix.torch_npu_fits_cann(tn, tk.version)
+    cann_for = sorted(
+        {
+            c
+            for c in {*ctx.matrix.torch_npu_by_cann, *(r.cann for r in ctx.matrix.releases)}
+            if ctx.matrix.torch_npu_fits_cann(tn, c)
+        },
+        key=cann_key,
+    )
     if fits is None:
+        if cann_for and cann_key(tk.version) < cann_key(cann_for[0]):
+            # Every build of this torch_npu is for a newer CANN than the host has: it cannot load.
+            return error(
+                f"torch_npu {tn} needs CANN {cann_for[0]} or newer (it is built for CANN {', '.join(cann_for)}); "
+                f"this host has CANN {tk.version}",
+                f"install CANN {cann_for[-1]} (supported: {' to '.join(_cann_range(ctx))}), then {_install_fix(ctx)}",
+            )
         return warn(
             f"no torch_npu data for CANN {tk.version}", "check Huawei's Ascend Extension for PyTorch version table"
         )
     builds = ctx.matrix.torch_npu_builds(tk.version)
     if not fits:
-        cann_for = sorted(
-            {
-                c
-                for c in {*ctx.matrix.torch_npu_by_cann, *(r.cann for r in ctx.matrix.releases)}
-                if ctx.matrix.torch_npu_fits_cann(tn, c)
-            },
-            key=cann_key,
-        )
         other = f" (it goes with CANN {', '.join(cann_for)})" if cann_for else ""
         row = _installed_row(ctx)
         target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
@@ -504,6 +627,8 @@ def check_nodes(ctx: Context) -> Outcome:
     if (s := _not_ascend(ctx)) is not None:
         return s
     n = ctx.nodes
+    if not n.davinci and _unrecorded(ctx):
+        return skip("device nodes not recorded")
     flags = " ".join(
         f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
     )

@@ -11,6 +11,7 @@ from typing import Any
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.dtypes import canonical_dtype
 from engine.errors import AscendctlError
 from engine.system.devnodes import visible_devices
 
@@ -94,7 +95,8 @@ def check_profile_dtype(ctx: Context) -> Outcome:
     names = sorted({c.name for c in _host_npus(ctx)})
     if not names:
         return skip("chip name unknown (npu-smi gave no table)")
-    dtype = ctx.profile.engine.dtype
+    # `half` is float16 to vLLM: compare canonical names, as the schema and the planner do.
+    dtype = canonical_dtype(ctx.profile.engine.dtype) or "auto"
     for name in names:
         chip = ctx.matrix.chip(name)
         if chip is None or not chip.dtypes:

@@ -2,14 +2,16 @@
 around `preflight_errors` and `prepare_run`.
 
     errors = preflight_errors(profile, spec.host, spec.port)  # BadInput: the port is taken
-    sup = prepare_run(profile, spec, listener=view)           # run directory, profile written
+    sup = prepare_run(profile, spec, listener=view)           # port locked, run directory made
     outcome = sup.run()                                       # or start(), wait_ready(), ...,
                                                               # then outcome() and shutdown()
 
 - run: prepare_run, the one entry point
 - phases: start-up phases parsed from the engine log (patterns in phases.yaml)
-- process: one engine process tree in its own process group, output tee'd
-- supervisor: readiness on /health, signal forwarding, restarts, the outcome
+- process: one engine process tree in its own process group, output tee'd (never blocking it)
+- watchdog: kills the engine's process group when ascendctl dies, however it dies
+- supervisor: readiness (/health answered by this engine), signal forwarding, restarts, the outcome
+- portlock: one supervised run per port (a lock file under the state directory)
 - preflight: checks before launch (the port, doctor's errors for the profile)
 - diagnosis: why it died (triage's matcher on the log tail, plus the root exception)
 - rundir: the run directory (run.json, engine.log, profile.yaml)
@@ -17,6 +19,7 @@ around `preflight_errors` and `prepare_run`.
 
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, log_message
+from engine.launcher.portlock import PortLock, port_lock_holder
 from engine.launcher.preflight import check_port, port_is_free, preflight_errors
 from engine.launcher.process import EngineProcess, group_members
 from engine.launcher.run import prepare_run
@@ -30,6 +33,7 @@ __all__ = [
     "PhaseEvent",
     "PhaseRecord",
     "PhaseTracker",
+    "PortLock",
     "RestartPolicy",
     "Supervisor",
     "check_port",
@@ -39,6 +43,7 @@ __all__ = [
     "health_url",
     "log_message",
     "port_is_free",
+    "port_lock_holder",
     "preflight_errors",
     "prepare_run",
 ]

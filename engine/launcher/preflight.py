@@ -3,35 +3,91 @@ with the fix instead of minutes later in the engine log."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.doctor import CheckResult, Status, run_doctor
-from engine.errors import BadInput
+from engine.errors import AscendctlError, BadInput
+from engine.launcher.portlock import check_port_lock
 from engine.system.ports import port_holder, port_is_free
 
 if TYPE_CHECKING:
     from engine.profiles import Profile
 
 
-def check_port(host: str, port: int) -> None:
+SET_PORT = "--set server.port="
+
+
+def check_port(host: str, port: int, port_option: str = SET_PORT) -> None:
     """BadInput (exit 2) when the port is taken: the profile asks for something this host cannot
-    give right now, and the fix is a setting."""
+    give right now, and the fix is a setting. `port_option` is how the calling command takes a
+    port (`--port ` for demo, which has no --set). Another ascendctl run on the port is named
+    first: while its engine loads the model, the port still looks free."""
+    check_port_lock(port, port_option)
     if port_is_free(host, port):
         return
     holder = port_holder(port)
     who = f" by {holder}" if holder else ""
     raise BadInput(
         f"port {port} on {host} is already in use{who}",
-        f"stop that server, or choose another port: --set server.port={port + 1}",
+        f"stop that server, or choose another port: {port_option}{port + 1}",
     )
 
 
-def preflight_errors(profile: Profile, host: str, port: int) -> list[CheckResult]:
+def check_model(profile: Profile) -> None:
+    """BadInput (exit 2) unless model.path is a model directory (one with config.json): otherwise
+    the engine starts, dies seconds later, and a restart policy would only repeat that."""
+    path = Path(profile.model.path)
+    fix = f"download the model into {path}, or give its directory with --model DIR"
+    if not path.exists():
+        raise BadInput(f"model directory not found: {path}", fix)
+    if not path.is_dir():
+        raise BadInput(
+            f"{path} is a file, not a model directory", "give the directory that holds config.json: --model DIR"
+        )
+    if not (path / "config.json").is_file():
+        raise BadInput(f"{path} holds no config.json: not a model directory, or its download is incomplete", fix)
+
+
+def check_plan(profile: Profile) -> None:
+    """BadInput (exit 2) when the memory plan's verdict is does-not-fit: the engine would refuse to
+    start or run out of memory, every time, so this is a setting to change, not a launch to retry.
+
+    A plan that cannot be made (weights the planner cannot read, such as .bin files) does not stop
+    the launch: the engine may load what the planner cannot."""
+    from engine.capacity import NO_FIT, plan
+
+    try:
+        result = plan(profile)
+    except AscendctlError:
+        return
+    if result.verdict != NO_FIT:
+        return
+    limit = result.model.max_position_embeddings
+    if limit and result.max_model_len > limit:
+        change = f"--set engine.max_model_len={limit} (the model's limit) or less"
+    elif (
+        result.suggested_tensor_parallel_size
+        and result.suggested_tensor_parallel_size != profile.engine.tensor_parallel_size
+    ):
+        change = f"--set engine.tensor_parallel_size={result.suggested_tensor_parallel_size}"
+    else:
+        change = "lower engine.max_model_len, or give the KV cache more memory"
+    raise BadInput(
+        f"the memory plan for profile {profile.name} says it does not fit: {'; '.join(result.reasons)}",
+        f"{change}; `ascendctl plan --profile {profile.name}` with the same --set shows the whole budget",
+    )
+
+
+def preflight_errors(profile: Profile, host: str, port: int, port_option: str = SET_PORT) -> list[CheckResult]:
     """Everything that should stop a launch of `profile` on `host:port` before the engine starts.
 
-    A taken port raises BadInput (exit 2: the fix is a setting). Returns doctor's errors for the
-    profile, every one of them: the caller shows each with its fix and does not start (exit 1).
+    A taken port, a model.path that is no model directory, or a plan that does not fit raise
+    BadInput (exit 2: the fix is a setting, and no restart could help). Returns doctor's errors for
+    the profile, every one of them: the caller shows each with its fix and does not start (exit 1).
     """
-    check_port(host, port)
+    check_port(host, port, port_option)
+    check_model(profile)
+    check_plan(profile)
     report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path)
     return [c for c in report.checks if c.status is Status.ERROR]

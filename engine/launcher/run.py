@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 
+from engine.errors import BadInput
+from engine.launcher.portlock import PortLock
 from engine.launcher.rundir import new_run_dir, write_profile
 from engine.launcher.supervisor import Listener, RestartPolicy, Supervisor
 from engine.profiles import LaunchSpec, Profile, dump_profile
+from engine.runs import runs_dir
 
 
 def prepare_run(
@@ -23,9 +26,21 @@ def prepare_run(
 
     run.json is written by the supervisor when the engine starts, since it records the pid: a
     run whose engine never started is not listed among the runs `top` and `triage` find.
+
+    The port is locked first (BadInput, exit 2, naming the run that holds it) and stays locked
+    until the run ends: two launches on one port cannot both start, however close together.
     """
-    run_dir = new_run_dir(profile.name)
-    write_profile(run_dir, dump_profile(profile))
+    lock = PortLock.acquire(spec.port)
+    try:
+        run_dir = new_run_dir(profile.name)
+        write_profile(run_dir, dump_profile(profile))
+    except OSError as exc:
+        lock.release()
+        raise BadInput(
+            f"cannot write the run directory under {runs_dir()}: {exc.strerror or exc}",
+            "free space in the state directory, or point ASCENDCTL_STATE_DIR at another one",
+        ) from exc
+    lock.record(run_id=run_dir.name, url=spec.url)
     return Supervisor(
         spec.argv,
         {**os.environ, **spec.env},
@@ -36,4 +51,5 @@ def prepare_run(
         policy=policy,
         grace=grace,
         ready_timeout=ready_timeout,
+        port_lock=lock,
     )

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any
 
 from engine import runs
 from engine.redact import redact_argv
@@ -22,7 +20,9 @@ def new_run_dir(profile_name: str) -> Path:
     for n in range(1000):
         candidate = base / (f"{stamp}-{safe}" + (f"-{n}" if n else ""))
         try:
-            candidate.mkdir()
+            # Owner only: the run holds the engine's log and the resolved profile, and either may
+            # carry a secret the masks do not recognise.
+            candidate.mkdir(mode=0o700)
             return candidate
         except FileExistsError:
             continue
@@ -32,12 +32,16 @@ def new_run_dir(profile_name: str) -> Path:
 def write_profile(run_dir: Path, text: str) -> Path:
     """The resolved profile as the engine got it (overrides applied, placeholders expanded)."""
     path = Path(run_dir) / runs.PROFILE_FILE
-    path.write_text(text, encoding="utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     return path
 
 
-def start_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pid: int | None) -> runs.RunInfo:
-    info = runs.RunInfo(
+def new_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pid: int | None) -> runs.RunInfo:
+    """The run as run.json will record it; the supervisor writes it (runs.write_run), and a
+    state directory that cannot be written costs the record, not the run."""
+    return runs.RunInfo(
         run_id=Path(run_dir).name,
         directory=str(run_dir),
         pid=pid,
@@ -46,17 +50,19 @@ def start_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pi
         argv=redact_argv(argv),  # run.json is read by top and bundles: no secret flag in it
         started_at=time.time(),
     )
-    runs.write_run(info)
-    return info
 
 
-def update_record(info: runs.RunInfo, **changes: Any) -> runs.RunInfo:
-    info = dataclasses.replace(info, **changes)
-    runs.write_run(info)
-    return info
+def marker(text: str) -> str:
+    """A line of ours for the engine log, marked so nobody takes it for the engine's."""
+    return f"=== ascendctl {time.strftime('%m-%d %H:%M:%S')} {text} ===" + os.linesep
 
 
-def append_marker(log_path: Path, text: str) -> None:
-    """A line of ours in the engine log (restarts), marked so nobody takes it for the engine's."""
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"=== ascendctl {time.strftime('%m-%d %H:%M:%S')} {text} ===" + os.linesep)
+def append_marker(log_path: Path, text: str) -> bool:
+    """Append a marker (restarts). False when the log cannot be written (a full disk): a missing
+    marker must not stop the supervision."""
+    try:
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(marker(text))
+    except OSError:
+        return False
+    return True

@@ -6,13 +6,14 @@ The shell passes a `Listener` to show what happens; the supervisor itself prints
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -21,14 +22,16 @@ from engine import runs
 from engine.launcher import rundir
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker
-from engine.launcher.process import EngineProcess
+from engine.launcher.portlock import PortLock
+from engine.launcher.process import EngineProcess, group_listens_on
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass(frozen=True)
 class RestartPolicy:
-    """`on_failure`: start the engine again when it exits non-zero (or never gets ready), up to
+    """`on_failure`: start the engine again when it exits without being asked to (whatever its
+    code: vLLM's API server exits 0 when its EngineCore dies) or never gets ready, up to
     `max_restarts` times in a row, waiting backoff, 2x backoff, ... (capped) in between. A run
     that stayed ready for `reset_after` seconds starts the count again."""
 
@@ -57,6 +60,10 @@ class Listener:
 
     def stopping(self, signame: str, grace: float) -> None: ...
 
+    def warning(self, message: str) -> None:
+        """Something the operator should know that does not stop the run (a log that cannot be
+        written...). Each kind is said once."""
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -72,7 +79,9 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.stopped_by is None and (self.timed_out or self.exit_code != 0)
+        """A server only stops when asked: an engine that ended without a signal of ours failed,
+        whatever its exit code."""
+        return self.stopped_by is None and (self.timed_out or self.exit_code is not None)
 
 
 def health_url(url: str) -> str:
@@ -100,6 +109,8 @@ class Supervisor:
         grace: float = 20.0,
         ready_timeout: float | None = 1800.0,
         poll_interval: float = 0.2,
+        port_lock: PortLock | None = None,
+        open_log: Callable[[Path], BinaryIO] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.env = dict(env)
@@ -121,6 +132,12 @@ class Supervisor:
         self._ready_at: float | None = None
         self.timed_out = False
         self._health = health_url(url)
+        self._port = urlsplit(url).port
+        self.port_lock = port_lock  # held until the run ends: released by run() or shutdown()
+        self._open_log = open_log
+        self._record_lock = threading.Lock()  # run.json is updated from the log thread as well
+        self._warned: set[str] = set()
+        self._warn_lock = threading.Lock()
 
     # -- signals -----------------------------------------------------------------------------
 
@@ -162,16 +179,56 @@ class Supervisor:
     def start(self, attempt: int = 0) -> EngineProcess:
         self.tracker = PhaseTracker()
         self._ready_at = None
-        engine = EngineProcess(self.argv, self.env, self.log_path, on_line=self._on_line)
+        engine = EngineProcess(
+            self.argv,
+            self.env,
+            self.log_path,
+            on_line=self._on_line,
+            on_log_error=self._log_failed,
+            open_log=self._open_log,
+        )
         engine.start()
         self.engine = engine
         assert engine.pid is not None
         if self.info is None:
-            self.info = rundir.start_record(self.run_dir, self.profile_name, self.url, self.argv, engine.pid)
+            with self._record_lock:
+                self.info = rundir.new_record(self.run_dir, self.profile_name, self.url, self.argv, engine.pid)
+            self._record()
         else:
-            self.info = rundir.update_record(self.info, pid=engine.pid, ended_at=None, exit_code=None)
+            self._record(pid=engine.pid, ended_at=None, exit_code=None)
         self.listener.started(engine.pid, attempt)
         return engine
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        with self._warn_lock:  # the log thread and the main thread both warn
+            if kind in self._warned:
+                return
+            self._warned.add(kind)
+        self.listener.warning(message)
+
+    def _record(self, **changes) -> None:
+        """Update run.json. A state directory that cannot be written (a full disk) costs the
+        record, never the run: the operator is told once, and the last write tries again."""
+        with self._record_lock:
+            if self.info is None:
+                return
+            self.info = dataclasses.replace(self.info, **changes)
+            try:
+                runs.write_run(self.info)
+            except OSError as exc:
+                self._warn_once(
+                    "run.json", f"cannot write {self.run_dir / runs.RUN_FILE}: {exc.strerror or exc}; the run goes on"
+                )
+
+    def _log_failed(self, exc: OSError) -> None:
+        """From the log thread, on the first error writing the engine log."""
+        self._warn_once(
+            "log",
+            f"cannot write the engine log {self.log_path}: {exc.strerror or exc}. The engine keeps running; "
+            "its output is still read, but lines are dropped (run.json counts them) until the log can be "
+            "written again",
+        )
+        self._record(log_error=str(exc))
 
     def _on_line(self, line: str) -> None:
         self.listener.line(line)
@@ -192,7 +249,7 @@ class Supervisor:
                 if self.engine.poll() is not None:
                     return False
                 try:
-                    if client.get(self._health).status_code == 200:
+                    if client.get(self._health).status_code == 200 and self._serves_port():
                         self._ready_at = self.tracker.elapsed()
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
@@ -203,6 +260,20 @@ class Supervisor:
                     return False
                 self._stop.wait(self.poll_interval)
         return False
+
+    def _serves_port(self) -> bool:
+        """Is the server that answered /health this engine? Another server on the port (one
+        started a moment earlier) answers as well; ours owns the listening socket."""
+        assert self.engine is not None and self.engine.pid is not None
+        if self._port is None:
+            return True
+        owned = group_listens_on(self.engine.pid, self._port)
+        if owned is False:
+            self._warn_once(
+                "port",
+                f"another server answers on port {self._port}, not this engine; waiting for the engine's own",
+            )
+        return owned is not False  # None: we may not look, so /health has the last word
 
     def wait_exit(self, timeout: float | None = None) -> int | None:
         """Block until the engine exits (its code), or a stop is requested or `timeout` seconds
@@ -227,9 +298,17 @@ class Supervisor:
         return self.engine.poll() if self.engine is not None else None
 
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
-        """Stop the whole process group: `sig`, then SIGKILL after the grace period."""
+        """Stop the whole process group: `sig`, then SIGKILL after the grace period; as soon as
+        the group is gone, whichever comes first.
+
+        Before the engine is ready, SIGTERM is sent as SIGINT: vLLM's start-up ignores a SIGTERM
+        (or its API server hangs on after its EngineCore died of it) until the grace period ends,
+        while an interrupt stops it as soon as its engine core is up. Nothing is in flight yet
+        that a graceful SIGTERM would drain."""
         if self.engine is None:
             return None
+        if sig == signal.SIGTERM and self._ready_at is None:
+            sig = signal.SIGINT
         self.listener.stopping(signal.Signals(sig).name, self.grace)
         code = self.engine.stop(sig, self.grace, kill_now=self._kill_now.is_set)
         self._finish(code)
@@ -239,24 +318,40 @@ class Supervisor:
         """Leave nothing running, however the run went: stop the engine's process group if the
         engine still runs (with the signal we received, else SIGTERM), else sweep what its main
         process left behind. run.json records how it ended. Returns the engine's exit code."""
-        if self.engine is None:
-            return None
-        if self.engine.poll() is None:
-            return self.stop(self.stop_signal)
-        self.engine.sweep(self.grace)
-        code = self.engine.poll()
-        self._finish(code)
-        return code
+        try:
+            if self.engine is None:
+                return None
+            if self.engine.poll() is None:
+                return self.stop(self.stop_signal)
+            self.engine.sweep(self.grace)
+            code = self.engine.poll()
+            self._finish(code)
+            return code
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Give the port back to other runs (the lock taken by prepare_run)."""
+        if self.port_lock is not None:
+            self.port_lock.release()
 
     def _finish(self, code: int | None) -> None:
         # The first end is the one to keep: a stop from another thread may have recorded it.
         if self.info is not None and self.info.ended_at is None:
-            self.info = rundir.update_record(self.info, ended_at=time.time(), exit_code=code)
+            dropped = self.engine.log_lines_dropped if self.engine is not None else 0
+            changes = {"log_lines_dropped": self.info.log_lines_dropped + dropped} if dropped else {}
+            self._record(ended_at=time.time(), exit_code=code, **changes)
 
     # -- the serve loop ----------------------------------------------------------------------
 
     def run(self) -> Outcome:
         """Start, wait until ready, supervise until the engine exits or we are told to stop."""
+        try:
+            return self._run()
+        finally:
+            self.release()
+
+    def _run(self) -> Outcome:
         attempt = 0
         while True:
             engine = self.start(attempt)
@@ -271,15 +366,16 @@ class Supervisor:
                 engine.sweep(self.grace)  # the main process is gone: leave none of its children
                 code = engine.proc.returncode if engine.proc else code
                 self._finish(code)
-            failed = self.timed_out or code != 0
-            diagnosis = diagnose(list(engine.tail), code) if failed else None
+            # Not stopped by us: it never got ready, or it ended on its own, which a server only
+            # does when something broke, whatever its exit code.
+            diagnosis = diagnose(list(engine.tail), code)
             if (
                 self._ready_at is not None
                 and engine.started_at
                 and time.time() - engine.started_at - self._ready_at >= self.policy.reset_after
             ):
                 attempt = 0
-            if failed and self.policy.on_failure and attempt < self.policy.max_restarts:
+            if self.policy.on_failure and attempt < self.policy.max_restarts:
                 attempt += 1
                 delay = self.policy.delay(attempt)
                 self.listener.exited(code, diagnosis, delay, attempt)

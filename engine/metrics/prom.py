@@ -50,11 +50,12 @@ def _histogram(self, key: str) -> Histogram | None:
 
 
 def _config_int(self, label: str) -> int | None:
-    """An integer label of `vllm:cache_config_info` ("None" and junk read as absent)."""
+    """An integer label of `vllm:cache_config_info` ("None", "inf", "nan" and junk read as absent)."""
     try:
-        return int(float(self.cache_config[label]))
+        value = float(self.cache_config[label])
     except (KeyError, ValueError):
         return None
+    return int(value) if math.isfinite(value) else None
 
 
 # One scrape: a field per gauge and counter of the catalog (None when the engine does not expose
@@ -196,7 +197,9 @@ def parse_metrics(text: str, lean: bool = False, memo: dict[str, Sample] | None 
             pairs = ((fam.name, s) for fam in text_string_to_metric_families(text) for s in fam.samples)
         for family, s in pairs:
             families.add(family)
-            if math.isnan(s.value):
+            if not math.isfinite(s.value):
+                # A NaN or +Inf gauge (a division by zero in the engine, a broken exporter) is
+                # "not available", never a figure: one bad sample must not reach int() or a sum.
                 continue
             sums[s.name] = sums.get(s.name, 0.0) + s.value
             if s.name.endswith("_bucket") and "le" in s.labels:
@@ -212,8 +215,10 @@ def parse_metrics(text: str, lean: bool = False, memo: dict[str, Sample] | None 
             if family == "vllm:cache_config_info" and not cache_config:
                 cache_config = dict(s.labels)
     except (ValueError, TypeError, IndexError) as exc:
+        # The parser quotes the offending line, which may be a whole page on one line.
+        detail = str(exc) if len(str(exc)) <= 80 else str(exc)[:79] + "…"
         raise BadInput(
-            f"the /metrics body is not Prometheus text ({exc})",
+            f"the /metrics body is not Prometheus text ({detail})",
             "point ascendctl at the vLLM server root, e.g. http://127.0.0.1:8000",
         ) from exc
     if info_line is not None:
@@ -228,7 +233,8 @@ def parse_metrics(text: str, lean: bool = False, memo: dict[str, Sample] | None 
         for name in _NAMES[key]:
             for candidate in (name, name + "_total"):
                 if candidate in sums:
-                    return sums[candidate]
+                    # finite samples can still sum past the float range
+                    return sums[candidate] if math.isfinite(sums[candidate]) else None
         return None
 
     hists = {
@@ -270,4 +276,16 @@ def scrape(
         ) from exc
     if resp.status_code != 200:
         raise Unreachable(f"{url} answered HTTP {resp.status_code}", "check the URL and the server's API key")
-    return parse(resp.text)
+    text = resp.text
+    if "html" in resp.headers.get("content-type", "").lower() or text.lstrip()[:1] == "<":
+        # A proxy's login page, a web UI: say so, instead of quoting the page as a parse error.
+        title = _TITLE.search(text[:65536])
+        named = f" titled {' '.join(title.group(1).split())[:60]!r}" if title else ""
+        raise BadInput(
+            f"{url} is not a Prometheus page: it answered an HTML page{named}",
+            "point ascendctl at the vLLM server root, e.g. http://127.0.0.1:8000 (the port vllm serve listens on)",
+        )
+    return parse(text)
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)

@@ -12,6 +12,7 @@ from engine.profiles.loader import (
     list_profiles,
     load_profile,
     load_profile_text,
+    user_profile_warnings,
     user_profiles_dir,
 )
 from engine.profiles.schema import SCHEMA, Problem, Profile
@@ -29,5 +30,6 @@ __all__ = [
     "load_profile",
     "load_profile_text",
     "parse_version",
+    "user_profile_warnings",
     "user_profiles_dir",
 ]

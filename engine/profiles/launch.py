@@ -75,6 +75,28 @@ def gated_flags() -> dict[str, dict[str, Any]]:
     return load_yaml("engine.profiles", "flags.yaml")
 
 
+def unsupported_settings(profile: Profile, newest: tuple[str, str] | None) -> list[str]:
+    """One warning per version-gated setting that even the newest engine of the profile's platform
+    lacks. `newest` is (its vLLM version, its name), from engine.stacks; None when unknown.
+
+    launch_spec drops such a flag at start-up; said when the profile is validated or planned, the
+    operator learns it before counting on the limit."""
+    if newest is None:
+        return []
+    version, engine = newest
+    have = parse_version(version)
+    out = []
+    for key, fact in gated_flags().items():
+        since = parse_version(fact["since"])
+        if getattr(profile.engine, key) is None or have is None or since is None or have >= since:
+            continue
+        out.append(
+            f"engine.{key} ({fact['flag']}) needs vLLM >= {fact['since']}; the newest {profile.platform} engine, "
+            f"{engine}, pairs with vLLM {version}, so serve drops it"
+        )
+    return out
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -16,7 +16,7 @@ import yaml
 
 from engine import yamlfile
 from engine.errors import BadInput
-from engine.profiles.schema import SCHEMA, SECTIONS, Problem, Profile, build, suggest
+from engine.profiles.schema import SCHEMA, SECTIONS, Problem, Profile, build, mask_override, suggest
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
 CACHE_PLACEHOLDER = "${cache}"
@@ -30,10 +30,18 @@ class ProfileInvalid(BadInput):
         self.source = source
         lines = "\n".join(f"  {p}" for p in problems)
         count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(
-            f"invalid profile {source} ({count}):\n{lines}",
-            f"edit {source} (see `ascendctl profile show` for a valid example)" if source else "fix the --set values",
-        )
+        super().__init__(f"invalid profile {source} ({count}):\n{lines}", _fix_for(source, problems))
+
+
+def _fix_for(source: str, problems: list[Problem]) -> str:
+    """Point at what gave the bad values: the command line's --set / --model, the file, or both.
+    A bad --set on a shipped profile must not send the user to edit the installed file."""
+    flags = list(dict.fromkeys(p.file for p in problems if p.line is None and p.file.startswith("--")))
+    in_file = [p for p in problems if not (p.line is None and p.file.startswith("--"))]
+    if flags and not in_file:
+        return f"correct {' and '.join(flags)} on the command line (`ascendctl profile show` lists the keys)"
+    edit = f"edit {source} (see `ascendctl profile show` for a valid example)" if source else "fix the profile"
+    return f"{edit}, and correct {' and '.join(flags)}" if flags else edit
 
 
 @dataclass(frozen=True)
@@ -62,24 +70,55 @@ def _shipped() -> dict[str, Any]:
     }
 
 
-def _user() -> dict[str, Path]:
+def _scan_user() -> tuple[dict[str, Path], str | None]:
+    """The user's profile files by name, and why the folder could not be read (None when it could).
+
+    An unreadable folder is skipped, not fatal: it must not take the shipped profiles down with it."""
     folder = user_profiles_dir()
-    if not folder.is_dir():
-        return {}
-    return {p.stem: p for p in sorted(folder.iterdir()) if p.suffix in PROFILE_SUFFIXES and p.is_file()}
+    try:
+        if not folder.is_dir():
+            return {}, None
+        return {p.stem: p for p in sorted(folder.iterdir()) if p.suffix in PROFILE_SUFFIXES and p.is_file()}, None
+    except OSError as exc:
+        return {}, f"cannot read your profiles folder {folder} ({exc.strerror or exc}); only shipped profiles are used"
+
+
+def _user() -> dict[str, Path]:
+    return _scan_user()[0]
+
+
+def _read_user(path: Path) -> tuple[str | None, str | None]:
+    """(text, None), or (None, why it was skipped) for a file that is not readable UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except UnicodeDecodeError:
+        return None, f"skipped {path}: not a text file (not UTF-8)"
+    except OSError as exc:
+        return None, f"skipped {path}: cannot read it ({exc.strerror or exc})"
+
+
+def user_profile_warnings(read_files: bool = False) -> list[str]:
+    """What was skipped among the user's profiles: the folder when it cannot be read, and with
+    `read_files` each file in it that is not readable text (what `list_profiles` leaves out)."""
+    found, problem = _scan_user()
+    notes = [problem] if problem else []
+    if read_files:
+        notes += [why for why in (_read_user(path)[1] for path in found.values()) if why]
+    return notes
 
 
 def list_profiles() -> list[ProfileRef]:
-    """Shipped profiles and the user's own (a user profile shadows a shipped one of the same name)."""
+    """Shipped profiles and the user's own (a user profile shadows a shipped one of the same name).
+
+    User files that cannot be read as text are left out (`user_profile_warnings(read_files=True)`
+    says which)."""
     found: dict[str, ProfileRef] = {}
     for name, entry in _shipped().items():
         found[name] = ProfileRef(name, str(entry), True, *_summary(entry.read_text(encoding="utf-8")))
     for name, path in _user().items():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            text = ""
-        found[name] = ProfileRef(name, str(path), False, *_summary(text))
+        text = _read_user(path)[0]
+        if text is not None:
+            found[name] = ProfileRef(name, str(path), False, *_summary(text))
     return sorted(found.values(), key=lambda r: r.name)
 
 
@@ -172,7 +211,7 @@ def _apply_overrides(raw: dict[str, Any], model: str | None, sets: Sequence[str]
     if model is not None:
         raw.setdefault("model", {})["path"] = model
     for item in sets:
-        where = f"--set {item}"
+        where = f"--set {mask_override(item)}"
         key, eq, text = item.partition("=")
         section, dot, name = key.strip().rpartition(".")
         if not eq or not name:
@@ -181,8 +220,14 @@ def _apply_overrides(raw: dict[str, Any], model: str | None, sets: Sequence[str]
         if section not in SECTIONS and not (section == "" and name in SCHEMA[""]):
             problems.append(Problem(where, None, key, f"unknown section{suggest(section, list(SECTIONS))}"))
             continue
+        if not text.strip():
+            # An empty value used to drop the key silently, leaving the profile's value in force.
+            problems.append(
+                Problem(where, None, key.strip(), "has no value: give one, or `null` to fall back to the default")
+            )
+            continue
         try:
-            value = yamlfile.load(text, where) if text.strip() else None
+            value = yamlfile.load(text, where)
         except yamlfile.YamlInvalid:
             value = text
         raw.setdefault(section, {})
@@ -232,7 +277,7 @@ def load_profile_text(
     def locate(dotted: str) -> tuple[str, int | None]:
         if dotted in override_keys:
             item = override_keys[dotted]
-            return (item if item.startswith("--model") else f"--set {item}"), None
+            return (item if item.startswith("--model") else f"--set {mask_override(item)}"), None
         return source, lines.get(dotted, lines.get(dotted.split(".")[0], 1))
 
     profile, more = build(raw, locate, default_name)
@@ -250,5 +295,6 @@ def _with_origin(profile: Profile, source: str, overrides: tuple[str, ...]) -> P
 
 def dump_profile(profile: Profile) -> str:
     """The resolved profile as YAML (placeholders expanded, overrides applied)."""
-    header = f"# resolved from {profile.source}" + (f" with {' '.join(profile.overrides)}" if profile.overrides else "")
+    overrides = profile.masked_overrides()
+    header = f"# resolved from {profile.source}" + (f" with {' '.join(overrides)}" if overrides else "")
     return header + "\n" + yaml.safe_dump(profile.to_dict(), sort_keys=False, allow_unicode=True)

@@ -7,14 +7,23 @@ each key) into a frozen `Profile`, collecting every problem instead of stopping 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
+from engine.data import load_yaml
+from engine.dtypes import ALIASES, canonical_dtype
+from engine.redact import MASK, is_secret_name, redact_env, redact_value
 from engine.yamlfile import Problem, quote
 
 PLATFORMS = ("ascend", "cuda", "cpu")
-DTYPES = ("auto", "bfloat16", "float16", "float32", "half", "float")
+# Every spelling of engine.dtype (vLLM's and the usual short ones); the profile keeps the canonical name.
+DTYPES = tuple(ALIASES)
+# --quantization methods a platform's engine has, where the list is short and fixed. vllm-ascend
+# serves quantized weights only through its `ascend` method (msModelSlim W8A8 / W4A8 ...); AWQ,
+# GPTQ and fp8 checkpoints made for CUDA are rejected when the weights load (vllm-ascend #1233).
+QUANTIZATION = {"ascend": ("ascend",)}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Flags a profile must never smuggle in through extra_args: each has a reason and a better place.
 FORBIDDEN_ARGS = {
@@ -35,6 +44,8 @@ class Spec:
     maximum: float | None = None
     exclusive_min: bool = False
     help: str = ""
+    # Turns an accepted value into the one the profile keeps (an alias into its canonical name).
+    convert: Callable[[Any], Any] | None = None
 
     def describe(self) -> str:
         names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
@@ -69,7 +80,13 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     },
     "engine": {
         "tensor_parallel_size": Spec(int, default=1, minimum=1, help="--tensor-parallel-size"),
-        "dtype": Spec(str, default="auto", choices=DTYPES, help="--dtype"),
+        "dtype": Spec(
+            str,
+            default="auto",
+            choices=DTYPES,
+            convert=canonical_dtype,
+            help="--dtype; half / fp16 mean float16, bf16 bfloat16, float / fp32 float32",
+        ),
         "max_model_len": Spec(int, minimum=1, help="--max-model-len (default: the model's own limit)"),
         "max_num_seqs": Spec(int, minimum=1, help="--max-num-seqs"),
         "max_num_batched_tokens": Spec(int, minimum=1, help="--max-num-batched-tokens"),
@@ -82,7 +99,11 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             help="--gpu-memory-utilization: share of each device's memory",
         ),
         "enforce_eager": Spec(bool, default=False, help="--enforce-eager (no graph capture; faster start)"),
-        "quantization": Spec(str, help="--quantization, e.g. ascend, awq, gptq, fp8"),
+        "quantization": Spec(
+            str,
+            help="--quantization. ascend: only `ascend` (msModelSlim W8A8 / W4A8 weights); "
+            "cuda: vLLM's methods, e.g. awq, gptq, fp8; cpu: e.g. awq, gptq",
+        ),
         "kv_cache_dtype": Spec(str, default="auto", help="--kv-cache-dtype, e.g. auto, fp8"),
         "kv_offloading_size": Spec(
             NUMBER,
@@ -184,8 +205,23 @@ class Profile:
             part = getattr(self, section)
             values = {f.name: getattr(part, f.name) for f in fields(part)}
             out[section] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items() if v is not None}
-        out["env"] = dict(self.env)
+        # This is what `profile show` prints and what serve saves into the run directory: a token
+        # put into env (or given with --set env.HF_TOKEN=...) must not land there in plain text.
+        out["env"] = redact_env(self.env)
         return out
+
+    def masked_overrides(self) -> list[str]:
+        """The overrides as they may be printed or saved: a secret env value given with --set masked."""
+        return [mask_override(item) for item in self.overrides]
+
+
+def mask_override(item: str) -> str:
+    """`env.HF_TOKEN=hf_abc` -> `env.HF_TOKEN=****`; credentials inside any other value masked."""
+    key, eq, value = item.partition("=")
+    name = key.strip().rpartition(".")[2]
+    if eq and key.strip().startswith("env.") and is_secret_name(name) and value:
+        return f"{key}={MASK}"
+    return redact_value(item)
 
 
 _SECTION_TYPES: dict[str, Callable[..., Any]] = {
@@ -195,6 +231,11 @@ _SECTION_TYPES: dict[str, Callable[..., Any]] = {
     "server": Server,
     "diagnostics": Diagnostics,
 }
+
+
+def removed_args() -> dict[str, dict[str, str]]:
+    """Flags vLLM removed, each with the release that dropped it and what to use instead."""
+    return load_yaml("engine.profiles", "removed_flags.yaml")
 
 
 def suggest(word: str, known: list[str]) -> str:
@@ -224,11 +265,17 @@ def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
             value,
             f"must be {spec.describe()}, got {quote(value)}{suggest(str(value), [str(c) for c in spec.choices])}",
         )
+    if isinstance(value, float) and not math.isfinite(value):
+        # YAML reads .nan and .inf as floats; NaN fails no comparison, so the range test below
+        # would let it through to the planner and the engine.
+        return value, f"must be a finite number, got {quote(value)}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low_bad = spec.minimum is not None and (value <= spec.minimum if spec.exclusive_min else value < spec.minimum)
         high_bad = spec.maximum is not None and value > spec.maximum
         if low_bad or high_bad:
             return value, f"must be {spec.describe()}, got {quote(value)}"
+    if spec.convert is not None:
+        value = spec.convert(value)
     return value, None
 
 
@@ -256,7 +303,7 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
             checked, error = check_value(spec, value)
             if error:
                 problems.append(Problem(*locate(dotted), dotted, error))
-            else:
+            elif checked is not None:  # an empty value (`key:` or --set KEY=null) means the default
                 out[key] = checked
         for key, spec in specs.items():
             if key not in out:
@@ -339,11 +386,41 @@ def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pro
                 "310P runs float16 only (bfloat16 kernels are not implemented there): use float16",
             )
         )
+    quantization = engine.get("quantization")
+    methods = QUANTIZATION.get(str(platform))
+    if quantization is not None and methods is not None and quantization not in methods:
+        problems.append(
+            Problem(
+                *locate("engine.quantization"),
+                "engine.quantization",
+                f"{quote(quantization)} does not run on {platform}: vllm-ascend serves quantized models only "
+                "through its `ascend` method, from msModelSlim W8A8 / W4A8 weights (AWQ and GPTQ checkpoints are "
+                "refused); quantize the model with msModelSlim and set engine.quantization: ascend",
+            )
+        )
+    elif quantization == "ascend" and platform != "ascend":
+        problems.append(
+            Problem(
+                *locate("engine.quantization"),
+                "engine.quantization",
+                f"`ascend` is vllm-ascend's method and does not exist on {platform}; use one of vLLM's (awq, gptq, ...)",
+            )
+        )
+    removed = removed_args()
     for arg in engine.get("extra_args", ()):
         flag = arg.split("=", 1)[0]
         if flag in FORBIDDEN_ARGS:
             problems.append(
                 Problem(*locate("engine.extra_args"), "engine.extra_args", f"{flag}: {FORBIDDEN_ARGS[flag]}")
+            )
+        elif flag in removed:
+            fact = removed[flag]
+            problems.append(
+                Problem(
+                    *locate("engine.extra_args"),
+                    "engine.extra_args",
+                    f"{flag} was removed from vLLM (gone by {fact['removed']}): {fact['instead']}",
+                )
             )
     key_env = server.get("api_key_env")
     if key_env is not None and not ENV_NAME.match(key_env):

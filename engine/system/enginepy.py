@@ -58,9 +58,39 @@ QUERY = (
     "        except metadata.PackageNotFoundError:\n"
     "            pass\n"
     "    return None\n"
+    # torch's C++ ABI without importing torch: wheels built while both ABIs were shipped write it
+    # into their CMake config (`-D_GLIBCXX_USE_CXX11_ABI=N`); find_spec locates the package
+    # without running it.
+    "def torch_abi():\n"
+    "    from importlib.util import find_spec\n"
+    "    try:\n"
+    "        spec = find_spec('torch')\n"
+    "    except (ImportError, ValueError):\n"
+    "        return None\n"
+    "    for d in (spec.submodule_search_locations or []) if spec else []:\n"
+    "        try:\n"
+    "            with open(os.path.join(d, 'share', 'cmake', 'Torch', 'TorchConfig.cmake')) as f:\n"
+    "                m = re.search(r'_GLIBCXX_USE_CXX11_ABI=([01])', f.read())\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        if m:\n"
+    "            return int(m.group(1))\n"
+    "    return None\n"
     f"names = {list(DISTRIBUTIONS)!r}\n"
     "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
-    " 'machine': platform.machine(), 'packages': {n: v(n) for n in names}}))\n"
+    " 'machine': platform.machine(), 'packages': {n: v(n) for n in names},"
+    " 'torch_cxx11_abi': torch_abi()}))\n"
+)
+
+# Newer torch wheels no longer write the ABI into their CMake config: then torch itself is asked,
+# in a child of its own so that a slow import costs the ABI and never the versions above. Device
+# back-end autoloading is switched off first, or importing torch would import torch_npu, which
+# talks to the driver and can hang on a broken one.
+ABI_QUERY = (
+    "import json, os\n"
+    "os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = '0'\n"
+    "import torch\n"
+    "print(json.dumps({'torch_cxx11_abi': int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))}))\n"
 )
 
 
@@ -72,6 +102,8 @@ class EnginePython:
     packages: dict[str, str | None] = field(default_factory=dict)
     error: str | None = None  # why the versions could not be read
     fix: str | None = None
+    # torch's _GLIBCXX_USE_CXX11_ABI (0 or 1): NNAL's libatb.so must be the build for the same ABI.
+    torch_cxx11_abi: int | None = None
 
     @property
     def vllm(self) -> str | None:
@@ -124,9 +156,38 @@ def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
             fix=f"run `{python} -V` to check the interpreter",
         )
     pkgs = data.get("packages") or {}
+    packages = {k: (str(v) if v else None) for k, v in pkgs.items()}
+    abi = _abi(data.get("torch_cxx11_abi"))
+    if abi is None and packages.get("torch") and _uses_atb(host):
+        abi = _ask_torch_abi(host, python, timeout)
     return EnginePython(
         interpreter=python,
         python=data.get("python"),
         machine=data.get("machine"),
-        packages={k: (str(v) if v else None) for k, v in pkgs.items()},
+        packages=packages,
+        torch_cxx11_abi=abi,
     )
+
+
+def _abi(value: object) -> int | None:
+    return value if value in (0, 1) and not isinstance(value, bool) else None
+
+
+def _uses_atb(host: Host) -> bool:
+    """Only a machine with NNAL (ATB) in its environment needs torch's ABI: importing torch to
+    learn it costs seconds that a CPU host has no reason to spend."""
+    return bool(host.env.get("ATB_HOME_PATH")) or "/nnal/atb/" in host.env.get("LD_LIBRARY_PATH", "")
+
+
+def _ask_torch_abi(host: Host, python: str, timeout: float) -> int | None:
+    try:
+        result = host.runner.run([python, "-c", ABI_QUERY], timeout=timeout, env=dict(host.env))
+    except (ToolMissing, ToolTimeout):
+        return None
+    for line in reversed(result.stdout.splitlines()):
+        if line.strip().startswith("{"):
+            try:
+                return _abi(json.loads(line).get("torch_cxx11_abi"))
+            except (json.JSONDecodeError, AttributeError):
+                return None
+    return None

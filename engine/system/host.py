@@ -15,6 +15,9 @@ class Host:
     root: Path = Path("/")
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     runner: Runner = field(default_factory=SubprocessRunner)
+    # A tree rebuilt from a bug report holds only the files the report showed: a path missing
+    # from it is unknown, not missing, and checks that would conclude from its absence skip.
+    partial: bool = False
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         """Map an absolute path on the probed machine to a path under `root`."""

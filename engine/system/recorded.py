@@ -9,6 +9,8 @@ of the tree:
     .recorded/commands/<key>.err      its stderr (optional)
     .recorded/commands/<key>.rc       its exit status (optional, default 0)
     .recorded/commands/<key>.hang     present: the command hung (replayed as a timeout)
+    .recorded/partial                 present: the tree was rebuilt from a report and holds only
+                                      what the report showed (a missing path is unknown)
 
 `<key>` is the command line with the program's directory dropped, any `pythonX.Y` written as
 `python`, the code after `-c` left out, and spaces as `_`: `npu-smi_info`, `python_-c`,
@@ -107,4 +109,5 @@ def recorded_host(root: str | Path) -> tuple[Host, bool]:
     rec = root / RECORD_DIR
     env_file = rec / "env"
     env = read_env_file(env_file) if env_file.is_file() else {}
-    return Host(root=root, env=env, runner=RecordedRunner(rec / "commands")), env_file.is_file()
+    host = Host(root=root, env=env, runner=RecordedRunner(rec / "commands"), partial=(rec / "partial").exists())
+    return host, env_file.is_file()

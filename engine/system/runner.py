@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
@@ -55,23 +56,44 @@ class SubprocessRunner:
         if exe is None:
             raise ToolMissing(f"{argv[0]} not found on PATH", f"install {argv[0]} or add it to PATH")
         try:
-            proc = subprocess.run(
+            # Its own process group: npu-smi and friends are wrapper scripts whose children hang
+            # with them, and killing only the direct child left those orphaned on every tick.
+            proc = subprocess.Popen(
                 (exe, *argv[1:]),
-                capture_output=True,
-                timeout=timeout,
-                env=dict(env) if env is not None else None,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
             )
+        except OSError as exc:
+            raise ToolMissing(f"cannot run {argv[0]}: {exc.strerror}", f"check that {exe} is executable") from exc
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            _kill_group(proc)
             raise ToolTimeout(
                 f"{argv[0]} did not answer within {timeout:g} s",
                 f"check the driver: run `{' '.join(argv)}` by hand; a hung npu-smi often means a stuck device",
             ) from exc
-        except OSError as exc:
-            raise ToolMissing(f"cannot run {argv[0]}: {exc.strerror}", f"check that {exe} is executable") from exc
+        except BaseException:  # Ctrl-C while waiting: the tool's group must not outlive us
+            _kill_group(proc)
+            raise
         return CommandResult(
-            argv,
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
+            argv, proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
         )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the tool's whole process group, reap it, and close its pipes."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+    try:
+        proc.communicate(timeout=1.0)
+    except subprocess.TimeoutExpired:  # a child that left the group still holds the pipes
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        proc.wait()

@@ -18,7 +18,7 @@ import httpx
 
 from engine.devices.sample import DeviceSample
 from engine.devices.sources import DeviceSource
-from engine.errors import AscendctlError
+from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.metrics.catalog import HISTORY_KEYS, RATE_FIELDS, VIEW_FIELDS
 from engine.metrics.prom import EngineMetrics, LeanParser, scrape
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
@@ -26,7 +26,7 @@ from engine.severity import rank as severity_rank
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
-from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels
+from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels, hbm_budget
 
 HISTORY_LEN = 60
 
@@ -40,32 +40,39 @@ class Target:
     log_path: str | None = None
     # The serving profile's diagnostics.pending_threshold, when the run's profile is known.
     pending_threshold: float | None = None
+    # The serving profile's engine.gpu_memory_utilization, when the run's profile is known.
+    hbm_budget: float | None = None
 
     @property
     def name(self) -> str:
         return self.label or self.url.split("://", 1)[-1].rstrip("/")
 
 
-def targets_from_runs() -> list[Target]:
-    """The live runs `ascendctl serve` started (newest first)."""
+def targets_from_runs(skipped: list[str] | None = None) -> list[Target]:
+    """The live runs `ascendctl serve` started (newest first); damaged run records are left out
+    and said in `skipped`."""
     from engine.runs import PROFILE_FILE, list_runs
 
     return [
-        Target(r.url, r.run_id, str(r.log_path), _profile_pending(Path(r.directory) / PROFILE_FILE))
-        for r in list_runs(live_only=True)
+        Target(r.url, r.run_id, str(r.log_path), *_profile_limits(Path(r.directory) / PROFILE_FILE))
+        for r in list_runs(live_only=True, skipped=skipped)
     ]
 
 
-def _profile_pending(path: Path) -> float | None:
-    """The pending-requests threshold of a run's resolved profile; None if it cannot be read."""
+def _profile_limits(path: Path) -> tuple[float | None, float | None]:
+    """The pending-requests threshold and the memory budget (gpu_memory_utilization) of a run's
+    resolved profile; None for what it does not say or when it cannot be read."""
     if not path.is_file():
-        return None
+        return None, None
     try:
         from engine.profiles import load_profile
 
-        return float(load_profile(str(path)).diagnostics.pending_threshold)
+        profile = load_profile(str(path))
+        pending = float(profile.diagnostics.pending_threshold)
     except (AscendctlError, AttributeError, OSError, TypeError, ValueError):
-        return None  # a damaged or older profile must not keep the dashboard from starting
+        return None, None  # a damaged or older profile must not keep the dashboard from starting
+    utilization = getattr(getattr(profile, "engine", None), "gpu_memory_utilization", None)
+    return pending, float(utilization) if isinstance(utilization, (int, float)) and utilization else None
 
 
 class _Status:
@@ -75,15 +82,21 @@ class _Status:
         self.error: str | None = None
         self.fix: str | None = None
         self.latency_ms: float | None = None
+        self.error_kind: str | None = None
 
     def ok(self, now: float, latency_s: float) -> None:
         self.last_ok, self.error, self.fix, self.latency_ms = now, None, None, latency_s * 1000
+        self.error_kind = None
 
     def failed(self, exc: BaseException) -> None:
         if isinstance(exc, AscendctlError):
             self.error, self.fix = exc.cause, exc.fix
+            self.error_kind = (
+                "unreachable" if isinstance(exc, Unreachable) else "bad-input" if isinstance(exc, BadInput) else "error"
+            )
         else:  # a bug or an unforeseen failure of a source: still a row, never a crash
             self.error, self.fix = f"{type(exc).__name__}: {exc}", None
+            self.error_kind = "error"
 
     def view(self, now: float) -> SourceStatus:
         return SourceStatus(
@@ -94,6 +107,7 @@ class _Status:
             self.error,
             self.fix,
             self.latency_ms,
+            self.error_kind,
         )
 
 
@@ -153,8 +167,10 @@ class Collector:
             except Exception as exc:  # noqa: BLE001 - see _Status.failed
                 self._device_status.failed(exc)
             device_status = self._device_status.view(now)
-        levels = {d.key: device_levels(d, self.thresholds) for d in devices}
         engines = [self._poll_engine(state, now) for state in self._engines]
+        # Cards are judged against the engines' own memory budget, so the engines are polled first.
+        budget = hbm_budget(engines, self.thresholds)
+        levels = {d.key: device_levels(d, self.thresholds, budget) for d in devices}
         diagnostics = self._rules.evaluate(now, devices, levels, engines)
         for state, view in zip(self._engines, engines):
             diagnostics += _log_diagnostics(state, view)
@@ -195,6 +211,7 @@ class Collector:
             history={k: tuple(v) for k, v in state.history.items()},
             log_path=state.target.log_path,
             pending_threshold=state.target.pending_threshold,
+            hbm_budget=state.target.hbm_budget,
         )
         if pool is not None:
             view = replace(view, kv=pool)

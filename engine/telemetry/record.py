@@ -10,7 +10,7 @@ from typing import IO, Iterator
 
 from engine.errors import BadInput
 from engine.telemetry.snapshot import Snapshot
-from engine.telemetry.thresholds import device_levels, engine_levels
+from engine.telemetry.thresholds import device_levels, engine_levels, hbm_budget
 
 # Recordings made before snapshots carried a `schema_version` named their format so.
 _LEGACY_SCHEMAS = {"ascendctl.top/1": 1}
@@ -36,10 +36,10 @@ class Recorder:
         self._file.close()
 
 
-def read_recording(path: str | Path, schema_version: int) -> Iterator[Snapshot]:
+def read_recording(path: str | Path, schema_version: int, skipped: list[str] | None = None) -> Iterator[Snapshot]:
     """Snapshots of an NDJSON recording of this `schema_version`. A damaged line (a cut last
-    line, garbage) raises BadInput naming the line, after the good snapshots before it have been
-    yielded."""
+    line, garbage, wrong types) raises BadInput naming the line, after the good snapshots before
+    it have been yielded; with `skipped`, it is skipped instead and said there."""
     try:
         handle = Path(path).open("r", encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -58,24 +58,32 @@ def read_recording(path: str | Path, schema_version: int) -> Iterator[Snapshot]:
                 snapshot = Snapshot.from_dict(data)
                 yield snapshot if "schema_version" in data else _judged(snapshot)
             except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                cause = f"{path}:{number}: not a top snapshot ({str(exc)[:80]})"
+                if skipped is not None:
+                    skipped.append(cause)
+                    continue
                 raise BadInput(
-                    f"{path}:{number}: not a top snapshot ({str(exc)[:80]})",
-                    "record with `ascendctl top --record FILE`; a cut last line can be deleted",
+                    cause, "record with `ascendctl top --record FILE`; a cut last line can be deleted"
                 ) from exc
 
 
 def _judged(snap: Snapshot) -> Snapshot:
     """A snapshot recorded before levels were: its figures judged by its own thresholds."""
     t = snap.thresholds
+    budget = hbm_budget(snap.engines, t)
     return dataclasses.replace(
         snap,
-        device_levels={d.key: device_levels(d, t) for d in snap.devices},
+        device_levels={d.key: device_levels(d, t, budget) for d in snap.devices},
         engines=tuple(dataclasses.replace(e, levels=engine_levels(e, t)) for e in snap.engines),
     )
 
 
-def load_recording(path: str | Path, schema_version: int) -> list[Snapshot]:
-    snapshots = list(read_recording(path, schema_version))
+def load_recording(path: str | Path, schema_version: int, skipped: list[str] | None = None) -> list[Snapshot]:
+    """Every good snapshot of the recording. With `skipped`, damaged lines (a cut last line of a
+    recording stopped by a crash) are left out and said there: one bad line must not cost the
+    rest of the recording."""
+    snapshots = list(read_recording(path, schema_version, skipped))
     if not snapshots:
-        raise BadInput(f"{path} holds no snapshots", "record one with `ascendctl top --record FILE`")
+        why = f" ({skipped[0]})" if skipped else ""
+        raise BadInput(f"{path} holds no snapshots{why}", "record one with `ascendctl top --record FILE`")
     return snapshots

@@ -70,7 +70,30 @@ class RuleEngine:
                         f"{d.key} HBM bandwidth above {t.hbm_bw_pct:g}%",
                         f"HBM bandwidth has stayed at {d.mem_bw_pct:g}% for {now - since:.0f} s: decode is "
                         "memory-bound, more concurrency will not raise throughput",
-                        "lower max_num_seqs, or quantise the KV cache / weights (w8a8) to move fewer bytes per token",
+                        # By effect: every decode step reads all the weights once, shared by the
+                        # whole batch, so fewer bytes per weight relieve bandwidth most; lowering
+                        # max_num_seqs only cuts the KV reads, and throughput with them.
+                        "1) serve W8A8 weights (msModelSlim, --quantization ascend): each decode step reads every "
+                        "weight once, and 8-bit weights halve those bytes; 2) W8A8C8 also quantises the KV cache, "
+                        "whose reads grow with sequences x context; 3) last, lower max_num_seqs: it cuts only the KV "
+                        "reads, and throughput with them",
+                        since=since,
+                    )
+                )
+            hot = levels.get("temp_c") is Severity.CRITICAL
+            since = self._sustained("temperature", d.key, hot, now, t.temp_sustain_s)
+            if since is not None:
+                out.append(
+                    Diagnostic(
+                        "temperature-high",
+                        "error",
+                        d.key,
+                        f"{d.key} at {d.temp_c:g} C",
+                        f"{d.key} has stayed at or above {t.temp_crit_c:g} C for {now - since:.0f} s: cooling "
+                        "problems show up as throughput drops, and operators keep cards below about 85 C",
+                        "check the fans and airflow of the chassis; `npu-smi info -t common -i <npu>` shows "
+                        "whether Aicore curFreq(MHZ) fell below Aicore Freq(MHZ); move load off this card until it "
+                        "cools",
                         since=since,
                     )
                 )
@@ -81,7 +104,10 @@ class RuleEngine:
                         "engine-unreachable",
                         "critical",
                         e.label,
-                        f"{e.label} unreachable",
+                        # It answered, with something else than vLLM's /metrics (a login page...).
+                        f"{e.label} serves no vLLM metrics"
+                        if e.status.error_kind == "bad-input"
+                        else f"{e.label} unreachable",
                         e.status.error or f"{e.url}/metrics did not answer",
                         e.status.fix or "check the engine process and its log (`ascendctl triage <run>/engine.log`)",
                         since=e.status.last_ok,
@@ -92,6 +118,20 @@ class RuleEngine:
             pending = e.levels.get("waiting") is Severity.WARNING
             since = self._sustained("pending", e.label, pending, now, t.pending_sustain_s)
             if since is not None:
+                kv_full = e.levels.get("kv_usage") in (Severity.WARNING, Severity.CRITICAL)
+                if kv_full:
+                    fix = (
+                        "the KV pool is nearly full, so waiting requests have no blocks to start in: add replicas, "
+                        "or give the engine more KV cache (more devices with TP, a higher gpu_memory_utilization)"
+                    )
+                else:
+                    # With KV room left, waiting requests are held back by the per-step token
+                    # budget: long prompts' prefill uses it up and new requests cannot start.
+                    fix = (
+                        "raise max_num_batched_tokens (the tokens one scheduler step may take: long prompts' "
+                        "prefill uses it up and new requests wait to start), then max_num_seqs; add replicas "
+                        "when the KV pool fills"
+                    )
                 out.append(
                     Diagnostic(
                         "pending-high",
@@ -99,7 +139,7 @@ class RuleEngine:
                         e.label,
                         f"{e.label}: {e.waiting:g} requests pending",
                         f"more than {limit:g} requests have waited for {now - since:.0f} s: the engine is at capacity",
-                        "add replicas, or raise max_num_seqs if the KV pool has room (see the KV gauge)",
+                        fix,
                         since=since,
                     )
                 )

@@ -34,6 +34,10 @@ class SourceStatus:
     error: str | None = None
     fix: str | None = None
     latency_ms: float | None = None
+    # Why it is down: "unreachable" (no answer), "bad-input" (it answered, but not vLLM's
+    # /metrics: a login page, another service), "error" (anything else). None when up, and in
+    # recordings made before this field.
+    error_kind: str | None = None
 
 
 # One engine at one tick: its status, a field per figure the catalog puts on the view
@@ -54,6 +58,9 @@ EngineView = dataclasses.make_dataclass(
         # From the run's profile; else the global threshold applies.
         ("pending_threshold", float | None, field(default=None)),
         ("levels", Levels, field(default_factory=dict)),
+        # The run's profile's gpu_memory_utilization: the HBM the engine takes by design. Last,
+        # so the fields scripts already read keep their places.
+        ("hbm_budget", float | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,
@@ -96,7 +103,9 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Snapshot":
-        return _decode(cls, data)
+        # A recording made before a threshold existed is judged by today's default for it.
+        thresholds = {**Thresholds.defaults().as_dict(), **(data.get("thresholds") or {})}
+        return _decode(cls, {**data, "thresholds": thresholds})
 
 
 def _decode(tp: Any, value: Any) -> Any:
@@ -119,8 +128,19 @@ def _decode(tp: Any, value: Any) -> Any:
     if origin in (dict, collections.abc.Mapping):
         args = typing.get_args(tp)
         return {k: _decode(args[1], v) for k, v in value.items()} if args else dict(value)
-    if tp is float and isinstance(value, int):
+    # Scalars are checked: a hand-edited or damaged recording ("running": "abc") must fail here,
+    # as a bad line, not later in a renderer's format().
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected a number, got {value!r:.40}")
         return float(value)
+    if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected a whole number, got {value!r:.40}")
+    if tp in (str, bool) and not isinstance(value, tp):
+        raise TypeError(f"expected {tp.__name__}, got {value!r:.40}")
     return value
 
 

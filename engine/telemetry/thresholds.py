@@ -28,9 +28,12 @@ class Thresholds:
     """The meaning of each key is written beside it in thresholds.yaml."""
 
     warn_pct: float
-    crit_pct: float
     temp_warn_c: float
     temp_crit_c: float
+    temp_sustain_s: float
+    hbm_budget: float
+    hbm_headroom_warn: float
+    hbm_headroom_crit: float
     hbm_bw_pct: float
     hbm_bw_sustain_s: float
     pending_requests: float
@@ -68,14 +71,23 @@ def _defaults() -> Thresholds:
 
 
 def profile_thresholds(profile: Any) -> dict[str, float]:
-    """The `diagnostics` section of a serving profile (engine.profiles.Profile) as thresholds."""
+    """The `diagnostics` section of a serving profile (engine.profiles.Profile) as thresholds,
+    and its engine's memory budget (gpu_memory_utilization) when it sets one."""
     d = profile.diagnostics
-    return {
+    out = {
         "pending_requests": float(d.pending_threshold),
         "kv_usage_pct": float(d.kv_usage_warn) * 100,
         "hbm_bw_pct": float(d.hbm_bandwidth_warn_pct),
         "temp_warn_c": float(d.temperature_warn_c),
     }
+    utilization = getattr(getattr(profile, "engine", None), "gpu_memory_utilization", None)
+    if utilization:
+        out["hbm_budget"] = float(utilization)
+    return out
+
+
+# Keys that are fractions, not percentages: `--set hbm_budget=90` would judge nothing.
+_FRACTIONS = ("hbm_budget", "hbm_headroom_warn", "hbm_headroom_crit")
 
 
 def load_thresholds(
@@ -119,6 +131,13 @@ def load_thresholds(
                 str(yamlfile.Problem(origin, line, key, f"must be a number, got {yamlfile.quote(value)}")),
                 f"write {key}: <number>",
             )
+        if key in _FRACTIONS and not 0 < getattr(values, key) <= 1:
+            raise BadInput(
+                str(
+                    yamlfile.Problem(origin, line, key, f"must be a fraction > 0 and <= 1, got {yamlfile.quote(value)}")
+                ),
+                f"write {key}: 0.9 for 90%",
+            )
     return values
 
 
@@ -143,11 +162,26 @@ def _at_least(value: float | None, warn: float, crit: float) -> Severity | None:
     return Severity.CRITICAL if value >= crit else Severity.WARNING if value >= warn else Severity.OK
 
 
-def device_levels(d: DeviceSample, t: Thresholds) -> dict[str, Severity | None]:
-    """Levels of a chip's judged figures, by DeviceSample field (`mem_pct` is HBM used)."""
+def hbm_budget(engines: Sequence["EngineView"], t: Thresholds) -> float:
+    """The memory budget the cards are judged against: the largest gpu_memory_utilization of the
+    engines whose profile is known, else hbm_budget. One host usually serves one engine; which
+    cards each engine holds is not known here, so the largest budget stands for all of them."""
+    known = [e.hbm_budget for e in engines if e.hbm_budget]
+    return max(known) if known else t.hbm_budget
+
+
+def hbm_limits(budget: float, t: Thresholds) -> tuple[float, float]:
+    """HBM used % at which a card turns warning and critical, for an engine budget (a fraction)."""
+    free = 100.0 * (1.0 - budget)
+    return 100.0 - free * (1.0 - t.hbm_headroom_warn), 100.0 - free * (1.0 - t.hbm_headroom_crit)
+
+
+def device_levels(d: DeviceSample, t: Thresholds, budget: float | None = None) -> dict[str, Severity | None]:
+    """Levels of a chip's judged figures, by DeviceSample field (`mem_pct` is HBM used, judged
+    against the engine's memory budget: see thresholds.yaml)."""
     return {
         "health": health_level(d.health),
-        "mem_pct": _at_least(d.mem_pct, t.warn_pct, t.crit_pct),
+        "mem_pct": _at_least(d.mem_pct, *hbm_limits(t.hbm_budget if budget is None else budget, t)),
         "mem_bw_pct": _at_least(d.mem_bw_pct, t.warn_pct, t.hbm_bw_pct),
         "temp_c": _at_least(d.temp_c, t.temp_warn_c, t.temp_crit_c),
     }
@@ -173,6 +207,8 @@ __all__ = [
     "Thresholds",
     "device_levels",
     "engine_levels",
+    "hbm_budget",
+    "hbm_limits",
     "health_level",
     "load_thresholds",
     "pending_limit",

@@ -23,7 +23,8 @@ CODE_REGEXES = (r"\bE[0-9A-Z][0-9]{4}\b", r"ERR[0-9]{5}")
 # confirmed against the exact ones.
 CODE_LOOSE = r"E(?:[0-9A-Z][0-9]{4}|RR[0-9]{5})"
 _ACL_CONTEXT = re.compile(
-    r"(?:error code is|error code:|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b"
+    # `error code is 507011`, `error code: 507011`, and the bare `error code 207001`
+    r"(?:error code(?: is|:)?|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b"
 )
 _CANN = re.compile(r"(?<![A-Za-z0-9])(?P<code>E[0-9A-Z][0-9]{4})(?![0-9])")
 _TORCH_NPU = re.compile(r"\b(?P<code>ERR[0-9]{5})\b")

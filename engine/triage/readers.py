@@ -8,8 +8,10 @@ others are still scanned.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import stat
 import sys
 import zlib
 from dataclasses import replace
@@ -26,6 +28,29 @@ STDIN = "-"
 Progress = Callable[[int, "int | None", str], None]
 
 
+class Truncated(Exception):
+    """An input ended early (a cut .gz): what came before it was scanned."""
+
+
+def _stat_error(raw: str, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if exc.errno == errno.ENOENT and os.path.islink(raw):
+        return f"broken symbolic link (to {os.readlink(raw)})"
+    if exc.errno == errno.ENOENT:
+        return "no such file or directory"
+    return (exc.strerror or str(exc)).lower()
+
+
+def is_stream(path: Path) -> bool:
+    """A pipe or socket: `<(cat x.log)`, /dev/stdin fed by a pipe, a FIFO. Read once, no size."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, str | None]]:
     """(name, path, error) per input file; directories are walked in name order, which is
     time order for plog files (`plog-<pid>_<YYYYMMDDhhmmssmmm>.log`)."""
@@ -34,7 +59,14 @@ def expand(paths: Sequence[str]) -> Iterator[tuple[str, Path | None, str | None]
             yield STDIN, None, None
             continue
         p = Path(raw)
-        if p.is_dir():
+        try:
+            os.stat(raw)
+        except OSError as exc:  # Path.exists() says "no such file" for a link loop or a denied parent
+            yield str(p), None, _stat_error(raw, exc)
+            continue
+        if is_stream(p):
+            yield str(p), p, None
+        elif p.is_dir():
             found = False
             for root, dirs, files in os.walk(p, onerror=None):
                 dirs.sort()
@@ -70,7 +102,7 @@ class _Gunzip(io.RawIOBase):
             if not compressed:
                 tail = self._z.flush()
                 if not self._z.eof:
-                    self._broken = "compressed file ended before the end of the gzip stream"
+                    self._broken = "truncated: the compressed data ends before the end of the gzip stream"
                     if not tail:
                         raise EOFError(self._broken)
                 return tail
@@ -92,8 +124,8 @@ class _Gunzip(io.RawIOBase):
 
 def _open(path: Path) -> BinaryIO:
     f = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    magic = f.read(2)
-    f.seek(0)
+    # peek, not read + seek: a pipe cannot seek back.
+    magic = f.peek(2)[:2]
     if magic == b"\x1f\x8b":
         return _Gunzip(f)  # type: ignore[return-value]
     return f
@@ -106,8 +138,13 @@ def feed_stream(scanner: Scanner, stream: BinaryIO, source: str, tick: Callable[
     pending = b""  # the start of a line cut by the previous block
     skipping = False  # inside an overlong line: drop bytes up to the next newline
     binary = False
+    broken: str | None = None
     while True:
-        block = stream.read(CHUNK)
+        try:
+            block = stream.read(CHUNK)
+        except (EOFError, zlib.error) as exc:  # a cut or corrupt .gz: keep what came before it
+            broken = str(exc) or type(exc).__name__
+            break
         if not block:
             break
         if tick:
@@ -141,6 +178,8 @@ def feed_stream(scanner: Scanner, stream: BinaryIO, source: str, tick: Callable[
     if pending:
         scanner.feed_block(pending, source)
     scanner.end_source(source)
+    if broken is not None:
+        raise Truncated(broken)
     return binary
 
 
@@ -163,7 +202,8 @@ def scan_paths(
                 total += p.stat().st_size
             except OSError:
                 pass
-    known_total: int | None = None if any(n == STDIN for n, _, _ in inputs) else total
+    streamed = any(n == STDIN or (p is not None and is_stream(p)) for n, p, _ in inputs)
+    known_total: int | None = None if streamed else total
     done = 0
     read: list[str] = []
     unreadable: list[str] = []
@@ -182,11 +222,18 @@ def scan_paths(
 
         try:
             if path is None:
-                stream: BinaryIO = stdin or sys.stdin.buffer
+                stream: BinaryIO | None = stdin or getattr(sys.stdin, "buffer", None)
+                if stream is None:  # started with stdin closed: sys.stdin is None
+                    unreadable.append(f"{name}: standard input is closed")
+                    continue
                 binary = feed_stream(scanner, stream, name, tick)
             else:
                 with _open(path) as stream:
                     binary = feed_stream(scanner, stream, name, tick)
+        except Truncated as exc:  # read, in part: an input of the report, and a damaged one
+            read.append(name)
+            unreadable.append(f"{name}: {exc}; what came before it was scanned")
+            continue
         except (OSError, EOFError, zlib.error) as exc:
             scanner.end_source(name)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__

@@ -145,3 +145,32 @@ max_tokens: 50
     assert report["cancelled"] >= 1  # the requests in flight at Ctrl-C
     assert report["requests"] == report["completed"] + report["failed"] + report["cancelled"]
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_absurd_scale_and_unwritable_out_are_refused_before_the_run(capsys, tmp_path):
+    code, out, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--scale", "1e9")
+    assert code == 2 and out == "" and "--scale 1e+09 is above the limit" in err
+    # The URL answers nothing: exit 2 naming --out (not 3) shows the check came before the run.
+    code, out, err = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--out", str(tmp_path))
+    assert code == 2 and out == "" and "it is a directory" in err
+    if os.geteuid() != 0:  # root writes anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        code, _, err = _run(
+            capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--out", str(locked / "r.json")
+        )
+        assert code == 2 and "cannot write the report" in err
+    fine = tmp_path / "r.json"
+    code, _, _ = _run(capsys, "bench", "http://127.0.0.1:1", "--scenario", "chat-qa", "--out", str(fine))
+    assert code == 3 and not fine.exists()  # the check leaves no empty file behind
+
+
+def test_print_scenario_after_scale_describes_the_scaled_load(capsys):
+    code, out, _ = _run(capsys, "bench", "--scenario", "burst", "--scale", "0.5", "--print-scenario")
+    assert code == 0 and yaml.safe_load(out)["description"].startswith("Scaled x0.5: before 8 concurrent")
+
+
+def test_a_burst_that_queues_nothing_reports_no_drain_time(capsys, stub):
+    code, out, _ = _run(capsys, "bench", stub.url, "--scenario", "burst", "--scale", "0.05", "--duration", "3")
+    assert "no queue formed, so no drain time (N/A)" in out and "back to that level" not in out
+    assert "queue_drain_s" in out and "not applicable" in out

@@ -57,3 +57,38 @@ def test_help_lists_every_command():
     out = subprocess.run([str(ASCENDCTL), "--help"], capture_output=True, text=True, check=True).stdout
     for command in ("doctor", "plan", "serve", "profile", "top", "triage", "bench", "demo"):
         assert command in out, f"`ascendctl --help` does not list {command}"
+
+
+def test_a_crash_has_its_own_exit_code_not_found_problems(capsys, monkeypatch):
+    from ascendctl.errors import EXIT_SOFTWARE
+
+    def boom(*_a, **_k):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("engine.doctor.run_doctor", boom)
+    assert main(["doctor"]) == EXIT_SOFTWARE == 70
+    assert "unexpected error: RuntimeError: a bug" in capsys.readouterr().err
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "| 70 |" in readme
+
+
+def test_off_a_terminal_long_lines_are_not_wrapped():
+    import io
+
+    out_buf, err_buf = io.StringIO(), io.StringIO()
+    out = Output(stdout=out_buf, stderr=err_buf)
+    path = "/var/lib/ascendctl/runs/" + "very-long-directory-name/" * 8 + "engine.log"
+    out.info(f"  watch it: ascendctl top http://127.0.0.1:8000    log: {path}")
+    out.emit({}, lambda console: console.print(f"log: {path}"))
+    out.error(f"cannot open {path}", "check it")
+    assert f"log: {path}\n" in out_buf.getvalue()
+    assert f"log: {path}\n" in err_buf.getvalue() and f"error: cannot open {path}\n" in err_buf.getvalue()
+
+
+def test_errors_quoting_untrusted_text_print_no_escape_sequences():
+    import io
+
+    err_buf = io.StringIO()
+    Output(stdout=io.StringIO(), stderr=err_buf).error("bad value '\x1b]0;pwned\x07\x1b[2J[/]x'", "fix [red]it[/]")
+    text = err_buf.getvalue()
+    assert "\x1b" not in text and "\x07" not in text and "[/]x" in text and "[red]it[/]" in text

@@ -88,11 +88,12 @@ def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
     import dataclasses
     import sys
 
-    from helpers import FIXTURES
+    from helpers import FIXTURES, fake_tiny_model
 
     import ascendctl.profile_args as profile_args
 
     real_resolve = profile_args.resolve
+    fake_tiny_model(tmp_path)  # the tests pass --model tmp_path: preflight checks it is a model
 
     def resolve(profile, model, sets):
         prof, spec, version = real_resolve(profile, model, sets)

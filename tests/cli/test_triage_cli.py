@@ -128,3 +128,40 @@ def test_stdin_in_a_real_process_stays_quiet_and_exits_1():
     assert data["inputs"] == ["-"]
     assert any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
     assert b"triage:" not in proc.stderr  # no progress without a terminal
+
+
+def test_log_text_is_never_markup_nor_raw_escapes(capsys, tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_text(
+        "ERROR 11-29 21:12:20 [x.py:1] boom [red]red[/red] then [/] and \x1b]0;pwned\x07\x1b[2Jcleared\n"
+        "WARNING 11-29 21:12:21 [x.py:2] [bold]odd[/] \x1b[31mwarning\n"
+    )
+    assert main(["triage", str(log)]) == 0  # unknown errors only: nothing at or above --fail-on
+    out, err = capsys.readouterr()
+    assert "MarkupError" not in err and "unexpected error" not in err
+    assert "[red]red[/red] then [/] and" in out  # literal, not colours
+    assert "\x1b" not in out + err and "\x07" not in out + err
+    assert "1 event\n" in out and "error event" not in out  # warnings are events, not "error events"
+
+
+@pytest.mark.skipif(not ASCENDCTL.exists(), reason="console script not installed")
+def test_process_substitution_and_dev_stdin_are_read():
+    for script in (
+        f'"{ASCENDCTL}" triage --json <(cat "{KV_LOG}")',
+        f'cat "{KV_LOG}" | "{ASCENDCTL}" triage --json /dev/stdin',
+    ):
+        proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=120)
+        assert proc.returncode == 1, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["unreadable"] == [] and any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
+
+
+def test_truncated_gz_counts_as_an_input_and_says_so(capsys, tmp_path):
+    import gzip
+
+    broken = tmp_path / "engine.log.gz"
+    broken.write_bytes(gzip.compress(KV_LOG.read_bytes())[:-200])
+    code = main(["triage", "--fail-on", "never", str(broken)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "1 input," in out and "vllm-no-kv-cache-memory" in out  # exit 2: a damaged input
+    assert "truncated" in err and "what came before it was scanned" in err

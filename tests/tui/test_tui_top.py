@@ -194,6 +194,45 @@ async def test_replay_feed_ends_cleanly():
         assert app.ended and "replay ended" in text_of(app, "#status") and app.shown.seq == 2
 
 
+def _non_finite(body: str) -> str:
+    import re
+
+    body = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", r"\1 NaN", body, flags=re.M)
+    body = re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    body = re.sub(r"^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    return body.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="inf"')
+
+
+async def test_nan_samples_and_hostile_text_never_take_the_dashboard_down():
+    import dataclasses
+
+    from engine.telemetry.snapshot import Diagnostic
+
+    collector = make_collector({"http://a:8000": [_non_finite(IDLE), _non_finite(BUSY)]})
+    hostile = Diagnostic("x", "error", "a:8000", "[/] boom [red]x\x1b[2J", "c\x1b]0;t\x07", "fix [/]", source="log")
+
+    def feed():
+        snap = collector.poll()
+        engine = dataclasses.replace(
+            snap.engines[0], history={"running": (1.0, float("nan"), float("inf")), "waiting": (float("nan"),)}
+        )
+        return dataclasses.replace(snap, engines=(engine,), diagnostics=(hostile,))
+
+    app = TopApp(feed, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("r")
+        await settle(pilot, app, 2)
+        assert app.is_running and "display failed" not in text_of(app, "#status")
+        engines = text_of(app, "#engines")
+        assert "running  N/A" in engines and "total N/A" in engines
+        row = app.query_one("#diagnostics", DataTable).get_row_at(0)
+        assert str(row[2]) == "[/] boom [red]x" and str(row[3]) == "fix [/]"
+        app.query_one("#diagnostics", DataTable).focus()
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen) and "[/] boom [red]x" in text_of(app.screen, "#detail")
+
+
 def test_main_screen_snapshot(snap_compare, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

@@ -175,3 +175,40 @@ def test_prompt_lengths_stay_in_bounds():
         d = load_scenario(name).prompt_tokens
         draws = [draw_length(d, rng) for _ in range(500)]
         assert min(draws) >= d.min and max(draws) <= d.max
+
+
+@pytest.mark.parametrize("factor", [1e9, 1001, 100])
+def test_a_runaway_scale_is_refused_before_anything_runs(factor):
+    # 1e9 grew a run to 24 GB in a minute; 100 turns the burst's 64 into 6400 concurrent.
+    with pytest.raises(BadInput) as err:
+        scaled(load_scenario("burst"), factor)
+    assert "--scale" in err.value.cause
+
+
+def test_absurd_figures_in_a_file_are_refused_with_their_line(tmp_path):
+    f = tmp_path / "huge.yaml"
+    f.write_text(
+        "phases:\n"
+        "  - {name: a, duration_s: 10, concurrency: 1000000}\n"
+        "  - {name: b, duration_s: 10, rate: 1.0e+9}\n"
+        "prompt_tokens: 1000000000\n"
+        "max_tokens: 1000000000\n"
+    )
+    with pytest.raises(BadInput) as err:
+        load_scenario(str(f))
+    cause = err.value.cause
+    assert "huge.yaml:2: concurrency: must be <= 4096" in cause
+    assert "rate: must be <= 5000" in cause and "prompt_tokens: must be between 1 and" in cause
+    assert "max_tokens: must be <= 1048576, got 1000000000" in cause
+    with pytest.raises(BadInput) as err:
+        with_duration(load_scenario("chat-qa"), 1e12)
+    assert "--duration" in err.value.cause
+
+
+def test_a_scaled_scenario_describes_what_it_runs():
+    sc = scaled(load_scenario("burst"), 0.5)
+    assert sc.description.startswith("Scaled x0.5: before 8 concurrent; burst 32 concurrent; after 8 concurrent")
+    assert "(from: 16 concurrent, a jump to 64" in sc.description
+    import yaml
+
+    assert yaml.safe_load(to_yaml(sc))["description"] == sc.description  # what --print-scenario shows

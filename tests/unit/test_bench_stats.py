@@ -99,3 +99,39 @@ def test_prompts_fall_back_to_estimates_without_tokenize():
     assert not maker.measured
     text = maker.make(0, 300, random.Random(0))
     assert estimate_tokens(text) == pytest.approx(300, rel=0.1)
+
+
+def _report(sc, queue, interrupted):
+    from engine.bench.report import build_report
+
+    return build_report(
+        sc=sc,
+        url="http://x",
+        model="m",
+        started_at="now",
+        results=[],
+        cancelled=0,
+        load_s=5.0,
+        windows=windows(sc),
+        interrupted=interrupted,
+        sizing="estimate",
+        server=None,
+        queue=queue,
+        notes=[],
+    )
+
+
+def test_a_burst_that_queued_nothing_has_no_drain_time():
+    sc = with_duration(load_scenario("burst"), 30)
+    flat = [(1.0, 0.0), (12.0, 0.0), (19.0, 0.0), (21.18, 0.0)]
+    q = queue_figures(sc, flat, windows(sc))
+    assert q.formed is False and q.drain_s is None  # not "1.18 s": nothing drained
+    verdict = {v.name: v for v in _report(sc, q, interrupted=False).slo}["queue_drain_s"]
+    assert verdict.ok is None and verdict.actual is None  # N/A, not a miss
+
+
+def test_an_interrupted_run_has_no_drain_verdict():
+    sc = with_duration(load_scenario("burst"), 30)
+    q = queue_figures(sc, [(1.0, 0.0), (12.0, 30.0)], windows(sc))  # stopped during the burst
+    report = _report(sc, q, interrupted=True)
+    assert {v.name: v.ok for v in report.slo}["queue_drain_s"] is None and report.passed is False

@@ -7,6 +7,7 @@ package versions are what its interpreter answered there.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,21 @@ EXPECTED = {
     ),
     "atlas-300i-310p": ("ok", {}),
     "cpu-host": ("ok", {"cann.toolkit": "skip", "devices.nodes": "skip", "devices.npu_smi": "skip"}),
+    # Rebuilt from public vllm-ascend issues (PROVENANCE.md): only what the report showed. All but
+    # the last one served; a report collected while serving shows its HBM in use.
+    "vllm-ascend-2498-910b3-container": ("warnings", {"devices.memory": "warning"}),
+    "vllm-ascend-5111-910b2-cann83rc2": ("warnings", {"devices.memory": "warning"}),
+    "vllm-ascend-3974-a3-tutorial": ("warnings", {"stack.matrix": "warning"}),
+    "vllm-ascend-1629-910b3-v0.9.1rc1-image": ("warnings", {"devices.memory": "warning"}),
+    "vllm-ascend-3906-910b2-image-0.9.2dev": ("warnings", {"stack.matrix": "warning"}),
+    "vllm-ascend-3529-910b4-v0.11.0rc0-container": ("ok", {}),
+    "vllm-ascend-4989-a3-cann83rc2": ("warnings", {"stack.matrix": "warning"}),
+    "vllm-ascend-629-910b2c-x86-usr-lib64-first": ("warnings", {"env.ld_order": "warning", "stack.matrix": "warning"}),
+    "vllm-ascend-6509-910b2-cann850-image": ("ok", {}),
+    "vllm-ascend-4148-310p3-v0.11.0rc1-image": ("ok", {}),
+    "vllm-ascend-1047-910prob-unsupported": ("errors", {"devices.chip": "error"}),
 }
+REPORTS = sorted(n for n in EXPECTED if n.startswith("vllm-ascend-"))
 
 
 def by_id(report) -> dict:
@@ -71,6 +86,84 @@ def test_recorded_machine_verdicts(name):
 
 def test_every_fixture_is_covered():
     assert set(EXPECTED) == {p.name for p in HOSTS.iterdir() if p.is_dir()}
+    provenance = (HOSTS / "PROVENANCE.md").read_text()
+    assert len(REPORTS) >= 10 and all(f"| {name} | https://github.com/" in provenance for name in REPORTS)
+
+
+@pytest.mark.parametrize("name", REPORTS)
+def test_a_report_skips_what_it_did_not_show(name):
+    """A tree rebuilt from a report is partial: a file missing from it is unknown, so no check
+    may conclude from its absence (no firmware, no device nodes, no directory listing)."""
+    got = by_id(run_doctor(HOSTS / name))
+    for check_id in ("driver.firmware", "devices.nodes", "env.ld_dead", "system.glibc"):
+        assert got[check_id].status is Status.SKIP, got[check_id]
+    assert got["devices.npu_smi"].status is Status.OK and got["cann.toolkit"].status is Status.OK
+    # No driver version.info in a report: npu-smi's version line stands in for it.
+    assert got["driver.version"].status is Status.OK and "npu-smi" in got["driver.version"].summary
+
+
+def _ld_variant(tmp_path, ld: str, name: str = "healthy-910b"):
+    root = tmp_path / "h"
+    shutil.copytree(HOSTS / name, root, symlinks=True)
+    env = root / ".recorded/env"
+    lines = [ln for ln in env.read_text().splitlines() if not ln.startswith("LD_LIBRARY_PATH=")]
+    env.write_text("\n".join([*lines, f"LD_LIBRARY_PATH={ld}"]) + "\n")
+    return root
+
+
+def test_driver_libraries_resolve_without_lib64_itself(tmp_path):
+    """vllm-ascend's container recipe puts only lib64/common and lib64/driver on the path, and serves."""
+    tk = "/usr/local/Ascend/ascend-toolkit/latest/lib64"
+    official = f"{tk}:/usr/local/Ascend/driver/lib64/common/:/usr/local/Ascend/driver/lib64/driver/"
+    got = by_id(run_doctor(_ld_variant(tmp_path, official)))
+    assert got["env.ld_driver"].status is Status.OK, got["env.ld_driver"]
+    assert "libascend_hal.so resolves" in got["env.ld_driver"].summary
+    no_hal = f"{tk}:/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/common"
+    got = by_id(run_doctor(_ld_variant(tmp_path / "2", no_hal)))
+    assert got["env.ld_driver"].status is Status.ERROR and "lib64/driver" in got["env.ld_driver"].summary
+    assert got["env.ld_driver"].fix.startswith("export LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64/common:")
+
+
+ATB = "/usr/local/Ascend/nnal/atb/latest/atb"
+CANN85 = (
+    "/usr/local/Ascend/cann-8.5.0/lib64:/usr/local/Ascend/driver/lib64/common:/usr/local/Ascend/driver/lib64/driver"
+)
+
+
+def _atb_variant(tmp_path, home_abi: int, ld_abis: list[int], torch_abi: int | None):
+    """cann85-layout (torch 2.8.0) with NNAL sourced as given and torch's ABI as reported."""
+    ld = ":".join([f"{ATB}/cxx_abi_{a}/lib" for a in ld_abis] + [CANN85])
+    root = _ld_variant(tmp_path, ld, "cann85-layout")
+    env = root / ".recorded/env"
+    env.write_text(env.read_text().replace(f"{ATB}/cxx_abi_1\n", f"{ATB}/cxx_abi_{home_abi}\n"))
+    (root / f"usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_{home_abi}/lib").mkdir(parents=True, exist_ok=True)
+    (root / f"usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_{home_abi}/lib/libatb.so").write_text("")
+    out = root / ".recorded/commands/python_-c.out"
+    data = json.loads(out.read_text())
+    data["torch_cxx11_abi"] = torch_abi
+    out.write_text(json.dumps(data) + "\n")
+    return by_id(run_doctor(root))["cann.nnal_abi"]
+
+
+def test_atb_built_for_the_other_cxx_abi_than_torch_is_an_error(tmp_path):
+    # ATB_HOME_PATH for ABI 1 (torch's), but the loader finds the cxx_abi_0 libatb.so first.
+    row = _atb_variant(tmp_path / "a", home_abi=1, ld_abis=[0, 1], torch_abi=1)
+    assert row.status is Status.ERROR and "_GLIBCXX_USE_CXX11_ABI=1" in row.summary
+    assert f"finds libatb.so first in {ATB}/cxx_abi_0/lib" in row.summary
+    assert row.fix.endswith("source /usr/local/Ascend/nnal/atb/set_env.sh --cxx_abi=1")
+    # Everything sourced for ABI 0 while torch is built for ABI 1.
+    row = _atb_variant(tmp_path / "b", home_abi=0, ld_abis=[0], torch_abi=1)
+    assert row.status is Status.ERROR and f"ATB_HOME_PATH={ATB}/cxx_abi_0 is the cxx_abi_0 build" in row.summary
+    # The official images carry both builds, the right one first: that is fine.
+    row = _atb_variant(tmp_path / "c", home_abi=1, ld_abis=[1, 0], torch_abi=1)
+    assert row.status is Status.OK and "cxx_abi_0 directories after it are shadowed" in row.summary
+
+
+def test_atb_mixed_builds_without_torchs_abi_is_a_warning(tmp_path):
+    row = _atb_variant(tmp_path / "a", home_abi=1, ld_abis=[0, 1], torch_abi=None)
+    assert row.status is Status.WARN and "sourced for both ABIs" in row.summary
+    row = _atb_variant(tmp_path / "b", home_abi=1, ld_abis=[1, 0], torch_abi=None)
+    assert row.status is Status.SKIP
 
 
 def test_messages_name_the_exact_fix():
@@ -97,7 +190,7 @@ def test_healthy_host_facts():
     assert f["cann"]["version"] == "8.2.RC1" and f["cann"]["layout"] == "classic"
     assert (f["driver"], f["firmware"]) == ("25.0.rc1.1", "7.7.0.1.231")
     assert len(f["npus"]) == 8 and f["npus"][0]["name"] == "910B4" and f["npus"][0]["hbm_mb"] == [2654, 32768]
-    assert f["engine"]["packages"]["vllm-ascend"] == "0.9.1"
+    assert f["engine"]["packages"]["vllm-ascend"] == "0.9.1" and f["engine"]["torch_cxx11_abi"] == 0
     assert report.platform == "ascend" and not report.live
 
 
@@ -259,3 +352,61 @@ def test_an_empty_directory_cannot_be_probed(tmp_path):
 
     with pytest.raises(Unreachable, match="empty"):
         run_doctor(tmp_path)
+
+
+# -- reliability: dtype aliases, a CANN older than every release, --check names --------------------
+
+
+def test_profile_dtype_half_is_float16_on_910b4():
+    """`half` is vLLM's name for float16: the chip check must not call it unsupported."""
+    for alias in ("half", "fp16", "bf16"):
+        profile = load_profile("910b4-32b", [f"engine.dtype={alias}"])
+        got = by_id(run_doctor(HOSTS / "healthy-910b", profile=profile, profile_name="910b4-32b"))
+        assert got["profile.dtype"].status is Status.OK, (alias, got["profile.dtype"])
+
+
+def _with_cann(tmp_path, version: str):
+    """healthy-910b with another CANN version in the toolkit's own version file."""
+    root = tmp_path / f"cann-{version}"
+    shutil.copytree(HOSTS / "healthy-910b", root, symlinks=True)
+    info = root / "usr/local/Ascend/ascend-toolkit/8.2.RC1/aarch64-linux/ascend_toolkit_install.info"
+    info.write_text(info.read_text().replace("version=8.2.RC1", f"version={version}"))
+    return root
+
+
+@pytest.mark.parametrize("version", ["7.0.0", "6.3.RC1", "8.0.RC3"])
+def test_a_cann_older_than_every_release_is_an_error_with_the_supported_range(tmp_path, version):
+    report = run_doctor(_with_cann(tmp_path, version))
+    got = by_id(report)
+    toolkit = got["cann.toolkit"]
+    assert toolkit.status is Status.ERROR, toolkit
+    assert f"CANN {version}" in toolkit.summary and "(CANN 8.0.0 to 9.1.0)" in toolkit.summary
+    assert "install CANN 8.0.0 or newer" in toolkit.fix
+    assert report.exit_code() == 1
+
+
+def test_a_torch_npu_built_for_a_newer_cann_than_the_host_has_is_an_error(tmp_path):
+    got = by_id(run_doctor(_with_cann(tmp_path, "7.0.0")))
+    check = got["stack.torch_npu_cann"]
+    assert check.status is Status.ERROR, check
+    assert "torch_npu 2.5.1.post1 needs CANN 8.0.0 or newer" in check.summary and "7.0.0" in check.summary
+    assert "8.0.0 to 9.1.0" in check.fix
+
+
+def test_an_unknown_check_id_is_bad_input_with_a_suggestion():
+    from engine.errors import BadInput
+
+    with pytest.raises(BadInput) as info:
+        run_doctor(HOSTS / "cpu-host", only=["devices.helath"])
+    assert "did you mean 'devices.health'" in info.value.cause and "--list-checks" in info.value.fix
+    with pytest.raises(BadInput, match="against a serving profile"):
+        run_doctor(HOSTS / "cpu-host", only=["profile.dtype"])
+    assert [c.id for c in run_doctor(HOSTS / "cpu-host", only=["devices"]).checks][0].startswith("devices.")
+
+
+def test_doctor_check_typo_exits_2_on_the_command_line(capsys):
+    from ascendctl.cli import main
+
+    assert main(["doctor", "--root", str(HOSTS / "cpu-host"), "--check", "devices.helath"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'devices.health'" in err and "ready to serve" not in err

@@ -240,6 +240,9 @@ class Recorder(Listener):
     def exited(self, code, diagnosis, restart_in, attempt):
         self.events.append(("exited", code, restart_in))
 
+    def warning(self, message):
+        self.events.append(("warning", message))
+
 
 @pytest.fixture
 def state(tmp_path, monkeypatch):
@@ -401,14 +404,16 @@ def test_restart_on_failure_backs_off_and_gives_up_after_the_limit(state):
     assert log.count("non-default args") == 3  # every start appends to the same log
 
 
-def test_no_restart_after_a_clean_exit(state):
-    policy = RestartPolicy(on_failure=True, max_restarts=2, backoff=0.05)
+def test_an_exit_0_nobody_asked_for_is_a_failure_and_restarts(state):
+    # A server stops only when asked: exit code 0 without a signal of ours is a failure too.
+    policy = RestartPolicy(on_failure=True, max_restarts=1, backoff=0.05)
     sup, rec, _ = _supervisor(
         state, "--exit", "0", "--children", "0", log=SAMPLES / "fail_max_model_len_too_big.log", policy=policy
     )
     outcome = sup.run()
-    assert not outcome.failed and outcome.restarts == 0
-    assert len([e for e in rec.events if e[0] == "started"]) == 1
+    assert outcome.failed and outcome.exit_code == 0 and outcome.restarts == 1
+    assert [e for e in rec.events if e[0] == "exited"] == [("exited", 0, 0.05), ("exited", 0, None)]
+    assert outcome.diagnosis is not None
 
 
 def test_never_ready_within_the_timeout_counts_as_a_failure(state):
@@ -452,11 +457,15 @@ def _prepared(tmp_path: Path, *fake_args: str, log: Path = STARTUP_LOG) -> Super
     return prepare_run(prof, dataclasses.replace(spec, argv=argv), listener=Recorder(), grace=5.0)
 
 
-def test_preflight_is_the_port_then_every_doctor_error_of_the_profile():
+def test_preflight_is_the_port_then_every_doctor_error_of_the_profile(tmp_path):
+    from helpers import FIXTURES, fake_tiny_model
+
     from engine.profiles import load_profile
 
-    assert preflight_errors(load_profile("cpu-tiny"), "127.0.0.1", free_port()) == []
-    errors = preflight_errors(load_profile("910b-32b"), "127.0.0.1", free_port())  # this host has no NPU
+    tiny = str(fake_tiny_model(tmp_path / "tiny"))
+    assert preflight_errors(load_profile("cpu-tiny", model=tiny), "127.0.0.1", free_port()) == []
+    qwen = str(FIXTURES / "models" / "Qwen3-32B")
+    errors = preflight_errors(load_profile("910b-32b", model=qwen), "127.0.0.1", free_port())  # this host has no NPU
     assert [e.id for e in errors] == ["profile.platform"] and errors[0].cause.startswith("profile.platform:")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -507,3 +516,212 @@ def test_wait_exit_gives_up_after_its_timeout(state):
         assert time.monotonic() - started < 5
     finally:
         sup.shutdown()
+
+
+# -- serve under faults ---------------------------------------------------------------------------
+
+
+class _FullDisk:
+    """A log file whose disk fills up after `room` bytes: every later write fails with ENOSPC."""
+
+    def __init__(self, room: int) -> None:
+        self.room = room
+        self.written = 0
+
+    def write(self, data: bytes) -> int:
+        import errno
+
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        self.written += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _wait_until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_full_disk_under_the_log_never_blocks_the_engine(state):
+    """The engine prints ~0.7 MB once ready, ten pipes' worth: it finishes only if its output is
+    still read after the log stopped taking it. /health answers all along; run.json says so."""
+    import httpx
+
+    disk = _FullDisk(room=STARTUP_LOG.stat().st_size + 10_000)
+    sup, rec, port = _supervisor(state, "--spam", "5000", open_log=lambda path: disk)
+    thread, result = _run_in_thread(sup)
+    assert rec.ready_event.wait(30), rec.events
+    assert _wait_until(lambda: "spam done" in sup.engine.tail, 30), "the engine blocked on its output"
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    warnings = [e[1] for e in rec.events if e[0] == "warning"]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0] and "keeps running" in warnings[0]
+    assert "No space left on device" in runs.read_run(sup.run_dir).log_error
+    sup.request_stop(signal.SIGTERM)
+    thread.join(30)
+    assert result["outcome"].stopped_by == "SIGTERM"
+    info = runs.read_run(sup.run_dir)
+    assert info.ended_at and info.exit_code == 0
+    assert info.log_lines_dropped > 4000 and disk.written > 0
+    assert not any(_alive(p) for p in _pids(state))
+
+
+def test_a_log_that_can_be_written_again_says_how_many_lines_are_missing(state, monkeypatch):
+    import engine.launcher.process as process
+
+    monkeypatch.setattr(process, "LOG_RETRY", 0.0)  # retry at once
+    disk = _FullDisk(room=2_000)
+    sup, rec, _ = _supervisor(state, "--children", "0", "--delay", "0.02", open_log=lambda path: disk)
+    thread, result = _run_in_thread(sup)
+    assert _wait_until(lambda: len(sup.engine.tail) > 20 if sup.engine else False, 30)
+    disk.room = 10**9  # space again
+    lines = []
+    disk.write = lambda data, write=disk.write: lines.append(data) or write(data)
+    assert rec.ready_event.wait(30)
+    sup.request_stop(signal.SIGTERM)
+    thread.join(30)
+    assert b"lines of the engine's output are missing here: No space left on device" in lines[0]
+    assert len([e for e in rec.events if e[0] == "warning"]) == 1
+
+
+def test_run_json_on_a_full_disk_is_rewritten_in_place(tmp_path):
+    info = runs.RunInfo(run_id="r", directory=str(tmp_path), pid=1, url="http://127.0.0.1:1", profile="p")
+    runs.write_run(info)
+    (tmp_path / "run.tmp").mkdir()  # the temporary file cannot be created: as on a full disk
+    runs.write_run(runs.RunInfo(**{**info.__dict__, "ended_at": 5.0, "exit_code": 0}))
+    assert runs.read_run(tmp_path).ended_at == 5.0
+
+
+def test_the_whole_group_dies_with_its_supervisor_even_while_it_ignores_sigterm(state):
+    """kill -9 of ascendctl during start-up: vLLM ignores SIGTERM then, and its children are not
+    ours; the watchdog SIGKILLs the whole group."""
+    import subprocess
+
+    port = free_port()
+    script = (
+        "import sys, os\n"
+        "from engine.launcher import Supervisor\n"
+        "from engine.launcher.rundir import new_run_dir\n"
+        f"argv = [sys.executable, {str(FAKE)!r}, '--log', {str(STARTUP_LOG)!r}, '--port', '{port}',"
+        f" '--pidfile', {str(state / 'pids.json')!r}, '--stubborn', '--delay', '1']\n"
+        f"sup = Supervisor(argv, dict(os.environ), 'http://127.0.0.1:{port}', new_run_dir('x'), 'x')\n"
+        "sup.start(); print('started', flush=True); sup.wait_ready()\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert parent.stdout.readline().strip() == "started"
+    assert _wait_until(lambda: (state / "pids.json").exists(), 20)
+    pids = _pids(state)
+    parent.kill()
+    parent.wait()
+    gone = _wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    left = [p for p in pids if _alive(p)]
+    for pid in left:  # a failed test must not leave its own orphans behind
+        os.kill(pid, signal.SIGKILL)
+    assert gone and not left
+
+
+def test_no_watchdog_outlives_a_run(state):
+    import psutil
+
+    sup, rec, _ = _supervisor(state, "--exit", "1", log=SAMPLES / "fail_kv_too_small.log")
+    sup.run()
+    watchdogs = [p for p in psutil.Process().children(recursive=True) if "watchdog.py" in " ".join(p.cmdline())]
+    assert watchdogs == []
+
+
+def test_an_engine_core_crash_while_serving_is_a_failure_and_restarts(state):
+    """vLLM's API server exits 0 when its EngineCore is killed: nobody asked, so it failed."""
+    policy = RestartPolicy(on_failure=True, max_restarts=1, backoff=0.05)
+    sup, rec, _ = _supervisor(state, "--engine-dead-exit", "0", policy=policy)
+    thread, result = _run_in_thread(sup)
+    for attempt in (0, 1):
+        assert rec.ready_event.wait(30), rec.events
+        rec.ready_event.clear()
+        assert _wait_until(lambda: sup.engine is not None and _pids(state)[0] == sup.engine.pid, 10)
+        os.kill(_pids(state)[1], signal.SIGKILL)  # the "EngineCore"
+    thread.join(30)
+    outcome = result["outcome"]
+    assert outcome.failed and outcome.exit_code == 0 and outcome.restarts == 1
+    assert [e for e in rec.events if e[0] == "exited"] == [("exited", 0, 0.05), ("exited", 0, None)]
+    assert "vllm-engine-dead" in [f.id for f in outcome.diagnosis.findings]
+    assert not any(_alive(p) for p in _pids(state))
+
+
+def test_a_stop_during_start_up_ends_as_soon_as_the_group_is_gone(state):
+    """vLLM drops a SIGTERM early in its start-up but stops on an interrupt: no 20 s wait."""
+    sup, rec, _ = _supervisor(state, "--sigterm-ignored-while-starting", "--delay", "0.5", grace=20.0)
+    thread, result = _run_in_thread(sup)
+    assert _wait_until(lambda: sup.engine is not None and (state / "pids.json").exists(), 20)
+    time.sleep(0.5)
+    started = time.monotonic()
+    sup.request_stop(signal.SIGTERM)
+    thread.join(30)
+    assert time.monotonic() - started < 5
+    assert result["outcome"].stopped_by == "SIGTERM" and not result["outcome"].failed
+    assert not any(_alive(p) for p in _pids(state))
+
+
+def _tiny_spec(port: int, tmp_path: Path):
+    import dataclasses
+
+    from engine.profiles import launch_spec, load_profile
+
+    prof = load_profile("cpu-tiny", [f"server.port={port}"])
+    spec = launch_spec(prof, "0.32.0", sys.executable)
+    argv = [sys.executable, str(FAKE), "--log", str(STARTUP_LOG), "--port", str(port)]
+    return prof, dataclasses.replace(spec, argv=argv)
+
+
+def test_one_port_is_served_by_one_run_at_a_time(state):
+    port = free_port()
+    prof, spec = _tiny_spec(port, state)
+    first = prepare_run(prof, spec)
+    try:
+        with pytest.raises(BadInput) as err:
+            prepare_run(prof, spec)
+        assert f"port {port} is already served by ascendctl run {first.run_dir.name} (pid {os.getpid()})" in str(
+            err.value
+        )
+        assert f"kill -TERM {os.getpid()}" in err.value.fix and f"--set server.port={port + 1}" in err.value.fix
+        with pytest.raises(BadInput) as err:
+            check_port("127.0.0.1", port)  # the preflight names the run before the engine listens
+        assert first.run_dir.name in str(err.value)
+    finally:
+        first.release()
+    second = prepare_run(prof, spec)  # released: the port is free again
+    second.release()
+    assert len(runs.list_runs()) == 0 and len(list(runs.runs_dir().iterdir())) == 2
+
+
+def test_ready_means_this_engine_answers_not_another_server_on_the_port(state):
+    """Another server answers /health on the port: not ready; the engine, unable to listen, dies."""
+    import http.server
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    sup, rec, port = _supervisor(state, "--delay", "0.01", "--children", "0")
+    other = http.server.HTTPServer(("127.0.0.1", port), Health)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        outcome = sup.run()
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert not rec.ready_event.is_set() and outcome.failed and outcome.exit_code != 0
+    assert any(e[0] == "warning" and f"another server answers on port {port}" in e[1] for e in rec.events)

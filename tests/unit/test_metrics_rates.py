@@ -213,6 +213,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "log_path",
         "pending_threshold",
         "levels",
+        "hbm_budget",
     ]
     assert names(EngineRates) == [
         "interval_s",
@@ -254,3 +255,25 @@ def test_histogram_delta_subtracts_buckets():
     new = Histogram(((0.1, 4.0), (float("inf"), 6.0)), 6.0, 0.9)
     delta = histogram_delta(new, old)
     assert delta.buckets == ((0.1, 3.0), (float("inf"), 4.0)) and delta.count == 4.0
+
+
+def _non_finite(body: str) -> str:
+    """The recorded page with the gauges an engine in trouble can expose: NaN, +Inf, "inf" blocks."""
+    import re
+
+    body = re.sub(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", r"\1 NaN", body, flags=re.M)
+    body = re.sub(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    body = re.sub(r"^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+$", r"\1 +Inf", body, flags=re.M)
+    return body.replace('num_gpu_blocks="8192"', 'num_gpu_blocks="inf"')
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_non_finite_samples_are_not_available(lean):
+    m = parse_metrics(_non_finite(BUSY), lean=lean)
+    assert m.running is None and m.waiting is None and m.kv_usage is None
+    assert m.config_int("num_gpu_blocks") is None and m.config_int("block_size") == 128
+    pool = kv_pool(m)
+    assert pool.total_blocks is None and pool.used_blocks is None and pool.usage is None
+    # Blocks known, usage +Inf: with HEAD's parse this was int(round(0 * inf)) -> ValueError (NaN)
+    pool = kv_pool(parse_metrics(_non_finite(BUSY).replace('num_gpu_blocks="inf"', 'num_gpu_blocks="0"')))
+    assert pool.used_blocks is None

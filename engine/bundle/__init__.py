@@ -1,0 +1,672 @@
+"""`ascendctl bundle`: one redacted archive that a support engineer can act on.
+
+    result = build_bundle(BundleOptions(out=Path("b.tar.gz")), host=Host())
+
+The archive is a recorded machine (engine.system.recorded): the files doctor read at their paths,
+`.recorded/env`, `.recorded/commands/<key>.out` for every command doctor and the collectors ran,
+so `doctor --root b.tar.gz` replays the machine and `triage b.tar.gz` reads its logs. Beside them:
+`manifest.json` (each source: what was run or read, exit code, duration, bytes, status and why),
+`doctor.json`, `env.json`, `versions.json`, `triage.json` and `run/` (the serve run).
+
+Every collector runs with a time limit and within the size cap; one that fails or hangs is a row of
+the manifest and the others go on. The archive is written under a temporary name and renamed at
+the end: an interruption leaves a complete archive or none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+import shutil
+import stat
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from engine.bundle.redactor import Redactor
+from engine.system.host import Host
+from engine.system.recorded import RECORD_DIR, command_key
+from engine.system.runner import CommandResult, ToolMissing, ToolTimeout
+
+MANIFEST = "manifest.json"
+BUNDLE_SCHEMA = 1
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 10.0
+RUN_DIR = "run"
+# A file doctor only looked at (exists? a directory?) is stored empty unless it is small text:
+# libraries and firmware images are what a support engineer needs the name of, not the bytes.
+SMALL_FILE = 256 * 1024
+# A directory doctor looked in is stored with its entries (empty) when it has at most this many:
+# /dev and the toolkit's version folders, not /usr/lib64.
+LIST_LIMIT = 1024
+# Per-card npu-smi views worth having beside `npu-smi info`.
+NPU_SMI_VIEWS = ("usages", "health")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BundleOptions:
+    out: Path
+    since_s: float | None = 2 * 3600.0  # plogs modified within this window; None: all
+    run: str | None = None  # a run id or run directory; None: the newest run (live machine only)
+    redact: bool = True
+    max_bytes: int = DEFAULT_MAX_BYTES
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per command and per collector
+    ascendctl_version: str = "unknown"
+
+
+@dataclass
+class Source:
+    """One row of the manifest."""
+
+    name: str
+    kind: str  # report | command | file | log | metrics | run
+    what: str  # the command line run or the path read, redacted
+    status: str = "ok"  # ok | failed | skipped | cut
+    why: str | None = None
+    rc: int | None = None
+    duration_s: float = 0.0
+    bytes: int = 0
+    members: list[str] = field(default_factory=list)  # paths inside the bundle
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    archive: Path
+    map_file: Path | None
+    top: str  # the folder inside the archive
+    sources: list[Source]
+    bytes: int  # archive size
+    collected_bytes: int  # before compression
+    redacted: bool
+    duration_s: float
+
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for s in self.sources:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        return {
+            "archive": str(self.archive),
+            "map": str(self.map_file) if self.map_file else None,
+            "bytes": self.bytes,
+            "collected_bytes": self.collected_bytes,
+            "redacted": self.redacted,
+            "duration_s": round(self.duration_s, 3),
+            "counts": counts,
+            "sources": [dataclasses.asdict(s) for s in self.sources],
+        }
+
+
+class _Recorder:
+    """The runner and the file accesses of the probed machine, seen from the bundle: every command
+    run (its key, output, exit code, or that it hung) and every path looked at."""
+
+    def __init__(self, runner: Any, timeout_s: float) -> None:
+        self.runner = runner
+        self.timeout_s = timeout_s
+        self.commands: dict[str, tuple[CommandResult | None, bool]] = {}  # key -> (result, hung)
+        self.found: set[str] = set()  # which() hits
+        self.lock = threading.Lock()
+
+    def which(self, name: str) -> str | None:
+        hit = self.runner.which(name)
+        if hit:
+            with self.lock:
+                self.found.add(command_key([name]))
+        return hit
+
+    def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
+        key = command_key(argv)
+        # The bundle's limit wins: one hung tool costs at most that, however patient its caller.
+        try:
+            result = self.runner.run(argv, timeout=min(timeout, self.timeout_s), env=env)
+        except ToolTimeout:
+            with self.lock:
+                self.commands.setdefault(key, (None, True))
+            raise
+        with self.lock:
+            # The first answer wins: `python -c` asks versions first, and replays answer every -c alike.
+            self.commands.setdefault(key, (result, False))
+        return result
+
+
+class _RecordingHost(Host):
+    """A Host that remembers every machine path a probe asked for, and which files it read."""
+
+    def __init__(self, base: Host, runner: _Recorder) -> None:
+        super().__init__(root=base.root, env=base.env, runner=runner, partial=base.partial)
+        object.__setattr__(self, "seen", set())
+
+    def path(self, p: str | os.PathLike[str]) -> Path:
+        s = os.fspath(p)
+        if s.startswith("/"):
+            self.seen.add(posixpath.normpath(s))  # type: ignore[attr-defined]
+        return super().path(p)
+
+
+class _Stage:
+    """The folder the archive is built from, with the size budget."""
+
+    def __init__(self, top: Path, max_bytes: int) -> None:
+        self.top = top
+        self.max_bytes = max_bytes
+        self.used = 0
+
+    def left(self) -> int:
+        return max(0, self.max_bytes - self.used)
+
+    def write(self, member: str, data: bytes, src: Source, tail: bool = False) -> None:
+        """Write `data` at `member`, cut to what the budget leaves (its end when `tail`)."""
+        if len(data) > self.left():
+            if self.left() == 0:
+                src.status, src.why = "skipped", f"size cap of {self.max_bytes} bytes reached"
+                return
+            keep = self.left()
+            data = data[-keep:] if tail else data[:keep]
+            src.status = "cut"
+            src.why = f"size cap: kept the {'last' if tail else 'first'} {keep} bytes"
+        target = self.top / member
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        before = target.stat().st_size if target.is_file() else 0  # an empty placeholder filled in later
+        target.write_bytes(data)
+        self.used += len(data) - before
+        src.bytes += len(data) - before
+        if member not in src.members:
+            src.members.append(member)
+
+
+def _timed(fn: Callable[[], Any], timeout_s: float) -> tuple[Any, BaseException | None, bool]:
+    """Run fn in a worker thread: (value, exception, timed out). A collector that hangs is left
+    behind (a daemon thread; its result is never used) and the bundle goes on."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # reported as the collector's failure
+            box["error"] = exc
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        return None, None, True
+    return box.get("value"), box.get("error"), False
+
+
+def _why(exc: BaseException) -> str:
+    return str(getattr(exc, "cause", None) or exc or type(exc).__name__)[:300]
+
+
+def _json(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+class _Builder:
+    def __init__(self, opts: BundleOptions, host: Host, live: bool, env_known: bool, progress: Progress | None) -> None:
+        self.opts = opts
+        self.live = live
+        self.env_known = env_known
+        self.progress = progress or (lambda _m: None)
+        self.red = Redactor(enabled=opts.redact)
+        self.recorder = _Recorder(host.runner, opts.timeout_s)
+        self.base = host
+        self.host = _RecordingHost(host, self.recorder)
+        self.sources: list[Source] = []
+        self.logs: list[str] = []  # members to triage
+        self.env_keys: set[str] = set()
+
+    # ---- helpers
+
+    def text(self, s: str) -> bytes:
+        return self.red.text(s).encode("utf-8", "surrogateescape")
+
+    def collect(
+        self, name: str, kind: str, what: str, fn: Callable[[Source], None], timeout: float | None = None
+    ) -> None:
+        self.progress(name)
+        src = Source(name, kind, self.red.text(what))
+        started = time.perf_counter()
+        _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
+        src.duration_s = round(time.perf_counter() - started, 3)
+        if hung:
+            src.status, src.why = "failed", f"did not finish within {timeout or self.opts.timeout_s * 3:g} s"
+        elif error is not None:
+            if isinstance(error, KeyboardInterrupt):
+                raise error
+            src.status, src.why = "failed", self.red.text(f"{type(error).__name__}: {_why(error)}")
+        self.sources.append(src)
+
+    # ---- collectors
+
+    def learn_names(self) -> None:
+        env = dict(self.base.env)
+        self.red.learn_env(env)
+        hostname = self.base.read_text("/etc/hostname")
+        self.red.learn_host((hostname or "").strip() or None, own=True)
+        if self.live:
+            import getpass
+            import socket
+
+            self.red.learn_host(socket.gethostname(), own=True)
+            try:
+                self.red.learn_user(getpass.getuser())
+            except Exception:  # no user name for this uid (a container): nothing to hide
+                pass
+
+    def doctor(self, src: Source) -> None:
+        from engine.doctor import run_doctor
+
+        report = run_doctor(host=self.host, env_known=self.env_known)
+        src.rc = report.exit_code()
+        self.stage.write("doctor.json", self.text(json.dumps(_plain(report.to_dict()), indent=2) + "\n"), src)
+
+    def env_report(self, src: Source) -> None:
+        from engine.doctor.envreport import env_report
+
+        report = env_report(self.opts.ascendctl_version, self.host, live=self.live)
+        data = report.to_dict()
+        self.stage.write("env.json", self.text(json.dumps(_plain(data), indent=2) + "\n"), src)
+        self.stage.write("env.txt", self.text(report.text() + "\n"), src)
+        versions = {
+            "ascendctl": self.opts.ascendctl_version,
+            "cann": data.get("cann"),
+            "driver": data.get("driver"),
+            "firmware": data.get("firmware"),
+            "python": data["engine"].get("python"),
+            "packages": data["engine"].get("packages"),
+        }
+        self.stage.write("versions.json", self.text(json.dumps(versions, indent=2) + "\n"), src)
+
+    def command(self, argv: list[str]) -> Callable[[Source], None]:
+        def fn(src: Source) -> None:
+            try:
+                result = self.recorder.run(argv, timeout=self.opts.timeout_s, env=dict(self.base.env))
+            except ToolMissing as exc:
+                src.status, src.why = "skipped", _why(exc)
+                return
+            src.rc = result.returncode
+            if not result.ok:
+                src.status, src.why = "failed", f"exit code {result.returncode}"
+            src.bytes = len(result.stdout.encode()) + len(result.stderr.encode())
+            src.members.append(f"{RECORD_DIR}/commands/{command_key(argv)}.out")
+
+        return fn
+
+    def npu_smi(self) -> None:
+        from engine.devices.npu_smi import parse_info
+
+        if not self.recorder.which("npu-smi"):
+            self.sources.append(Source("npu-smi info", "command", "npu-smi info", "skipped", "npu-smi not found"))
+            return
+        self.collect("npu-smi info", "command", "npu-smi info", self.command(["npu-smi", "info"]))
+        got = self.recorder.commands.get(command_key(["npu-smi", "info"]))
+        if not got or got[0] is None:
+            return
+        try:
+            cards = sorted({c.npu for c in parse_info(got[0].stdout).chips})
+        except Exception:  # an odd table: the per-card views are skipped, `info` itself is kept
+            cards = []
+        for view in NPU_SMI_VIEWS:
+            for card in cards:
+                argv = ["npu-smi", "info", "-t", view, "-i", str(card)]
+                self.collect(" ".join(argv), "command", " ".join(argv), self.command(argv))
+                if self.sources[-1].status == "skipped":  # this npu-smi lacks the view: one row says so
+                    break
+
+    def version_files(self, src: Source) -> None:
+        from engine.system import paths
+
+        found = []
+        for p in (
+            "/usr/local/Ascend/driver/version.info",
+            "/usr/local/Ascend/firmware/version.info",
+            "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
+            "/usr/local/Ascend/ascend-toolkit/latest/version.info",
+            "/usr/local/Ascend/ascend-toolkit/latest/runtime/version.info",
+            "/usr/local/Ascend/cann/version.info",
+            "/etc/ascend_install.info",
+            "/etc/os-release",
+            "/etc/hccn.conf",
+        ):
+            if paths.read_text(self.host, p) is not None:
+                found.append(p)
+        src.what = ", ".join(found) or "none found"
+        if not found:
+            src.status, src.why = "skipped", "no driver, firmware or CANN version file on this machine"
+
+    def run_files(self, src: Source) -> None:
+        from engine.runs import LOG_FILE, PROFILE_FILE, list_runs, load_run
+
+        if self.opts.run:
+            d = Path(self.opts.run)
+            if not d.is_dir():
+                from engine.runs import runs_dir
+
+                d = runs_dir() / self.opts.run
+            run, why = load_run(d)
+            if run is None:
+                raise FileNotFoundError(why or f"no run {self.opts.run} (no run.json in {d})")
+        elif not self.live:
+            src.status, src.why = "skipped", "a recorded machine: name its run with --run"
+            return
+        else:
+            runs = list_runs()
+            if not runs:
+                src.status, src.why = "skipped", "no `ascendctl serve` run found"
+                return
+            run = runs[0]
+        d = Path(run.directory)
+        src.what = self.red.path(str(d))
+        info = dataclasses.asdict(run)
+        info["argv"] = self.red.argv(run.argv)
+        self.stage.write(f"{RUN_DIR}/run.json", self.text(json.dumps(info, indent=2) + "\n"), src)
+        profile = d / PROFILE_FILE
+        if profile.is_file():
+            self.stage.write(f"{RUN_DIR}/{PROFILE_FILE}", self.text(profile.read_text("utf-8", "replace")), src)
+        log = d / LOG_FILE
+        if log.is_file():
+            data = _tail(log, self.stage.left())
+            cut = log.stat().st_size > len(data)
+            self.stage.write(
+                f"{RUN_DIR}/{LOG_FILE}", self.text(data.decode("utf-8", "surrogateescape")), src, tail=True
+            )
+            if cut and src.status == "ok":
+                src.status, src.why = "cut", f"size cap: kept the last {len(data)} bytes of the log"
+            self.logs.append(f"{RUN_DIR}/{LOG_FILE}")
+        self.run_info = run
+
+    def metrics(self, src: Source) -> None:
+        from engine.metrics.prom import scrape
+
+        run = getattr(self, "run_info", None)
+        if run is None or not run.url or not run.alive():
+            src.status, src.why = "skipped", "no running engine"
+            return
+        text = scrape(run.url, timeout=min(self.opts.timeout_s, 5.0), parse=lambda t: t)
+        self.stage.write(f"{RUN_DIR}/metrics.txt", self.text(text), src)
+
+    def plogs(self, src: Source) -> None:
+        env = self.base.env
+        base = env.get("ASCEND_PROCESS_LOG_PATH") or posixpath.join(env.get("HOME") or "/root", "ascend", "log")
+        src.what = self.red.path(base)
+        local = self.base.path(base)
+        if not local.is_dir():
+            src.status, src.why = "skipped", "no CANN log directory"
+            return
+        since = time.time() - self.opts.since_s if self.opts.since_s else None
+        files = []
+        for dirpath, _dirs, names in os.walk(local):
+            for n in names:
+                p = Path(dirpath) / n
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and (since is None or st.st_mtime >= since):
+                    files.append((st.st_mtime, p))
+        if not files:
+            src.status, src.why = "skipped", "no CANN log inside the time window"
+            return
+        files.sort(reverse=True)  # newest first: those are kept when the cap bites
+        for _, p in files:
+            if self.stage.left() == 0:
+                src.status, src.why = "cut", f"size cap reached: {len(files) - len(src.members)} older plog(s) left out"
+                break
+            machine = "/" + str(p.relative_to(self.base.root)) if self.base.root != Path("/") else str(p)
+            member = self.red.path(machine).lstrip("/")
+            try:
+                data = p.read_bytes()
+            except OSError as exc:  # unreadable as non-root: recorded, the rest goes on
+                src.why = f"{exc.strerror}: {self.red.path(machine)}"
+                continue
+            self.stage.write(member, self.text(data.decode("utf-8", "surrogateescape")), src, tail=True)
+            self.logs.append(member)
+
+    def triage(self, src: Source) -> None:
+        from engine.triage import scan_paths
+
+        if not self.logs:
+            src.status, src.why = "skipped", "no log collected"
+            return
+        report = scan_paths([str(self.stage.top / m) for m in self.logs])
+        data = _plain(dataclasses.asdict(report))
+        top = str(self.stage.top) + "/"
+        data["inputs"] = [i.replace(top, "") for i in data["inputs"]]
+        data["unreadable"] = [i.replace(top, "") for i in data["unreadable"]]
+        src.rc = 1 if report.issues else 0
+        self.stage.write("triage.json", _json(data), src)
+
+    # ---- the recorded machine
+
+    def write_recorded(self) -> None:
+        src = Source("recorded machine", "file", "files and commands probed")
+        if self.env_known:  # a tree recorded without its environment stays so: doctor then skips, not fails
+            env = {k: v for k, v in self.base.env.items() if _keep_var(k, self.env_keys)}
+            lines = "".join(f"{k}={v.replace(chr(10), ' ')}\n" for k, v in sorted(self.red.env(env).items()))
+            self.stage.write(f"{RECORD_DIR}/env", lines.encode("utf-8", "surrogateescape"), src)
+        if self.base.partial:
+            self.stage.write(f"{RECORD_DIR}/partial", b"", src)
+        for key, (result, hung) in sorted(self.recorder.commands.items()):
+            base = f"{RECORD_DIR}/commands/{self.red.path(key)}"
+            if hung:
+                self.stage.write(f"{base}.hang", b"", src)
+                continue
+            assert result is not None
+            self.stage.write(f"{base}.out", self.text(result.stdout), src)
+            if result.stderr:
+                self.stage.write(f"{base}.err", self.text(result.stderr), src)
+            if result.returncode:
+                self.stage.write(f"{base}.rc", f"{result.returncode}\n".encode(), src)
+        for key in sorted(self.recorder.found - {k.split("_")[0] for k in self.recorder.commands}):
+            self.stage.write(f"{RECORD_DIR}/commands/{key}.which", b"", src)
+        for p in sorted(self.host.seen):  # type: ignore[attr-defined]
+            self._copy_path(p, src, listing=True)
+        src.what = f"{len(self.host.seen)} paths, {len(self.recorder.commands)} commands"  # type: ignore[attr-defined]
+        self.sources.append(src)
+
+    def _copy_path(self, machine: str, src: Source, listing: bool, content: bool = True) -> None:
+        """`content`: a path a probe asked for; an entry of a folder it listed is stored empty (the
+        listing is what it needed, and /etc's neighbours, shadow included, are none of our business)."""
+        local = self.base.path(machine)
+        member = self.red.path(machine).lstrip("/")
+        if not member or member.split("/")[0] in (RECORD_DIR, MANIFEST, RUN_DIR):
+            return
+        target = self.stage.top / member
+        try:
+            if local.is_symlink():
+                if not target.is_symlink() and not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.symlink_to(self.red.path(os.readlink(local)))
+            elif local.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                if listing and machine != "/":
+                    entries = os.listdir(local)
+                    if len(entries) <= LIST_LIMIT:
+                        for e in entries:
+                            self._copy_path(posixpath.join(machine, e), src, listing=False, content=False)
+            elif local.is_file():
+                if target.exists() and target.stat().st_size:
+                    return
+                size = local.stat().st_size
+                data = b""
+                if content and size <= SMALL_FILE:
+                    raw = local.read_bytes()
+                    if b"\0" not in raw[:8192]:
+                        data = self.text(raw.decode("utf-8", "surrogateescape"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not target.exists() or data:
+                    self.stage.write(member, data, src)
+        except OSError:  # unreadable as non-root, gone meanwhile: the bundle holds what it could read
+            pass
+
+    # ---- all of it
+
+    def build(self, staging: Path) -> tuple[list[Source], int]:
+        self.stage = _Stage(staging, self.opts.max_bytes)
+        self.learn_names()
+        t = self.opts.timeout_s
+        self.collect("doctor", "report", "ascendctl doctor --json", self.doctor, timeout=t * 6)
+        self.collect("env", "report", "ascendctl env --json", self.env_report, timeout=t * 3)
+        self.collect("versions files", "file", "driver, firmware and CANN version files", self.version_files)
+        self.npu_smi()
+        from engine.system.enginepy import engine_interpreter
+
+        py = engine_interpreter(self.base)
+        self.collect("pip freeze", "command", f"{py} -m pip freeze", self.command([py, "-m", "pip", "freeze"]))
+        self.collect("serve run", "run", self.opts.run or "the newest ascendctl serve run", self.run_files)
+        self.collect("metrics", "metrics", "GET /metrics of the run", self.metrics)
+        self.collect("CANN plogs", "log", "~/ascend/log", self.plogs, timeout=t * 6)
+        self.collect("triage", "report", "ascendctl triage of the collected logs", self.triage, timeout=t * 6)
+        self.write_recorded()
+        return self.sources, self.stage.used
+
+
+def _keep_var(name: str, accessed: set[str]) -> bool:
+    from engine.doctor.envreport import PREFIXES
+
+    return (
+        name.startswith(PREFIXES)
+        or name in ("HOME", "USER", "LOGNAME", "SHELL", "LANG", "container")
+        or name in accessed
+    )
+
+
+def _plain(data: Any) -> Any:
+    """Enums and paths as plain JSON values (the engine cannot use the shell's to_jsonable)."""
+    return json.loads(json.dumps(data, default=lambda o: getattr(o, "value", None) or str(o)))
+
+
+def _tail(path: Path, limit: int) -> bytes:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size > limit:
+            f.seek(size - limit)
+            data = f.read()
+            nl = data.find(b"\n")
+            return data[nl + 1 :] if 0 <= nl < len(data) - 1 else data
+        return f.read()
+
+
+def default_name(now: float | None = None) -> str:
+    return time.strftime("ascendctl-bundle-%Y%m%d-%H%M%S.tar.gz", time.localtime(now))
+
+
+def _top_name(out: Path) -> str:
+    name = out.name
+    for suffix in (".tar.gz", ".tgz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] or "bundle"
+    return name or "bundle"
+
+
+def build_bundle(
+    opts: BundleOptions,
+    host: Host | None = None,
+    live: bool = True,
+    progress: Progress | None = None,
+    env_known: bool = True,
+) -> BundleResult:
+    """Collect, redact and write the archive to opts.out (and its map beside it when redacting).
+    `host`: the machine (default this one); `live=False` for a recorded tree, whose `env_known`
+    says whether its environment was recorded."""
+    started = time.perf_counter()
+    host = host or Host()
+    out = Path(opts.out)
+    top = _top_name(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".ascendctl-bundle-"))
+    part = out.with_name(f".{out.name}.part")
+    builder = _Builder(opts, host, live, env_known, progress)
+    try:
+        sources, used = builder.build(staging / top)
+        manifest = {
+            "schema_version": BUNDLE_SCHEMA,
+            "kind": "ascendctl-bundle",
+            "ascendctl": opts.ascendctl_version,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "recorded_machine": not live,
+            "redacted": opts.redact,
+            "kept": None if opts.redact else "IP addresses, host names, user names, serial numbers (secrets masked)",
+            "since_s": opts.since_s,
+            "max_bytes": opts.max_bytes,
+            "collected_bytes": used,
+            "logs": builder.logs,
+            "sources": [dataclasses.asdict(s) for s in sources],
+        }
+        (staging / top / MANIFEST).write_bytes(_json(manifest))
+        if progress:
+            progress("writing the archive")
+        with tarfile.open(part, "w:gz", compresslevel=6) as tar:
+            tar.add(staging / top, arcname=top, filter=_normalise)
+        map_file: Path | None = None
+        if opts.redact:
+            map_file = out.with_name(out.name + ".map.json")
+            fd = os.open(map_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o600)  # an existing map keeps no looser mode
+                f.write(_json({"archive": out.name, "mapping": builder.red.mapping()}))
+        part.replace(out)  # the rename is the commit: before it, no archive
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if part.exists():
+            part.unlink()
+    return BundleResult(
+        archive=out,
+        map_file=map_file,
+        top=top,
+        sources=sources,
+        bytes=out.stat().st_size,
+        collected_bytes=used,
+        redacted=opts.redact,
+        duration_s=time.perf_counter() - started,
+    )
+
+
+def _normalise(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """No owner names or ids of the machine in the archive."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def bundle_dir(path: str | Path) -> Path | None:
+    """The top of a bundle (an unpacked folder or a .tar.gz unpacked for this process), or None
+    when `path` is not a bundle."""
+    from engine.system.recorded import recorded_root
+
+    p = Path(path)
+    if p.is_file() and tarfile.is_tarfile(p):
+        p = recorded_root(p)
+    return p if (p / MANIFEST).is_file() and (p / RECORD_DIR).is_dir() else None
+
+
+def bundle_logs(top: Path) -> list[str]:
+    """The logs a bundle holds (the run's engine log, plogs), as paths to read."""
+    try:
+        manifest = json.loads((top / MANIFEST).read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(top / m) for m in manifest.get("logs", []) if isinstance(m, str) and (top / m).is_file()]
+
+
+__all__ = [
+    "BundleOptions",
+    "BundleResult",
+    "DEFAULT_MAX_BYTES",
+    "MANIFEST",
+    "Source",
+    "build_bundle",
+    "bundle_dir",
+    "bundle_logs",
+    "default_name",
+]

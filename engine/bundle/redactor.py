@@ -1,0 +1,164 @@
+"""What a support bundle hides beyond secrets: IP addresses, host names, user names, serial numbers,
+UUIDs and MAC addresses, each replaced by a placeholder that is the same in every file.
+
+Secrets follow the one rule of engine.redact (masked, no way back). The other values are replaced
+sos-clean style: the same IP is the same placeholder in the engine log, the environment and npu-smi's
+output, so a support engineer can still follow one peer through every file, and the mapping back to
+the real values (`mapping()`) stays with the customer, beside the archive and never inside it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from engine.redact import MASK, is_secret_name, redact_value
+
+# System accounts and names too short or too common to replace as words without wrecking text.
+_KEEP_USERS = frozenset({"root", "nobody", "daemon", "admin", "user", "ubuntu", "ascend", "hwhiaiuser", "vllm"})
+_KEEP_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# Loopback and "any" say how a server binds, which a support engineer needs and which identifies nobody.
+_KEEP_IPS = re.compile(r"^(?:127\.|0\.0\.0\.0$|255\.255\.255\.)")
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+# Not inside a longer dotted number (firmware "7.7.0.1.231"), nor a pinned version (`pkg==1.2.0.1`).
+_IP = rf"(?<![\w.])(?<!==)(?<!~=){_OCTET}(?:\.{_OCTET}){{3}}(?!\.?\d)(?![\w])"
+_UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+_MAC = r"(?<![\w:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![\w:])"
+# npu-smi `-t board` prints `Serial Number : 033...`; MindCluster labels carry `vdie_id`.
+_SERIAL = r"(?P<sk>(?:serial[ _]?(?:number|no\.?)?|\bSN|vdie[ _]?id|chip[ _]?id[ _]?sn)\s*[:=]\s*)(?P<sv>[^\s,;\"']+)"
+# NAME=value / NAME: value / "name": "value" with a secret name, in logs, YAML and JSON.
+_ASSIGN = r"(?P<an>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<aq>\"?\s*(?:=(?!=)|:\s)\s*\"?)(?P<av>[^\s\"',}]+)"
+_URL_HOST = re.compile(r"[a-z][a-z0-9+.\-]*://(?:(?P<user>[^:/@\s]+)(?::[^@/\s]*)?@)?(?P<host>[A-Za-z0-9.\-_]+)", re.I)
+_HOME = re.compile(r"/home/(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)")
+_VERSIONISH = re.compile(r"version|\bver\b|npu-smi", re.I)
+
+
+class Redactor:
+    """Replaces what identifies the customer, consistently; `enabled=False` keeps those values and
+    masks secrets only (no file ascendctl writes ever holds a secret)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._maps: dict[str, dict[str, str]] = {"ip": {}, "host": {}, "user": {}, "serial": {}, "uuid": {}, "mac": {}}
+        self._names: dict[str, str] = {}  # known host and user names -> kind
+        self._regex: re.Pattern[str] | None = None
+
+    # ---- what to look for
+
+    def learn_host(self, name: str | None, own: bool = False) -> None:
+        """A host name to replace. Names guessed from text need 3 characters (a short word is more
+        likely not a host); the machine's own name (`own`: /etc/hostname, HOSTNAME) is replaced
+        whatever its length, since it identifies the customer."""
+        shortest = 1 if own else 3
+        for n in {name or "", (name or "").split(".")[0]}:
+            if len(n) >= shortest and n.lower() not in _KEEP_HOSTS and not re.fullmatch(r"[\d.]+", n):
+                self._names.setdefault(n, "host")
+                self._regex = None
+
+    def learn_user(self, name: str | None) -> None:
+        if name and len(name) >= 3 and name.lower() not in _KEEP_USERS:
+            self._names.setdefault(name, "user")
+            self._regex = None
+
+    def learn(self, text: str) -> None:
+        """Pick up user and host names from URLs and home paths, so that they are replaced in
+        every file collected afterwards, not only where a URL shows them."""
+        for m in _URL_HOST.finditer(text):
+            self.learn_user(m.group("user"))
+            host = m.group("host")
+            if not re.fullmatch(r"[\d.]+", host) and "." in host or host.isalpha():
+                self.learn_host(host)
+        for m in _HOME.finditer(text):
+            self.learn_user(m.group("user"))
+
+    def learn_env(self, env: dict[str, str] | Iterable[tuple[str, str]]) -> None:
+        items = env.items() if isinstance(env, dict) else env
+        for name, value in items:
+            if name in ("USER", "LOGNAME", "SUDO_USER"):
+                self.learn_user(value)
+            elif name in ("HOSTNAME", "HOST"):
+                self.learn_host(value, own=True)
+            self.learn(value)
+
+    # ---- replacing
+
+    def _placeholder(self, kind: str, value: str) -> str:
+        table = self._maps[kind]
+        if value not in table:
+            n = len(table) + 1
+            table[value] = {
+                # IP-shaped, from the documentation ranges (RFC 5737), so parsers and rules still see an IP.
+                "ip": lambda: (
+                    f"{(192, 198, 203)[min((n - 1) // 250, 2)]}.{(0, 51, 0)[min((n - 1) // 250, 2)]}."
+                    f"{(2, 100, 113)[min((n - 1) // 250, 2)]}.{(n - 1) % 250 + 1}"
+                ),
+                "host": lambda: f"host-{n}",
+                "user": lambda: f"user-{n}",
+                "serial": lambda: f"SERIAL-{n}",
+                "uuid": lambda: f"00000000-0000-4000-8000-{n:012d}",
+                "mac": lambda: f"02:00:00:00:{n // 256 % 256:02x}:{n % 256:02x}",
+            }[kind]()
+        return table[value]
+
+    def _compiled(self) -> re.Pattern[str]:
+        if self._regex is None:
+            parts = [rf"(?P<serial>{_SERIAL})", rf"(?P<assign>{_ASSIGN})"]
+            if self.enabled:
+                parts += [rf"(?P<uuid>{_UUID})", rf"(?P<mac>{_MAC})", rf"(?P<ip>{_IP})"]
+                if self._names:
+                    names = sorted(self._names, key=len, reverse=True)  # longest first: the FQDN before its short name
+                    parts.append(r"(?P<name>(?<![\w.\-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w\-]))")
+            self._regex = re.compile("|".join(parts), re.I)
+        return self._regex
+
+    def _sub(self, m: re.Match[str], line: str) -> str:
+        kind = m.lastgroup
+        if kind == "assign":
+            if is_secret_name(m.group("an")):
+                return m.group("an") + m.group("aq") + MASK
+            # Not a secret: the value may still hold an IP or a name; redact it on its own.
+            return m.group("an") + m.group("aq") + self._line(m.group("av"), line)
+        if kind == "serial":
+            if not self.enabled:
+                return m.group(0)
+            return m.group("sk") + self._placeholder("serial", m.group("sv"))
+        value = m.group(0)
+        if kind == "ip":
+            if _KEEP_IPS.match(value) or _VERSIONISH.search(line):
+                return value
+            return self._placeholder("ip", value)
+        if kind in ("uuid", "mac"):
+            return self._placeholder(kind, value.lower())
+        known = next((k for k in self._names if k.lower() == value.lower()), value)
+        return self._placeholder(self._names.get(known, "host"), known)
+
+    def _line(self, line: str, context: str | None = None) -> str:
+        regex = self._compiled()
+        return regex.sub(lambda m: self._sub(m, context or line), line)
+
+    def text(self, text: str) -> str:
+        """Secrets masked (engine.redact), then identifying values replaced, line by line."""
+        text = redact_value(text)
+        return "\n".join(self._line(line) for line in text.split("\n"))
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        from engine.redact import redact_env
+
+        return {k: self.text(v) for k, v in redact_env(env).items()}
+
+    def argv(self, argv: Iterable[str]) -> list[str]:
+        from engine.redact import redact_argv
+
+        return [self.text(a) for a in redact_argv(argv)]
+
+    def path(self, machine_path: str) -> str:
+        """A machine path as it is stored in the bundle: a user name in it replaced like anywhere else."""
+        return self._line(machine_path) if self.enabled else machine_path
+
+    def mapping(self) -> dict[str, dict[str, str]]:
+        """Placeholder -> real value, per kind: what the customer keeps to read the support answer."""
+        return {kind: {v: k for k, v in table.items()} for kind, table in self._maps.items() if table}
+
+
+__all__ = ["Redactor"]

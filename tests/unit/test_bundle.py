@@ -1,0 +1,228 @@
+"""`ascendctl bundle`: the archive against its manifest, redaction, the round trip through doctor
+--root and triage, a hanging collector, an interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ascendctl.cli import main
+from engine.bundle import MANIFEST, BundleOptions, build_bundle
+from engine.bundle.redactor import Redactor
+from engine.doctor import run_doctor
+from engine.system.host import Host
+from engine.system.recorded import recorded_host
+from engine.system.runner import SubprocessRunner
+
+HOSTS = FIXTURES / "hosts"
+ALL_HOSTS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
+KV_LOG = FIXTURES / "vllm" / "fail_kv_too_small.log"
+
+
+def bundle_of(tree: Path, out: Path, **opts) -> tuple[dict, Path]:
+    host, env_known = recorded_host(tree)
+    build_bundle(BundleOptions(out=out, **opts), host=host, live=False, env_known=env_known)
+    dest = out.parent / (out.name + ".x")
+    with tarfile.open(out) as tar:
+        tar.extractall(dest, filter="tar")
+    (top,) = list(dest.iterdir())
+    return json.loads((top / MANIFEST).read_text()), top
+
+
+def files_of(top: Path) -> dict[str, Path]:
+    return {str(p.relative_to(top)): p for p in top.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def verdicts(report) -> dict[str, str]:
+    return {c.id: c.status.value for c in report.checks}
+
+
+@pytest.mark.parametrize("name", ALL_HOSTS)
+def test_bundle_of_each_recorded_host_matches_its_manifest_and_replays_doctor(name, tmp_path):
+    manifest, top = bundle_of(HOSTS / name, tmp_path / f"{name}.tar.gz")
+    listed = {m for s in manifest["sources"] for m in s["members"]}
+    on_disk = set(files_of(top)) - {MANIFEST}
+    assert on_disk == listed  # every file is accounted for by a source, and every member is there
+    for s in manifest["sources"]:
+        assert s["status"] in ("ok", "failed", "skipped", "cut")
+        assert s["status"] == "ok" or s["why"], s
+        assert s["bytes"] == sum((top / m).stat().st_size for m in s["members"]) or s["kind"] == "command"
+    # The bundle is the machine: doctor gives the same verdicts on the archive as on the tree.
+    assert verdicts(run_doctor(root=tmp_path / f"{name}.tar.gz")) == verdicts(run_doctor(root=HOSTS / name))
+    assert verdicts(run_doctor(root=top)) == verdicts(run_doctor(root=HOSTS / name))
+
+
+def make_run(state: Path, log_text: str, argv: list[str], profile: str) -> Path:
+    d = state / "runs" / "r1"
+    d.mkdir(parents=True)
+    (d / "engine.log").write_text(log_text)
+    (d / "profile.yaml").write_text(profile)
+    (d / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": "r1",
+                "directory": str(d),
+                "pid": None,
+                "url": "http://127.0.0.1:8000",
+                "profile": "p",
+                "argv": argv,
+            }
+        )
+    )
+    return d
+
+
+_word = st.text(alphabet="abcdefghijkmnpqrstuvwxyz", min_size=6, max_size=10)
+_ip = st.tuples(*(st.integers(11, 99), st.integers(0, 255), st.integers(0, 255), st.integers(1, 254))).map(
+    lambda t: ".".join(map(str, t))
+)
+_secret = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ0123456789", min_size=14, max_size=20).map(lambda s: "Zs" + s)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ip=_ip, host=_word.map(lambda w: "node" + w), user=_word.map(lambda w: "op" + w), secret=_secret)
+def test_planted_values_never_leave_the_machine_and_map_consistently(tmp_path_factory, ip, host, user, secret):
+    tmp = tmp_path_factory.mktemp("b")
+    tree = tmp / "tree"
+    shutil.copytree(HOSTS / "healthy-910b", tree, symlinks=True)
+    serial = "0331" + secret[2:12]
+    env = tree / ".recorded" / "env"
+    env.write_text(
+        env.read_text()
+        + f"HOSTNAME={host}\nUSER={user}\nHOME=/home/{user}\nVLLM_API_KEY={secret}\n"
+        + f"HCCL_IF_IP={ip}\nHTTPS_PROXY=http://{user}:{secret}@{host}.corp:3128\n"
+    )
+    (tree / "etc" / "hostname").write_text(host + "\n")
+    (tree / ".recorded" / "commands" / "npu-smi_info_-t_health_-i_0.out").write_text(
+        f"Health Status : OK\nSerial Number : {serial}\nPeer IP : {ip}\n"
+    )
+    plog = tree / "home" / user / "ascend" / "log" / "debug" / "plog"
+    plog.mkdir(parents=True)
+    (plog / "plog-1_20260101.log").write_text(f"[ERROR] HCCL(1,python):2026-01-01 link to {ip} failed token={secret}\n")
+    run = make_run(
+        tmp / "state",
+        KV_LOG.read_text() + f"INFO connecting to {host}:29500 ({ip}) as {user} from /home/{user}/models\n"
+        f"INFO args: --api-key {secret} HF_TOKEN={secret} uuid 123e4567-e89b-12d3-a456-426614174000\n",
+        ["vllm", "serve", f"/home/{user}/models/q", "--api-key", secret, "--host", ip],
+        f"server:\n  host: {ip}\n  api_key: {secret}\n",
+    )
+    out = tmp / "out" / "b.tar.gz"
+    manifest, top = bundle_of(tree, out, run=str(run), since_s=None)
+
+    planted = (ip, host, user, secret, serial, "123e4567-e89b-12d3-a456-426614174000")
+    placeholders: dict[str, set[str]] = {}
+    mapping = json.loads(out.with_name("b.tar.gz.map.json").read_text())["mapping"]
+    ip_placeholder = {v: k for k, v in mapping["ip"].items()}[ip]
+    for rel, p in files_of(top).items():
+        text = p.read_text(errors="replace")
+        for value in planted:
+            assert value not in text, f"{value!r} left in {rel}"
+            assert value not in rel
+        if ip_placeholder in text:
+            placeholders.setdefault(ip_placeholder, set()).add(rel.split("/")[0])
+    for link in top.rglob("*"):
+        if link.is_symlink():
+            assert not any(v in os.readlink(link) for v in planted)
+    # The same IP is the same placeholder in the environment, npu-smi's output, the run and the plogs.
+    assert {".recorded", "run", "home"} <= placeholders[ip_placeholder]
+    assert mapping["host"] and mapping["user"] and mapping["serial"]
+    assert stat.S_IMODE(out.with_name("b.tar.gz.map.json").stat().st_mode) == 0o600
+    # The mapping stays outside the archive.
+    assert not any("map.json" in m for m in tarfile.open(out).getnames())
+
+
+def test_triage_of_the_bundle_names_the_issues_of_the_original_log(tmp_path, capsys, monkeypatch):
+    run = make_run(tmp_path / "state", KV_LOG.read_text(), ["vllm", "serve", "m"], "engine: {}\n")
+    out = tmp_path / "b.tar.gz"
+    bundle_of(HOSTS / "cpu-host", out, run=str(run))
+    main(["triage", "--json", "--fail-on", "never", str(KV_LOG)])
+    original = {i["id"] for i in json.loads(capsys.readouterr().out)["issues"]}
+    main(["triage", "--json", "--fail-on", "never", str(out)])
+    bundled = json.loads(capsys.readouterr().out)
+    assert original and {i["id"] for i in bundled["issues"]} == original
+    assert len(bundled["inputs"]) == 1  # the engine log, not npu-smi output or the manifest
+
+
+def test_a_hanging_npu_smi_costs_at_most_its_timeout(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "npu-smi").write_text("#!/bin/sh\nsleep 30\n")
+    (fake / "npu-smi").chmod(0o755)
+    tree = tmp_path / "tree"
+    shutil.copytree(HOSTS / "healthy-910b", tree, symlinks=True)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    host = Host(root=tree, env=env, runner=SubprocessRunner(path=env["PATH"]))
+    started = time.monotonic()
+    result = build_bundle(BundleOptions(out=tmp_path / "b.tar.gz", timeout_s=1.0), host=host, live=False)
+    elapsed = time.monotonic() - started
+    assert elapsed < 8, elapsed  # one second per npu-smi call, not thirty
+    row = next(s for s in result.sources if s.name == "npu-smi info")
+    assert row.status == "failed" and "within" in (row.why or "")
+    names = tarfile.open(tmp_path / "b.tar.gz").getnames()
+    assert "b/.recorded/commands/npu-smi_info.hang" in names  # replayed as hung by doctor --root
+
+
+def test_interrupted_bundle_leaves_no_archive(tmp_path):
+    host, _ = recorded_host(HOSTS / "healthy-910b")
+
+    def progress(name: str) -> None:
+        if name == "CANN plogs":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_bundle(BundleOptions(out=tmp_path / "b.tar.gz"), host=host, live=False, progress=progress)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_size_cap_cuts_the_log_tail_and_says_so(tmp_path):
+    run = make_run(tmp_path / "state", "x" * 100 + "\n" + "tail line\n" * 5000, ["vllm"], "a: 1\n")
+    manifest, top = bundle_of(HOSTS / "cpu-host", tmp_path / "b.tar.gz", run=str(run), max_bytes=30_000)
+    row = next(s for s in manifest["sources"] if s["name"] == "serve run")
+    assert row["status"] == "cut" and "size cap" in row["why"]
+    assert manifest["collected_bytes"] <= 30_000
+    assert (top / "run" / "engine.log").read_text().endswith("tail line\n")
+
+
+def test_redactor_keeps_versions_loopback_and_is_consistent():
+    r = Redactor()
+    r.learn_host("gpu-node-7.example.com")
+    text = r.text(
+        "Version=24.1.0.3\nfirmware 7.7.0.1.231\nbind 127.0.0.1 and 10.1.2.3\npeer 10.1.2.3 on gpu-node-7\nHF_TOKEN=abc"
+    )
+    assert "24.1.0.3" in text and "7.7.0.1.231" in text and "127.0.0.1" in text
+    assert "10.1.2.3" not in text and text.count("192.0.2.1") == 2
+    assert "gpu-node-7" not in text and "HF_TOKEN=****" in text
+    assert Redactor(enabled=False).text("10.1.2.3 HF_TOKEN=abc") == "10.1.2.3 HF_TOKEN=****"
+
+
+def test_cli_json_summary_and_no_redact_warning(tmp_path, capsys):
+    out = tmp_path / "b.tar.gz"
+    code = main(["bundle", "--json", "--root", str(HOSTS / "cpu-host"), "--out", str(out), "--no-redact"])
+    captured = capsys.readouterr()
+    assert code == 0
+    summary = json.loads(captured.out)
+    assert summary["archive"] == str(out) and summary["redacted"] is False and summary["map"] is None
+    assert "KEEPS IP addresses" in captured.err
+    assert not out.with_name("b.tar.gz.map.json").exists()
+    assert main(["bundle", "--since", "soon", "--out", str(out)]) == 2
+
+
+def test_the_machines_own_short_host_name_is_replaced_too():
+    """A name guessed from text needs 3 characters; the machine's own name is hidden at any length."""
+    from engine.bundle.redactor import Redactor
+
+    red = Redactor()
+    red.learn_host("vm", own=True)
+    red.learn_host("ab")  # guessed: too short to trust
+    out = red.text("hostname vm, peer ab, vm.example is up")
+    assert "vm" not in out.replace("host-", "") and " ab," in out

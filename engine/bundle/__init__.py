@@ -27,12 +27,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable
 
+from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
 from engine.system.host import Host
 from engine.system.recorded import RECORD_DIR, command_key
-from engine.system.runner import CommandResult, ToolMissing, ToolTimeout
+from engine.system.runner import ToolMissing
 
 MANIFEST = "manifest.json"
 BUNDLE_SCHEMA = 1
@@ -104,53 +105,6 @@ class BundleResult:
         }
 
 
-class _Recorder:
-    """The runner and the file accesses of the probed machine, seen from the bundle: every command
-    run (its key, output, exit code, or that it hung) and every path looked at."""
-
-    def __init__(self, runner: Any, timeout_s: float) -> None:
-        self.runner = runner
-        self.timeout_s = timeout_s
-        self.commands: dict[str, tuple[CommandResult | None, bool]] = {}  # key -> (result, hung)
-        self.found: set[str] = set()  # which() hits
-        self.lock = threading.Lock()
-
-    def which(self, name: str) -> str | None:
-        hit = self.runner.which(name)
-        if hit:
-            with self.lock:
-                self.found.add(command_key([name]))
-        return hit
-
-    def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
-        key = command_key(argv)
-        # The bundle's limit wins: one hung tool costs at most that, however patient its caller.
-        try:
-            result = self.runner.run(argv, timeout=min(timeout, self.timeout_s), env=env)
-        except ToolTimeout:
-            with self.lock:
-                self.commands.setdefault(key, (None, True))
-            raise
-        with self.lock:
-            # The first answer wins: `python -c` asks versions first, and replays answer every -c alike.
-            self.commands.setdefault(key, (result, False))
-        return result
-
-
-class _RecordingHost(Host):
-    """A Host that remembers every machine path a probe asked for, and which files it read."""
-
-    def __init__(self, base: Host, runner: _Recorder) -> None:
-        super().__init__(root=base.root, env=base.env, runner=runner, partial=base.partial)
-        object.__setattr__(self, "seen", set())
-
-    def path(self, p: str | os.PathLike[str]) -> Path:
-        s = os.fspath(p)
-        if s.startswith("/"):
-            self.seen.add(posixpath.normpath(s))  # type: ignore[attr-defined]
-        return super().path(p)
-
-
 class _Stage:
     """The folder the archive is built from, with the size budget."""
 
@@ -218,9 +172,9 @@ class _Builder:
         self.env_known = env_known
         self.progress = progress or (lambda _m: None)
         self.red = Redactor(enabled=opts.redact)
-        self.recorder = _Recorder(host.runner, opts.timeout_s)
+        self.recorder = CommandRecorder(host.runner, opts.timeout_s)
         self.base = host
-        self.host = _RecordingHost(host, self.recorder)
+        self.host = RecordingHost(host, self.recorder)
         self.sources: list[Source] = []
         self.logs: list[str] = []  # members to triage
         self.env_keys: set[str] = set()

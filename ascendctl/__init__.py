@@ -1,8 +1,5 @@
 """ascendctl: the shell (Typer commands, output, the Textual dashboard) over `engine`."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("ascendctl")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+# The one place the version is written: pyproject.toml reads it from here. A literal, not
+# importlib.metadata: that import alone costs every command ~30 ms of start-up.
+__version__ = "0.1.0"

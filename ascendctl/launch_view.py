@@ -78,16 +78,16 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     console = out.err_console
     if diag.root_error:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
-        console.print(f"  [bold]cause:[/] {_esc(cause)}", soft_wrap=True)
+        console.print(f"  [bold]cause:[/] {safe(cause)}", soft_wrap=True)
     for finding in diag.findings:
         console.print(
-            f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {_esc(finding.title)}",
+            f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {safe(finding.title)}",
             soft_wrap=True,
         )
         if finding.cause:
-            console.print(f"    why: {_esc(finding.cause)}", soft_wrap=True)
+            console.print(f"    why: {safe(finding.cause)}", soft_wrap=True)
         if finding.fix:
-            console.print(f"    [bold]fix:[/] {_esc(finding.fix)}", soft_wrap=True)
+            console.print(f"    [bold]fix:[/] {safe(finding.fix)}", soft_wrap=True)
     if not diag.findings:
         console.print(
             f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
@@ -98,12 +98,6 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     for line in diag.tail[-10:]:
         console.print(f"    {clean(line)}", markup=False, soft_wrap=True)
     console.print(f"  full log: {outcome.run_dir / 'engine.log'}", markup=False, soft_wrap=True)
-
-
-def _esc(text: str) -> str:
-    """The engine's own words (its log, its exception) inside a markup line: no markup, and no
-    escape sequence reaches the operator's terminal."""
-    return safe(text)
 
 
 class LaunchView:
@@ -201,7 +195,7 @@ class LaunchView:
         if restart_in is not None:
             cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
             self.out.warn(
-                f"the engine exited ({describe_exit(code)}){_esc(cause)}; restart {attempt} in {restart_in:g} s"
+                f"the engine exited ({describe_exit(code)}){safe(cause)}; restart {attempt} in {restart_in:g} s"
             )
 
     def stopping(self, signame: str, grace: float) -> None:
@@ -217,7 +211,7 @@ class LaunchView:
             self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "warning", "message": message})
             return
         with self._lock:  # from the log thread, maybe under the progress display
-            self.out.warn(_esc(message))
+            self.out.warn(safe(message))
 
     def end(self) -> None:
         self._stop_progress()
@@ -251,7 +245,7 @@ class LaunchView:
             return
         # When each phase began, counted from the engine's start: some phases are only seen by
         # their closing line (an eager start's warm-up), so a per-phase duration would mislead.
-        text = f"  [green]✓[/] {record.started:6.1f} s  {record.label:<20} {_esc(record.detail)}"
+        text = f"  [green]✓[/] {record.started:6.1f} s  {record.label:<20} {safe(record.detail)}"
         with self._lock:
             console = self._progress.console if self._progress is not None else self.out.err_console
             console.print(text, highlight=False)

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Recorded real outputs (vLLM logs, /metrics) shared with the research notes, copied as they are.
 SAMPLES = FIXTURES / "vllm"
+# A stand-in for vLLM's API server: replays a recorded log, forks helpers like EngineCore, answers /health.
+FAKE_ENGINE = FIXTURES / "launcher" / "fake_engine.py"
+
+
+def fake_engine_argv(log: Path, port: int, pidfile: Path | None = None, *args: str) -> list[str]:
+    """The stand-in engine's command line, in place of vLLM's (see its --help for `args`)."""
+    argv = [sys.executable, str(FAKE_ENGINE), "--log", str(log), "--port", str(port)]
+    if pidfile is not None:
+        argv += ["--pidfile", str(pidfile)]
+    return [*argv, *args]
 
 
 def free_port() -> int:

@@ -55,7 +55,9 @@ def demo(
     out = get_output()
     batch = batch or out.json_mode
     if model is None:
-        model = str(_ensure_model(out))
+        from ascendctl.launch_view import ensure_demo_model
+
+        model = str(ensure_demo_model(out))
 
     sets = [f"server.port={port}"] if port else []
     prof, spec, _ = resolve(PROFILE, model, sets)
@@ -105,12 +107,6 @@ def demo(
     raise typer.Exit(code)
 
 
-def _ensure_model(out: Output):
-    from ascendctl.launch_view import ensure_demo_model
-
-    return ensure_demo_model(out)
-
-
 def _free_port(host: str) -> int:
     import socket
 
@@ -127,8 +123,6 @@ def _not_ready(out: Output, sup: Supervisor) -> int:
 
 def _talk(out: Output, sup: Supervisor, model_name: str, count: int, api_key: str | None) -> tuple[list[Exchange], int]:
     """Send the requests and print them. Exit code 1 when the engine died under them."""
-    from rich.markup import escape
-
     from engine.demo.chat import demo_requests
     from engine.errors import Unreachable
 
@@ -140,7 +134,7 @@ def _talk(out: Output, sup: Supervisor, model_name: str, count: int, api_key: st
     try:
         for ex in demo_requests(sup.url, model_name, count, api_key):
             exchanges.append(ex)
-            _show_exchange(out, ex, escape)
+            _show_exchange(out, ex)
             if sup.stopping:
                 break
     except Unreachable:
@@ -150,18 +144,16 @@ def _talk(out: Output, sup: Supervisor, model_name: str, count: int, api_key: st
     return exchanges, 0
 
 
-def _show_exchange(out: Output, ex: Exchange, escape) -> None:
+def _show_exchange(out: Output, ex: Exchange) -> None:
+    from ascendctl.style import num, safe
+
     if out.json_mode:
         return
-
-    def count(n: int | None) -> str:
-        return "N/A" if n is None else str(n)
-
-    text = escape(ex.text.strip().replace("\n", " ")[:160])
-    out.console.print(f"[cyan]{ex.kind:>10}[/] {escape(ex.prompt)}", soft_wrap=True)
+    # The model's words are untrusted text (random weights write any token): no markup, no controls.
+    text = safe(ex.text.strip().replace("\n", " ")[:160])
+    out.console.print(f"[cyan]{ex.kind:>10}[/] {safe(ex.prompt)}", soft_wrap=True)
     out.console.print(
-        f"{'':>10} [dim]{text}[/]  ({count(ex.prompt_tokens)} → {count(ex.completion_tokens)} "
-        f"tokens, {ex.seconds:.2f} s)",
+        f"{'':>10} [dim]{text}[/]  ({num(ex.prompt_tokens)} → {num(ex.completion_tokens)} tokens, {ex.seconds:.2f} s)",
         soft_wrap=True,
     )
 
@@ -199,11 +191,9 @@ def _stop_under_dashboard(sup: Supervisor, closed) -> None:
 
 
 def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
+    from ascendctl.style import num
     from engine.errors import AscendctlError
     from engine.metrics.prom import scrape
-
-    def fmt(value, spec: str = ".0f", scale: float = 1.0) -> str:
-        return "N/A" if value is None else format(value * scale, spec)
 
     previous = None
     while not sup.stopping:
@@ -217,9 +207,10 @@ def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
             rate = "N/A"
             if previous is not None and m.generation_tokens is not None and previous.generation_tokens is not None:
                 rate = f"{(m.generation_tokens - previous.generation_tokens) / interval:.1f}"
+            kv_pct = None if m.kv_usage is None else m.kv_usage * 100
             out.console.print(
-                f"running {fmt(m.running)}  waiting {fmt(m.waiting)}  KV cache {fmt(m.kv_usage, '.1f', 100)}%  "
-                f"generated {fmt(m.generation_tokens)} tokens ({rate} tok/s)  requests ok {fmt(m.requests_ok)}",
+                f"running {num(m.running)}  waiting {num(m.waiting)}  KV cache {num(kv_pct, '{:.1f}')}%  "
+                f"generated {num(m.generation_tokens)} tokens ({rate} tok/s)  requests ok {num(m.requests_ok)}",
                 highlight=False,
             )
             previous = m

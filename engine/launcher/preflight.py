@@ -8,14 +8,11 @@ from typing import TYPE_CHECKING
 
 from engine.doctor import CheckResult, Status, run_doctor
 from engine.errors import AscendctlError, BadInput
-from engine.launcher.portlock import check_port_lock
+from engine.launcher.portlock import SET_PORT, check_port_lock
 from engine.system.ports import port_holder, port_is_free
 
 if TYPE_CHECKING:
     from engine.profiles import Profile
-
-
-SET_PORT = "--set server.port="
 
 
 def check_port(host: str, port: int, port_option: str = SET_PORT) -> None:

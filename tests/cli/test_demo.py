@@ -86,9 +86,8 @@ def test_demo_requests_against_a_dead_endpoint_fail_with_one_line():
 def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
     """The demo's real path, with the stand-in engine of the launcher tests instead of vLLM."""
     import dataclasses
-    import sys
 
-    from helpers import FIXTURES, fake_tiny_model
+    from helpers import fake_engine_argv, fake_tiny_model
 
     import ascendctl.profile_args as profile_args
 
@@ -97,17 +96,7 @@ def _stand_in_engine(monkeypatch, tmp_path, *fake_args: str, log):
 
     def resolve(profile, model, sets):
         prof, spec, version = real_resolve(profile, model, sets)
-        argv = [
-            sys.executable,
-            str(FIXTURES / "launcher" / "fake_engine.py"),
-            "--log",
-            str(log),
-            "--port",
-            str(spec.port),
-            "--pidfile",
-            str(tmp_path / "pids.json"),
-            *fake_args,
-        ]
+        argv = fake_engine_argv(log, spec.port, tmp_path / "pids.json", *fake_args)
         return prof, dataclasses.replace(spec, argv=argv), version
 
     monkeypatch.setattr(profile_args, "resolve", resolve)

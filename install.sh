@@ -2,7 +2,7 @@
 # Install ascendctl and the matching engine into ./.venv.
 #
 #   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
-#   ./install.sh --dev        also the test tools (pytest, hypothesis, ...)
+#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
 #
 # Safe to run again: with nothing to change it finishes in seconds.
@@ -39,6 +39,20 @@ PIP=("$VPY" -m pip --disable-pip-version-check)
 # Platform: the same answer doctor and top give (engine/system/platform.py, standard library only).
 PLATFORM=$("$PY" -m engine.system.platform) || die "could not tell the platform" "run: $PY -m engine.system.platform"
 say "platform: $PLATFORM"
+
+# --dev: the real Prometheus the exporter's tests scrape with (Debian's package brings promtool).
+if [ "$DEV" = 1 ] && ! command -v promtool >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing Debian's prometheus (promtool and a server for the exporter's tests)"
+        apt_prom() { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }
+        apt_prom || { apt-get update >/dev/null 2>&1 && apt_prom; } \
+            || die "apt-get could not install prometheus" "run: apt-get install prometheus (the exporter tests need it)"
+        # The package starts its own service where systemd runs: the tests start theirs.
+        if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+    else
+        say "note: no promtool; the exporter's tests need Debian's prometheus (as root: apt-get install prometheus)"
+    fi
+fi
 
 extras=fast
 [ "$DEV" = 1 ] && extras="fast,dev"

@@ -62,6 +62,19 @@ def run_app(feed, interval: float | None, thresholds: "Thresholds") -> None:
     TopApp(feed, interval, thresholds).run()
 
 
+def resolve_thresholds(profile: str | None, path: Path | None, sets: Sequence[str]) -> "Thresholds":
+    """Built-in defaults, then --profile's diagnostics section, then --thresholds FILE, then --set."""
+    from engine.telemetry import load_thresholds
+
+    base = None
+    if profile is not None:
+        from engine.profiles import load_profile
+        from engine.telemetry.thresholds import profile_thresholds
+
+        base = profile_thresholds(load_profile(profile))
+    return load_thresholds(path, sets, base)
+
+
 def default_devices() -> "DeviceSource":
     from engine.devices import detect_source
 

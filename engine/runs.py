@@ -49,6 +49,11 @@ class RunInfo:
     # engine's lines are missing from engine.log. The engine kept running either way.
     log_error: str | None = None
     log_lines_dropped: int = 0
+    # The supervisor's view, for the exporter: the start-up phase reached ("ready" once /health
+    # answered), the time to ready of the last start, and how many times the engine was restarted.
+    phase: str | None = None
+    ready_seconds: float | None = None
+    restarts: int = 0
 
     @property
     def log_path(self) -> Path:
@@ -107,6 +112,9 @@ _TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None al
     "exit_code": ((int,), True),
     "log_error": ((str,), True),
     "log_lines_dropped": ((int,), False),
+    "phase": ((str,), True),
+    "ready_seconds": (_NUM, True),
+    "restarts": ((int,), False),
 }
 
 

@@ -45,6 +45,19 @@ def require_engine() -> None:
         pytest.skip("the vLLM engine is not installed (./install.sh installs it)")
 
 
+def require_tool(name: str) -> str:
+    """A tool `./install.sh --dev` installs (promtool, prometheus): its path; skipped when absent,
+    except under ASCENDCTL_REQUIRE_E2E=1 (CI), where a missing tool fails the test."""
+    import shutil
+
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get("ASCENDCTL_REQUIRE_E2E") == "1":
+            pytest.fail(f"{name} is not installed: run ./install.sh --dev (as root, it installs Debian's prometheus)")
+        pytest.skip(f"{name} is not installed (./install.sh --dev installs it)")
+    return found
+
+
 def engine_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", NO_COLOR="1", VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")
@@ -127,3 +140,25 @@ def fake_tiny_model(out: Path) -> Path:
     (out / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header.encode())
     (out / "ASCENDCTL_TINY_MODEL").write_text("qwen3-tiny (headers only, for tests)\n", encoding="utf-8")
     return out
+
+
+NPU_SMI = FIXTURES / "npu_smi"
+
+
+def fake_npu_smi(
+    bin_dir: Path, info: str = "info/s02_910b2_25.2.0_vllm_dp.txt", usages: str = "usages/u2_910b_25.5.1.txt"
+) -> Path:
+    """An `npu-smi` on PATH that replays recorded outputs: `info` prints the `info` recording,
+    `info -t usages -i N` the `usages` one, anything else fails as npu-smi does. While the file
+    `<bin_dir>/hang` exists it hangs instead (a driver that stopped answering)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    tool = bin_dir / "npu-smi"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'[ -e "{bin_dir}/hang" ] && exec sleep 600\n'
+        f'if [ "$*" = "info" ]; then exec cat "{NPU_SMI / info}"; fi\n'
+        f'case "$*" in "info -t usages -i "*) exec cat "{NPU_SMI / usages}";; esac\n'
+        'echo "Usage: npu-smi info <watch|proc|...>" >&2; exit 1\n'
+    )
+    tool.chmod(0o755)
+    return tool

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Iterator, List, Optional
 
 import typer
 
-from ascendctl.dashboard import default_devices, make_collector, open_recorder, poll_and_record, run_app
+from ascendctl.dashboard import (
+    default_devices,
+    make_collector,
+    open_recorder,
+    poll_and_record,
+    resolve_thresholds,
+    run_app,
+)
 
 if TYPE_CHECKING:
     from engine.telemetry import Collector, Snapshot
@@ -59,16 +66,9 @@ def top(
 ) -> None:
     from ascendctl.output import get_output
     from engine.errors import BadInput
-    from engine.telemetry import load_thresholds
 
     out = get_output()
-    base = None
-    if profile is not None:
-        from engine.profiles import load_profile
-        from engine.telemetry.thresholds import profile_thresholds
-
-        base = profile_thresholds(load_profile(profile))
-    thresholds = load_thresholds(thresholds_file, set_ or (), base)
+    thresholds = resolve_thresholds(profile, thresholds_file, set_ or ())
     if replay is not None and urls:
         raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
     headless = once or out.json_mode or not sys.stdout.isatty()

@@ -2,7 +2,7 @@
 `DeviceSample`. Parsers live in `npu_smi`; sources take a command runner so tests replay
 recorded outputs."""
 
-from engine.devices.sample import DeviceSample
+from engine.devices.sample import DeviceProcess, DeviceSample
 from engine.devices.sources import (
     DeviceSource,
     HostSource,
@@ -13,6 +13,7 @@ from engine.devices.sources import (
 )
 
 __all__ = [
+    "DeviceProcess",
     "DeviceSample",
     "DeviceSource",
     "HostSource",

@@ -9,6 +9,15 @@ HEALTHY = "OK"
 
 
 @dataclass(frozen=True)
+class DeviceProcess:
+    """A process holding device memory, as the device tool lists it."""
+
+    pid: int
+    name: str
+    memory_mb: float | None = None
+
+
+@dataclass(frozen=True)
 class DeviceSample:
     """One chip at one instant. A value the source does not give is None (shown as N/A).
 
@@ -30,6 +39,13 @@ class DeviceSample:
     ctrlcpu_pct: float | None = None
     processes: int | None = None
     error_codes: tuple[str, ...] = ()  # npu-smi's codes for a chip whose health is not OK
+    # Added after recordings existed, so last and optional: the chip's device id (npu-smi's
+    # physical chip id on A3, else its NPU ID: what npu-exporter labels `id`), its PCIe bus,
+    # whether its memory is HBM or the board's DDR (310 family), and the processes on it.
+    device_id: int | None = None
+    bus: str | None = None
+    mem_kind: str | None = None  # "hbm" | "ddr"
+    procs: tuple[DeviceProcess, ...] = ()
 
     @property
     def mem_pct(self) -> float | None:

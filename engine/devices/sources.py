@@ -8,7 +8,7 @@ import io
 from typing import TYPE_CHECKING, Protocol
 
 from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_health, parse_info, parse_usages
-from engine.devices.sample import HEALTHY, DeviceSample
+from engine.devices.sample import HEALTHY, DeviceProcess, DeviceSample
 from engine.errors import Unreachable
 from engine.system.runner import Runner, SubprocessRunner
 
@@ -65,9 +65,9 @@ class NpuSmiSource:
                 except Unreachable:
                     continue
         keys = chip_keys(table.chips)
-        procs: dict[tuple[int, int], int] = {}
+        procs: dict[tuple[int, int], list[DeviceProcess]] = {}
         for p in table.processes:
-            procs[(p.npu, p.chip)] = procs.get((p.npu, p.chip), 0) + 1
+            procs.setdefault((p.npu, p.chip), []).append(DeviceProcess(p.pid, p.name, float(p.memory_mb)))
         out = []
         for c in table.chips:
             use = usages.get((c.npu, c.chip), ChipUsage())
@@ -88,8 +88,12 @@ class NpuSmiSource:
                     mem_bw_pct=use.hbm_bw_pct if c.hbm else use.ddr_bw_pct,
                     aicpu_pct=use.aicpu_pct,
                     ctrlcpu_pct=use.ctrlcpu_pct,
-                    processes=procs.get((c.npu, c.chip), 0) if has_proc_table else None,
+                    processes=len(procs.get((c.npu, c.chip), ())) if has_proc_table else None,
                     error_codes=() if c.health == HEALTHY else self._error_codes(c.npu, c.chip),
+                    device_id=c.second_id if c.second_id is not None else c.npu,
+                    bus=c.bus,
+                    mem_kind="hbm" if c.hbm else "ddr" if c.ddr else None,
+                    procs=tuple(procs.get((c.npu, c.chip), ())),
                 )
             )
         return out

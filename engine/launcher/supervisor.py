@@ -195,7 +195,9 @@ class Supervisor:
                 self.info = rundir.new_record(self.run_dir, self.profile_name, self.url, self.argv, engine.pid)
             self._record()
         else:
-            self._record(pid=engine.pid, ended_at=None, exit_code=None)
+            self._record(
+                pid=engine.pid, ended_at=None, exit_code=None, phase=None, ready_seconds=None, restarts=attempt
+            )
         self.listener.started(engine.pid, attempt)
         return engine
 
@@ -237,6 +239,7 @@ class Supervisor:
         event = self.tracker.feed(line)
         if event is not None:
             self.listener.phase(event)
+            self._record(phase=event.phase)
 
     def wait_ready(self) -> bool:
         """Poll /health until it answers 200. False when the engine exits, a stop is requested
@@ -251,6 +254,7 @@ class Supervisor:
                 try:
                     if client.get(self._health).status_code == 200 and self._serves_port():
                         self._ready_at = self.tracker.elapsed()
+                        self._record(phase="ready", ready_seconds=round(self._ready_at, 3))
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
                 except httpx.HTTPError:

@@ -1,0 +1,339 @@
+"""Background collection for the exporter: one thread per group, each on its own interval.
+
+A scrape only reads the latest results (`Exporter.state()`), so it never waits on npu-smi, an
+engine or doctor. A group that fails or hangs keeps its last good result and says so in its
+status (`ascendctl_source_up`, `..._age_seconds`); npu-smi runs under the runner's timeout, which
+kills a hung tool's whole process group.
+
+Groups: `devices` (npu-smi info and per-card usages, or nvidia-smi, or the host), `engines`
+(the live `ascendctl serve` runs plus the URLs given: /metrics, the log tail's known issues, the
+threshold rules, all through the same Collector `top` uses), `doctor` (every check, slowly).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import httpx
+
+from engine.devices.sample import DeviceSample
+from engine.errors import AscendctlError, Unreachable
+from engine.metrics.prom import LeanParser, scrape
+from engine.telemetry.collector import Collector, Target, targets_from_runs
+from engine.telemetry.snapshot import Snapshot
+from engine.telemetry.thresholds import Thresholds
+
+DEFAULT_INTERVALS: Mapping[str, float] = {"devices": 5.0, "engines": 5.0, "doctor": 300.0}
+# An engine is stalled when requests run and no token came out for this long.
+STALL_AFTER_S = 60.0
+
+
+@dataclass
+class GroupStatus:
+    """How one source did on its last run: the exporter's `ascendctl_source_*` series."""
+
+    name: str
+    interval: float
+    last_ok: float | None = None  # wall-clock time of the last good run
+    last_run: float | None = None
+    error: str | None = None
+    duration_s: float | None = None
+    runs: int = 0
+    failures: int = 0
+
+    @property
+    def up(self) -> bool:
+        return self.error is None and self.last_ok is not None
+
+
+class _Group:
+    def __init__(self, name: str, interval: float, work: Callable[[], Any], stop: threading.Event, source: str):
+        self.status = GroupStatus(source, interval)
+        self.name = name
+        self.value: Any = None
+        self._work = work
+        self._stop = stop
+        self._done_once = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name=f"exporter-{name}", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.run_once()
+            self._stop.wait(max(0.0, self.status.interval - (time.monotonic() - started)))
+
+    def run_once(self) -> None:
+        status = self.status
+        started = time.monotonic()
+        try:
+            self.value = self._work()
+            status.error = None
+            status.last_ok = time.time()
+        except Exception as exc:  # noqa: BLE001 - one failing source must not stop the others
+            status.error = exc.cause if isinstance(exc, AscendctlError) else f"{type(exc).__name__}: {exc}"
+            status.failures += 1
+        status.runs += 1
+        status.last_run = time.time()
+        status.duration_s = time.monotonic() - started
+        self._done_once.set()
+
+    def wait_first(self, timeout: float) -> bool:
+        return self._done_once.wait(timeout)
+
+
+@dataclass(frozen=True)
+class EngineExtra:
+    """What the exporter knows of an engine beyond its /metrics: from its run, its process tree
+    and the plan of its profile."""
+
+    label: str
+    url: str
+    profile: str | None = None
+    pid: int | None = None
+    phase: str | None = None
+    ready_seconds: float | None = None
+    restarts: int = 0
+    vllm_version: str | None = None
+    planned_blocks: int | None = None
+    # The engine's /metrics as scraped, for the vllm:* pass-through. Parsed when a scrape renders
+    # it, not on every poll: Prometheus scrapes less often than the engines are polled.
+    passthrough: str | None = None
+    stalled_for: float | None = None  # seconds with requests running and no token generated
+
+
+@dataclass(frozen=True)
+class ExporterState:
+    """What one scrape renders: the latest result of every group and their statuses."""
+
+    host: str
+    devices: tuple[DeviceSample, ...] = ()
+    device_source: str = "devices"
+    snapshot: Snapshot | None = None
+    engines: Mapping[str, EngineExtra] = field(default_factory=dict)
+    doctor: Any = None  # engine.doctor.DoctorReport
+    statuses: tuple[GroupStatus, ...] = ()
+
+
+class _LatestDevices:
+    """The Collector's device source inside the exporter: the devices group's latest answer, so
+    an engine poll never runs npu-smi itself."""
+
+    def __init__(self, group: _Group, name: str) -> None:
+        self._group = group
+        self.name = name
+
+    def sample(self) -> list[DeviceSample]:
+        if self._group.value is None:
+            raise Unreachable(self._group.status.error or "no device sample yet", "wait for the first poll")
+        return list(self._group.value)
+
+
+class Exporter:
+    """Runs the groups; `state()` is what a scrape reads."""
+
+    def __init__(
+        self,
+        urls: Sequence[str] = (),
+        devices: Any = None,  # a DeviceSource, None for none
+        thresholds: Thresholds | None = None,
+        intervals: Mapping[str, float] | None = None,
+        passthrough: bool = True,
+        with_runs: bool = True,
+        doctor: bool = True,
+        host: str | None = None,
+        timeout: float = 3.0,
+    ) -> None:
+        import socket
+
+        self.host = host or socket.gethostname()
+        self.urls = [u.rstrip("/") for u in urls]
+        self.thresholds = thresholds or Thresholds.defaults()
+        self.intervals = {**DEFAULT_INTERVALS, **(intervals or {})}
+        self.passthrough = passthrough
+        self.with_runs = with_runs
+        self.timeout = timeout
+        self._stop = threading.Event()
+        self._client = httpx.Client(timeout=timeout, trust_env=False)
+        self._raw: dict[str, str] = {}
+        self._parsers: dict[str, LeanParser] = {}
+        self._versions: dict[str, str | None] = {}
+        self._plans: dict[str, int | None] = {}
+        self._stall_since: dict[str, float] = {}
+        self._collector: Collector | None = None
+        self._targets: tuple[Target, ...] = ()
+        self._runs: dict[str, Any] = {}
+        self._extras: dict[str, EngineExtra] = {}
+        self._snapshot: Snapshot | None = None
+        self._groups: list[_Group] = []
+        self._device_group: _Group | None = None
+        if devices is not None:
+            self._device_group = _Group(
+                "devices", self.intervals["devices"], devices.sample, self._stop, getattr(devices, "name", "devices")
+            )
+            self._groups.append(self._device_group)
+            self._devices = _LatestDevices(self._device_group, getattr(devices, "name", "devices"))
+        else:
+            self._devices = None
+        self._engine_group = _Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines")
+        self._groups.append(self._engine_group)
+        self._doctor_group = (
+            _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor") if doctor else None
+        )
+        if self._doctor_group is not None:
+            self._groups.append(self._doctor_group)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, first_wait: float = 10.0) -> None:
+        """Start every group; wait (bounded) for the devices' first answer, so that the first
+        engine poll judges cards against it."""
+        if self._device_group is not None:
+            self._device_group.thread.start()
+            self._device_group.wait_first(first_wait)
+        for g in self._groups:
+            if not g.thread.is_alive():
+                g.thread.start()
+
+    def run_once(self) -> ExporterState:
+        """Every group once, in this thread (tests, and `--once`)."""
+        for g in self._groups:
+            g.run_once()
+        return self.state()
+
+    def close(self) -> None:
+        self._stop.set()
+        for g in self._groups:
+            if g.thread.is_alive():
+                g.thread.join(timeout=5)
+        if self._collector is not None:
+            self._collector.close()
+        self._client.close()
+
+    # -- what a scrape reads -----------------------------------------------------------------
+
+    def state(self) -> ExporterState:
+        dev = self._device_group
+        return ExporterState(
+            host=self.host,
+            devices=tuple(dev.value or ()) if dev is not None else (),
+            device_source=dev.status.name if dev is not None else "devices",
+            snapshot=self._snapshot,
+            engines=dict(self._extras),
+            doctor=self._doctor_group.value if self._doctor_group is not None else None,
+            statuses=tuple(g.status for g in self._groups),
+        )
+
+    # -- the engines group -------------------------------------------------------------------
+
+    def _targets_now(self) -> tuple[Target, ...]:
+        targets = [Target(u) for u in self.urls]
+        self._runs = {}
+        if self.with_runs:
+            from engine.runs import list_runs
+
+            for run in list_runs(live_only=True):
+                self._runs[run.run_id] = run
+            seen = set(self.urls)
+            targets += [t for t in targets_from_runs() if t.url.rstrip("/") not in seen]
+        return tuple(targets)
+
+    def _scrape(self, url: str):
+        parser = self._parsers.setdefault(url, LeanParser())
+
+        def keep(text: str):
+            if self.passthrough:
+                self._raw[url] = text
+            return parser(text)
+
+        return scrape(url, timeout=self.timeout, client=self._client, parse=keep)
+
+    def _poll_engines(self) -> Snapshot:
+        targets = self._targets_now()
+        if self._collector is None or targets != self._targets:
+            if self._collector is not None:
+                self._collector.close()
+            self._targets = targets
+            self._collector = Collector(targets, self._devices, self.thresholds, scrape_fn=self._scrape)
+        self._raw = {}
+        snap = self._collector.poll()
+        self._snapshot = snap
+        self._extras = {e.label: self._extra(e, snap) for e in snap.engines}
+        return snap
+
+    def _extra(self, view, snap: Snapshot) -> EngineExtra:
+        run = self._runs.get(view.label)
+        if view.url not in self._versions or (self._versions[view.url] is None and view.status.ok):
+            self._versions[view.url] = _vllm_version(self._client, view.url) if view.status.ok else None
+        if run is not None and run.run_id not in self._plans:
+            self._plans[run.run_id] = _planned_blocks(Path(run.directory))
+        generation = getattr(view.rates, "generation_tps", None)
+        stalled = None
+        if view.status.ok and (view.running or 0) > 0 and not generation:
+            since = self._stall_since.setdefault(view.label, snap.time)
+            stalled = snap.time - since
+        else:
+            self._stall_since.pop(view.label, None)
+        return EngineExtra(
+            label=view.label,
+            url=view.url,
+            profile=run.profile if run is not None else None,
+            pid=run.pid if run is not None else None,
+            phase=run.phase if run is not None else None,
+            ready_seconds=run.ready_seconds if run is not None else None,
+            restarts=run.restarts if run is not None else 0,
+            vllm_version=self._versions.get(view.url),
+            planned_blocks=self._plans.get(run.run_id) if run is not None else None,
+            passthrough=self._raw.get(view.url) if self.passthrough else None,
+            stalled_for=stalled,
+        )
+
+
+def _vllm_version(client: httpx.Client, url: str) -> str | None:
+    """vLLM's /version answer ({"version": "0.11.0"}); None when it has none."""
+    try:
+        resp = client.get(url.rstrip("/") + "/version")
+        value = resp.json().get("version") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(value)[:64] if value else None
+
+
+def _planned_blocks(run_dir: Path) -> int | None:
+    """The KV blocks `ascendctl plan` expects for the run's resolved profile; None when the
+    profile or its model cannot be read here."""
+    from engine.runs import PROFILE_FILE
+
+    try:
+        from engine.capacity import plan
+        from engine.profiles import load_profile
+
+        return plan(load_profile(str(run_dir / PROFILE_FILE))).num_blocks
+    except Exception:  # noqa: BLE001 - a plan that cannot be made is a missing series, not a failure
+        return None
+
+
+def vllm_families(text: str | None) -> tuple:
+    """The engine's own vllm:* families, parsed with prometheus_client's parser."""
+    if not text:
+        return ()
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        # The text format writes each counter's start time as its own `_created` gauge: dropped.
+        return tuple(
+            f
+            for f in text_string_to_metric_families(text)
+            if f.name.startswith("vllm:") and not f.name.endswith("_created")
+        )
+    except ValueError:
+        return ()
+
+
+def _run_doctor():
+    from engine.doctor import run_doctor
+
+    return run_doctor()

@@ -1,0 +1,292 @@
+"""The metric families of one scrape, built from the exporter's latest state.
+
+Devices go out under npu-exporter's names on Ascend and dcgm-exporter's on CUDA (the table in
+devices.yaml); each engine's own `vllm:*` samples are re-exported with an `engine` label; the
+`ascendctl_*` families are what only ascendctl knows (the run, the plan, the diagnostics, doctor).
+Every family carries a `host` label, so one Prometheus can tell the hosts of a fleet apart.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
+
+from engine.data import load_yaml
+from engine.devices.sample import DeviceSample
+from engine.exporter.collect import ExporterState, vllm_families
+from engine.severity import rank
+
+# Device health as npu-exporter writes it.
+_HEALTH_CODE = {True: 1.0, False: 0.0, None: -1.0}
+
+
+@functools.lru_cache(maxsize=1)
+def device_metrics() -> tuple[dict, ...]:
+    return tuple(load_yaml("engine.exporter", "devices.yaml")["metrics"])
+
+
+def families(state: ExporterState, collected: bool = True, sources: bool = True) -> Iterator[Metric]:
+    """Every family of a scrape: what the groups collected (which changes only when a group runs
+    again: the server renders it once per change) and the sources' health (ages change with time)."""
+    if collected:
+        yield from _device_families(state)
+        yield from _engine_families(state)
+        yield from _passthrough(state)
+        yield from _diagnostic_families(state)
+        yield from _doctor_families(state)
+    if sources:
+        yield from _source_families(state)
+
+
+# -- devices ---------------------------------------------------------------------------------
+
+
+def _value(d: DeviceSample, name: str) -> float | None:
+    if name == "health_code":
+        return _HEALTH_CODE[d.healthy] if d.health is not None else None
+    if name == "mem_free_mb":
+        return None if d.mem_used_mb is None or d.mem_total_mb is None else d.mem_total_mb - d.mem_used_mb
+    value = getattr(d, name)
+    return None if value is None else float(value)
+
+
+def _npu_labels(d: DeviceSample, host: str) -> dict[str, str]:
+    labels = {"id": str(d.device_id if d.device_id is not None else d.key.removeprefix("npu")), "model_name": d.name}
+    if d.bus:
+        labels["pcie_bus_info"] = d.bus
+    return {**labels, "host": host}
+
+
+def _cuda_labels(d: DeviceSample, host: str) -> dict[str, str]:
+    return {"gpu": d.key.removeprefix("cuda"), "modelName": d.name, "Hostname": host}
+
+
+def _device_families(state: ExporterState) -> Iterator[Metric]:
+    npus = [d for d in state.devices if d.kind == "npu"]
+    gpus = [d for d in state.devices if d.kind == "cuda"]
+    if npus:
+        count = GaugeMetricFamily("machine_npu_nums", "Amount of npu installed on the machine.", labels=["host"])
+        count.add_metric([state.host], float(len(npus)))
+        yield count
+    for row in device_metrics():
+        for kind, devices, labeller in (("npu", npus, _npu_labels), ("cuda", gpus, _cuda_labels)):
+            if not devices or not row.get(kind):
+                continue
+            by_name: dict[str, GaugeMetricFamily] = {}
+            for d in devices:
+                value = _value(d, row["field"])
+                if value is None:
+                    continue
+                name = row.get("npu_ddr", row[kind]) if kind == "npu" and d.mem_kind == "ddr" else row[kind]
+                labels = labeller(d, state.host)
+                family = by_name.get(name)
+                if family is None:
+                    family = by_name[name] = GaugeMetricFamily(name, row["help"], labels=list(labels))
+                family.add_metric([labels[k] for k in family._labelnames], value)
+            yield from by_name.values()
+    if npus:
+        procs = GaugeMetricFamily(
+            "npu_chip_info_process_info",
+            "Memory used on the chip by each process holding it, MB.",
+            labels=["id", "model_name", "process_id", "host"],
+        )
+        for d in npus:
+            labels = _npu_labels(d, state.host)
+            for p in d.procs:
+                if p.memory_mb is not None:
+                    procs.add_metric([labels["id"], labels["model_name"], str(p.pid), state.host], p.memory_mb)
+        yield procs
+
+
+# -- engines ---------------------------------------------------------------------------------
+
+
+def _engine_families(state: ExporterState) -> Iterator[Metric]:
+    snap = state.snapshot
+    views = snap.engines if snap is not None else ()
+    host = state.host
+    up = GaugeMetricFamily(
+        "ascendctl_engine_up", "1 when the engine's /metrics answered on the last poll.", labels=["engine", "host"]
+    )
+    info = GaugeMetricFamily(
+        "ascendctl_engine_info",
+        "The engine: its model, profile, vLLM version and the NPUs its processes hold (value 1).",
+        labels=["engine", "model", "profile", "vllm_version", "npus", "host"],
+    )
+    phase = GaugeMetricFamily(
+        "ascendctl_engine_phase",
+        "The start-up phase an ascendctl serve run reached (value 1; ready once /health answered).",
+        labels=["engine", "phase", "host"],
+    )
+    ready = GaugeMetricFamily(
+        "ascendctl_engine_ready_seconds", "Time to ready of the run's last start, seconds.", labels=["engine", "host"]
+    )
+    restarts = CounterMetricFamily(
+        "ascendctl_engine_restarts", "Times ascendctl serve restarted the engine.", labels=["engine", "host"]
+    )
+    blocks = GaugeMetricFamily(
+        "ascendctl_engine_kv_blocks",
+        "KV cache blocks: planned (ascendctl plan for the run's profile) and actual (the engine's own).",
+        labels=["engine", "source", "host"],
+    )
+    stalled = GaugeMetricFamily(
+        "ascendctl_engine_stalled",
+        "1 when requests have been running with no token generated for the stall time.",
+        labels=["engine", "host"],
+    )
+    stall_s = GaugeMetricFamily(
+        "ascendctl_engine_stall_seconds",
+        "Seconds with requests running and no token generated (0 when tokens flow).",
+        labels=["engine", "host"],
+    )
+    from engine.exporter.collect import STALL_AFTER_S
+
+    npus_by_pid = _npus_by_pid(state.devices)
+    for view in views:
+        name = _engine_name(view.label)
+        extra = state.engines.get(view.label)
+        up.add_metric([name, host], 1.0 if view.status.ok else 0.0)
+        npus = _engine_npus(extra.pid if extra else None, npus_by_pid)
+        info.add_metric(
+            [
+                name,
+                view.model or "",
+                (extra.profile if extra else None) or "",
+                (extra.vllm_version if extra else None) or "",
+                ",".join(npus),
+                host,
+            ],
+            1.0,
+        )
+        if extra is None:
+            continue
+        if extra.phase:
+            phase.add_metric([name, extra.phase, host], 1.0)
+        if extra.ready_seconds is not None:
+            ready.add_metric([name, host], extra.ready_seconds)
+        if extra.pid is not None:
+            restarts.add_metric([name, host], float(extra.restarts))
+        if extra.planned_blocks is not None:
+            blocks.add_metric([name, "planned", host], float(extra.planned_blocks))
+        if view.kv.total_blocks is not None:
+            blocks.add_metric([name, "actual", host], float(view.kv.total_blocks))
+        if view.status.ok:
+            seconds = extra.stalled_for or 0.0
+            stall_s.add_metric([name, host], seconds)
+            stalled.add_metric([name, host], 1.0 if seconds >= STALL_AFTER_S else 0.0)
+    yield from (up, info, phase, ready, restarts, blocks, stalled, stall_s)
+
+
+def _engine_name(label: str) -> str:
+    """The engine label: the run id, or the URL given without its scheme and any user:password@
+    (no credential ever lands in a label)."""
+    return label.rsplit("@", 1)[-1]
+
+
+def _npus_by_pid(devices: Iterable[DeviceSample]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for d in devices:
+        for p in d.procs:
+            out.setdefault(p.pid, set()).add(str(d.device_id if d.device_id is not None else d.key))
+    return out
+
+
+def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]:
+    """The NPUs held by the engine's process tree (npu-smi's process table joined on pid)."""
+    if pid is None or not npus_by_pid:
+        return []
+    pids = {pid}
+    try:
+        import psutil
+
+        pids |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    except Exception:  # noqa: BLE001 - a process gone, or not ours to look at: its own pid still counts
+        pass
+    held = set().union(*(npus_by_pid.get(p, set()) for p in pids))
+    return sorted(held, key=lambda k: (len(k), k))
+
+
+def _passthrough(state: ExporterState) -> Iterator[Metric]:
+    """Each engine's vllm:* families with an `engine` label (the same as on the ascendctl_engine_*
+    series, so the two join), merged by family name (one family per name in a scrape, whatever
+    the number of engines). vLLM's own `engine` label (its data-parallel engine index) is kept as
+    `vllm_engine`."""
+    merged: dict[str, Metric] = {}
+    for label, extra in state.engines.items():
+        name = _engine_name(label)
+        for fam in vllm_families(extra.passthrough):
+            out = merged.get(fam.name)
+            if out is None:
+                out = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            for s in fam.samples:
+                if s.name.endswith("_created"):
+                    continue  # start times of counters: series nobody graphs
+                labels = dict(s.labels)
+                if "engine" in labels:  # vLLM's own engine index (data parallel ranks) moves aside
+                    labels["vllm_engine"] = labels.pop("engine")
+                out.samples.append(Sample(s.name, {**labels, "engine": name, "host": state.host}, s.value, s.timestamp))
+    yield from merged.values()
+
+
+# -- diagnostics, doctor, sources ------------------------------------------------------------
+
+
+def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:
+    host = state.host
+    active = GaugeMetricFamily(
+        "ascendctl_diagnostic_active",
+        "A diagnostic top shows now (value 1): a threshold rule that fired or a known issue in an engine log.",
+        labels=["id", "severity", "subject", "source", "host"],
+    )
+    events = CounterMetricFamily(
+        "ascendctl_known_issue_events",
+        "Lines of an engine log that matched a known issue of the triage rules, by rule id.",
+        labels=["engine", "rule", "severity", "host"],
+    )
+    snap = state.snapshot
+    seen: set[tuple[str, str, str, str]] = set()
+    for d in snap.diagnostics if snap is not None else ():
+        key = (d.id, d.severity, _engine_name(d.subject), d.source)
+        if key not in seen:
+            seen.add(key)
+            active.add_metric([*key, host], 1.0)
+        if d.source == "log":
+            events.add_metric([_engine_name(d.subject), d.id, d.severity, host], float(d.count))
+    yield active
+    yield events
+
+
+def _doctor_families(state: ExporterState) -> Iterator[Metric]:
+    status = GaugeMetricFamily(
+        "ascendctl_doctor_check_status",
+        "Each doctor check: 0 ok, 1 info or skipped, 2 warning, 3 error.",
+        labels=["check", "category", "host"],
+    )
+    report = state.doctor
+    for c in report.checks if report is not None else ():
+        word = "info" if c.status.value == "skip" else c.status.value
+        status.add_metric([c.id, c.category, state.host], float(min(rank(word), 3)))
+    yield status
+
+
+def _source_families(state: ExporterState) -> Iterator[Metric]:
+    import time
+
+    now = time.time()
+    up = GaugeMetricFamily("ascendctl_source_up", "1 when the source's last poll succeeded.", labels=["source", "host"])
+    age = GaugeMetricFamily(
+        "ascendctl_source_age_seconds", "Seconds since the source last answered.", labels=["source", "host"]
+    )
+    took = GaugeMetricFamily(
+        "ascendctl_source_duration_seconds", "How long the source's last poll took.", labels=["source", "host"]
+    )
+    for s in state.statuses:
+        up.add_metric([s.name, state.host], 1.0 if s.up else 0.0)
+        if s.last_ok is not None:
+            age.add_metric([s.name, state.host], max(0.0, now - s.last_ok))
+        if s.duration_s is not None:
+            took.add_metric([s.name, state.host], s.duration_s)
+    yield from (up, age, took)

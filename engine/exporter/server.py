@@ -1,0 +1,228 @@
+"""The exporter's HTTP endpoint: /metrics (Prometheus text, or OpenMetrics when the scraper asks
+for it: prometheus_client picks by the Accept header), /api/snapshot (what `top` reads from a
+remote host), / (a page linking the rest), /dashboard.json and /rules.yml.
+
+A scrape renders the latest state the background groups left; it never runs a tool itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+from engine.exporter.collect import Exporter
+from engine.exporter.families import families
+from engine.exporter.webconfig import WebConfig
+
+SNAPSHOT_PATH = "/api/snapshot"
+# The JSON document of /api/snapshot: `top` checks it before reading one.
+SNAPSHOT_KIND = "ascendctl-exporter-snapshot"
+
+
+def encoder_for(accept: str):
+    """(render function, content type) for the scraper's Accept header.
+
+    prometheus_client 0.26 rewrites `vllm:x` sample names to `vllm_x` in OpenMetrics with its
+    default escaping (the HELP and TYPE lines keep the colon), so Prometheus files every vLLM
+    sample under a name no dashboard asks for. All our names are legacy-valid, so rendering with
+    allow-utf-8 escaping writes them unchanged.
+    """
+    from functools import partial
+
+    from prometheus_client import openmetrics
+    from prometheus_client.openmetrics import exposition as om
+
+    encoder, ctype = choose_encoder(accept)
+    if ctype.startswith("application/openmetrics-text"):
+        return partial(om.generate_latest, escaping=openmetrics.exposition.ALLOWUTF8), om.CONTENT_TYPE_LATEST
+    return encoder, ctype
+
+
+class _Families:
+    def __init__(self, exporter: Exporter, **parts: bool) -> None:
+        self.exporter = exporter
+        self.parts = parts
+        self.state = None  # the state of the render under way (None: take the exporter's latest)
+
+    def collect(self):
+        return families(self.state or self.exporter.state(), **self.parts)
+
+
+def registry_for(exporter: Exporter, **parts: bool) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(exporter, **parts))
+    return registry
+
+
+class _Renderer:
+    """Renders a scrape. What the groups collected is encoded once per change (a group's run) and
+    per format; the sources' health, whose ages move with the clock, on every scrape."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self.exporter = exporter
+        self._collected = _Families(exporter, collected=True, sources=False)
+        self._sources = _Families(exporter, collected=False, sources=True)
+        self._collected_reg = CollectorRegistry(auto_describe=False)
+        self._collected_reg.register(self._collected)
+        self._sources_reg = CollectorRegistry(auto_describe=False)
+        self._sources_reg.register(self._sources)
+        self._cache: dict[str, tuple[tuple, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        encoder, ctype = encoder_for(accept)
+        state = self.exporter.state()
+        generation = tuple((s.name, s.runs) for s in state.statuses)
+        with self._lock:
+            cached = self._cache.get(ctype)
+            if cached is None or cached[0] != generation:
+                self._collected.state = state
+                body = encoder(self._collected_reg)
+                if body.endswith(b"# EOF\n"):  # OpenMetrics: one EOF, after the sources
+                    body = body[: -len(b"# EOF\n")]
+                cached = self._cache[ctype] = (generation, body)
+            self._sources.state = state
+            return cached[1] + encoder(self._sources_reg), ctype
+
+
+def snapshot_document(exporter: Exporter, schema_version: int) -> dict:
+    state = exporter.state()
+    snap = state.snapshot
+    return {
+        "kind": SNAPSHOT_KIND,
+        "schema_version": schema_version,
+        "host": state.host,
+        "snapshot": snap.to_dict() if snap is not None else None,
+    }
+
+
+def _page(version: str) -> bytes:
+    links = [
+        ("/metrics", "metrics (Prometheus text; OpenMetrics on request)"),
+        ("/dashboard.json", "the Grafana dashboard"),
+        ("/rules.yml", "the Prometheus alerting rules"),
+        (SNAPSHOT_PATH, "the snapshot `ascendctl top` reads"),
+    ]
+    items = "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for href, text in links)
+    return (
+        "<!doctype html><html><head><meta charset=utf-8><title>ascendctl exporter</title></head>"
+        f"<body><h1>ascendctl exporter {html.escape(version)}</h1><ul>{items}</ul></body></html>"
+    ).encode()
+
+
+class _V6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class ExporterServer:
+    """A threading HTTP server; `serve_forever()` in the caller's thread, or `start()` for one of
+    its own (tests)."""
+
+    def __init__(
+        self,
+        exporter: Exporter,
+        host: str,
+        port: int,
+        web: WebConfig | None = None,
+        version: str = "",
+        schema_version: int = 1,
+        dashboard: Callable[[], str] | None = None,
+        rules: Callable[[], str] | None = None,
+    ) -> None:
+        self.exporter = exporter
+        self.web = web or WebConfig()
+        renderer = _Renderer(exporter)
+        page = _page(version)
+        web_cfg = self.web
+        files = {"/dashboard.json": (dashboard, "application/json"), "/rules.yml": (rules, "text/yaml")}
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "ascendctl-exporter"
+            sys_version = ""
+
+            def log_message(self, format, *args):  # noqa: A002 - access logs are noise here
+                pass
+
+            def _send(self, code: int, body: bytes, ctype: str, extra: dict | None = None) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _authorized(self) -> bool:
+                if not web_cfg.users:
+                    return True
+                header = self.headers.get("Authorization", "")
+                if header.startswith("Basic "):
+                    try:
+                        user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+                    except (binascii.Error, UnicodeDecodeError):
+                        user, password = "", ""
+                    if user and web_cfg.check(user, password):
+                        return True
+                self._send(
+                    401, b"Unauthorized\n", "text/plain", {"WWW-Authenticate": 'Basic realm="ascendctl exporter"'}
+                )
+                return False
+
+            def do_GET(self):  # noqa: N802 - the http.server API
+                if not self._authorized():
+                    return
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    try:
+                        body, ctype = renderer.render(self.headers.get("Accept", ""))
+                    except Exception as exc:  # noqa: BLE001 - a bug must answer 500, not kill the server
+                        self._send(500, f"cannot render metrics: {type(exc).__name__}: {exc}\n".encode(), "text/plain")
+                        return
+                    self._send(200, body, ctype)
+                elif path == "/":
+                    self._send(200, page, "text/html; charset=utf-8")
+                elif path == SNAPSHOT_PATH:
+                    doc = snapshot_document(exporter, schema_version)
+                    body = json.dumps(doc, ensure_ascii=False, allow_nan=False, default=str).encode()
+                    self._send(200, body, "application/json")
+                elif path in files and files[path][0] is not None:
+                    make, ctype = files[path]
+                    self._send(200, make().encode(), ctype)  # type: ignore[misc]
+                else:
+                    self._send(404, b"Not found: try /metrics\n", "text/plain")
+
+            do_HEAD = do_GET
+
+        server_class = _V6Server if ":" in host else ThreadingHTTPServer
+        self.httpd = server_class((host, port), Handler)
+        self.httpd.daemon_threads = True
+        if self.web.tls is not None:
+            self.httpd.socket = self.web.tls.wrap_socket(self.httpd.socket, server_side=True)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self.httpd.server_address[1]
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever(poll_interval=0.5)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.serve_forever, name="exporter-http", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

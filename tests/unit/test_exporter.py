@@ -1,0 +1,273 @@
+"""The exporter on recorded npu-smi tables and recorded vLLM scrapes: names and labels as
+npu-exporter writes them, the engines' series passed through, a hung npu-smi, the web
+configuration (basic auth, TLS), and promtool's lint of a real scrape."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+import time
+
+import bcrypt
+import httpx
+import pytest
+from helpers import FIXTURES, fake_npu_smi, require_tool
+from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+from prometheus_client.parser import text_string_to_metric_families
+from top_fakes import ReplayRunner, npu_text
+
+from engine.devices.sources import NpuSmiSource
+from engine.errors import BadInput
+from engine.exporter.collect import EngineExtra, Exporter, ExporterState
+from engine.exporter.families import _engine_npus, _npus_by_pid, families
+from engine.exporter.server import ExporterServer, encoder_for, registry_for
+from engine.exporter.webconfig import load_web_config
+from engine.system.runner import SubprocessRunner
+
+SCRAPE = (FIXTURES / "vllm_seq" / "scrape_01.txt").read_text()
+
+
+def _samples(state: ExporterState) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for fam in families(state):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def _devices(info: str, usages: str | None = None):
+    runner = ReplayRunner(npu_text(info), npu_text(usages) if usages else None)
+    return tuple(NpuSmiSource(runner).sample())
+
+
+def test_a2_chips_carry_npu_exporter_names_and_labels():
+    state = ExporterState("node1", _devices("info/s02_910b2_25.2.0_vllm_dp.txt", "usages/u2_910b_25.5.1.txt"))
+    s = _samples(state)
+    used = s["npu_chip_info_hbm_used_memory"]
+    assert len(used) == 8
+    first = next(x for x in used if x.labels["id"] == "0")
+    assert first.labels == {"id": "0", "model_name": "910B2", "pcie_bus_info": "0000:C1:00.0", "host": "node1"}
+    assert first.value == 60126.0
+    assert {x.value for x in s["npu_chip_info_hbm_total_memory"]} == {65536.0}
+    assert s["machine_npu_nums"][0].value == 8
+    assert {x.value for x in s["npu_chip_info_health_status"]} == {1.0}
+    assert "npu_chip_info_hbm_bandwidth_utilization" in s  # from -t usages
+    # One process per chip in this recording: its memory under its pid.
+    proc = next(x for x in s["npu_chip_info_process_info"] if x.labels["id"] == "0")
+    assert proc.labels["process_id"] == "2759218" and proc.value == 56293.0
+
+
+def test_a3_dies_are_told_apart_and_310p_reports_ddr_under_its_own_names():
+    a3 = _samples(ExporterState("h", _devices("info/s04_a3_25.2.3_multiproc.txt")))
+    ids = [x.labels["id"] for x in a3["npu_chip_info_hbm_used_memory"]]
+    assert len(ids) == len(set(ids)) > 2  # two dies per card, each its own id
+    ddr = _samples(ExporterState("h", _devices("info/s12_310p3_npu6.txt")))
+    assert "npu_chip_info_used_memory" in ddr and "npu_chip_info_hbm_used_memory" not in ddr
+    assert "npu_chip_info_total_memory" in ddr
+
+
+def test_a_figure_npu_smi_does_not_give_is_left_out_not_zero():
+    # Without -t usages there is no bandwidth figure: the family is absent, as npu-exporter does.
+    s = _samples(ExporterState("h", _devices("info/s02_910b2_25.2.0_vllm_dp.txt")))
+    assert "npu_chip_info_hbm_bandwidth_utilization" not in s
+
+
+def test_engine_series_pass_through_with_the_engine_label_and_merge_across_engines():
+    fams = SCRAPE
+    engines = {
+        "run-a": EngineExtra("run-a", "http://127.0.0.1:8000", passthrough=fams),
+        "user:pw@10.0.0.2:8000": EngineExtra("b", "http://10.0.0.2:8000", passthrough=fams),
+    }
+    state = ExporterState("h", engines=engines)
+    text = generate_latest(_Registry(state)).decode()
+    running = [line for line in text.splitlines() if line.startswith("vllm:num_requests_running{")]
+    assert len(running) == 2
+    assert 'engine="run-a"' in running[0] + running[1] and 'vllm_engine="0"' in running[0]
+    assert "pw@" not in text and "user:" not in text  # no credential in a label
+    assert "_created" not in text
+    assert text.count("# TYPE vllm:num_requests_running gauge") == 1  # one family per name
+
+
+class _Registry:
+    def __init__(self, state):
+        self.state = state
+
+    def collect(self):
+        return families(self.state)
+
+
+def test_openmetrics_keeps_vllm_names_as_vllm_writes_them():
+    engines = {"run-a": EngineExtra("run-a", "http://127.0.0.1:8000", passthrough=SCRAPE)}
+    encoder, ctype = encoder_for("application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5")
+    text = encoder(_Registry(ExporterState("h", engines=engines))).decode()
+    assert ctype.startswith("application/openmetrics-text") and text.rstrip().endswith("# EOF")
+    assert "\nvllm:num_requests_running{" in text and "vllm_num_requests_running" not in text
+    families_ = {f.name for f in om_parse(text)}
+    assert "vllm:num_requests_running" in families_ and "vllm:generation_tokens" in families_
+
+
+def test_an_engine_is_joined_to_the_npus_its_processes_hold():
+    devices = _devices("info/s02_910b2_25.2.0_vllm_dp.txt")
+    by_pid = _npus_by_pid(devices)
+    assert _engine_npus(2759218, by_pid) == ["0"]
+    assert _engine_npus(None, by_pid) == []
+    assert _engine_npus(1, by_pid) == []  # pid 1 holds no NPU in the recording
+
+
+def test_scrape_lints_clean_with_promtool(tmp_path):
+    promtool = require_tool("promtool")
+    state = ExporterState("h", _devices("info/s02_910b2_25.2.0_vllm_dp.txt", "usages/u2_910b_25.5.1.txt"))
+    engines = {"run-a": EngineExtra("run-a", "http://127.0.0.1:8000", passthrough=SCRAPE)}
+    state = ExporterState("h", state.devices, engines=engines)
+    text = generate_latest(_Registry(state))
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
+    # promtool lints names and HELP; vLLM's own families are what vLLM writes, ours must be clean.
+    ours = [line for line in result.stdout.decode().splitlines() if not line.startswith("vllm:")]
+    assert not ours, result.stdout.decode()
+
+
+def test_a_hung_npu_smi_never_slows_a_scrape(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    fake_npu_smi(bin_dir)
+    runner = SubprocessRunner(path=f"{bin_dir}:/usr/bin:/bin")
+    source = NpuSmiSource(runner, timeout=1.0, program=str(bin_dir / "npu-smi"))
+    exp = Exporter(devices=source, intervals={"devices": 0.5, "engines": 0.5}, with_runs=False, doctor=False)
+    server = ExporterServer(exp, "127.0.0.1", 0)
+    server.start()
+    exp.start()
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    try:
+        assert 'ascendctl_source_up{host="%s",source="npu-smi"} 1.0' % exp.host in httpx.get(url).text
+        (bin_dir / "hang").touch()
+        worst = 0.0
+        deadline = time.monotonic() + 8
+        text = ""
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            text = httpx.get(url, timeout=5).text
+            worst = max(worst, time.monotonic() - started)
+            if 'source="npu-smi"} 0.0' in text:
+                break
+            time.sleep(0.1)
+        assert 'source="npu-smi"} 0.0' in text
+        assert worst < 0.1, worst
+        assert "npu_chip_info_hbm_used_memory" in text  # the last good figures stay
+    finally:
+        server.shutdown()
+        exp.close()
+
+
+def _hash(password: str) -> str:
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+
+
+def test_basic_auth_from_a_web_config_file(tmp_path):
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(f"basic_auth_users:\n  prom: '{_hash('s3cret')}'\n")
+    exp = Exporter(with_runs=False, doctor=False)
+    server = ExporterServer(exp, "127.0.0.1", 0, load_web_config(cfg))
+    server.start()
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    try:
+        assert httpx.get(url).status_code == 401
+        assert httpx.get(url, auth=("prom", "wrong")).status_code == 401
+        assert httpx.get(url, auth=("prom", "s3cret")).status_code == 200
+    finally:
+        server.shutdown()
+        exp.close()
+
+
+def test_tls_from_a_web_config_file(tmp_path):
+    openssl = require_tool("openssl")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(tmp_path / "k.pem"), "-out", str(tmp_path / "c.pem")],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    cfg = tmp_path / "web.yml"
+    cfg.write_text("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n")
+    exp = Exporter(with_runs=False, doctor=False)
+    server = ExporterServer(exp, "127.0.0.1", 0, load_web_config(cfg))
+    server.start()
+    try:
+        trust = ssl.create_default_context(cafile=str(tmp_path / "c.pem"))
+        resp = httpx.get(f"https://127.0.0.1:{server.port}/metrics", verify=trust)
+        assert resp.status_code == 200 and "ascendctl_source_up" in resp.text
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=3)
+    finally:
+        server.shutdown()
+        exp.close()
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("basic_auth_users:\n  prom: plaintext\n", "not a bcrypt hash"),
+        ("tls_server_config:\n  cert_file: c.pem\n", "needs cert_file and key_file"),
+        ("tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n  cipher_suites: [x]\n", "unsupported"),
+        ("listen: 1\n", "unsupported key"),
+        ("basic_auth_users: [\n", "web.yml:2: not valid YAML"),
+    ],
+)
+def test_a_bad_web_config_is_refused_with_the_reason(tmp_path, text, words):
+    cfg = tmp_path / "web.yml"
+    cfg.write_text(text)
+    with pytest.raises(BadInput) as err:
+        load_web_config(cfg)
+    assert words in str(err.value.cause)
+
+
+def test_openmetrics_when_the_scraper_asks_for_it():
+    exp = Exporter(with_runs=False, doctor=False)
+    exp.run_once()
+    server = ExporterServer(exp, "127.0.0.1", 0)
+    server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        om = httpx.get(url, headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert om.headers["content-type"].startswith("application/openmetrics-text")
+        assert om.text.rstrip().endswith("# EOF")
+        plain = httpx.get(url)
+        assert plain.headers["content-type"].startswith("text/plain")
+        assert httpx.get(f"http://127.0.0.1:{server.port}/").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{server.port}/nope").status_code == 404
+    finally:
+        server.shutdown()
+        exp.close()
+
+
+def test_registry_renders_an_empty_exporter():
+    exp = Exporter(with_runs=False, doctor=False)
+    try:
+        families_ = list(text_string_to_metric_families(generate_latest(registry_for(exp)).decode()))
+        assert any(f.name == "ascendctl_source_up" for f in families_)
+    finally:
+        exp.close()
+
+
+def test_stall_verdict_counts_seconds_with_requests_running_and_no_tokens(monkeypatch):
+    from engine.exporter import collect
+
+    exp = Exporter(with_runs=False, doctor=False)
+    try:
+
+        class View:
+            label, url = "e", "http://x"
+            running = 3
+            status = type("S", (), {"ok": True})()
+            rates = type("R", (), {"generation_tps": 0.0})()
+
+        class Snap:
+            time = 100.0
+
+        exp._versions["http://x"] = "0.11.0"
+        assert exp._extra(View, Snap).stalled_for == 0.0
+        Snap.time = 100.0 + collect.STALL_AFTER_S
+        assert exp._extra(View, Snap).stalled_for == collect.STALL_AFTER_S
+        View.rates.generation_tps = 12.0
+        assert exp._extra(View, Snap).stalled_for is None
+    finally:
+        exp.close()

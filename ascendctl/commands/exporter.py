@@ -166,15 +166,13 @@ def _serve(
         doctor=not no_doctor,
     )
     if once:
-        from prometheus_client.exposition import generate_latest
+        import sys
 
-        from engine.exporter.server import registry_for
+        from engine.exporter.server import Renderer
 
         try:
-            exporter.run_once()
-            import sys
-
-            sys.stdout.write(generate_latest(registry_for(exporter)).decode())
+            body, _ = Renderer(cache=False).render(exporter.run_once())
+            sys.stdout.write(body.decode())
         finally:
             exporter.close()
         return

@@ -316,23 +316,6 @@ def _planned_blocks(run_dir: Path) -> int | None:
         return None
 
 
-def vllm_families(text: str | None) -> tuple:
-    """The engine's own vllm:* families, parsed with prometheus_client's parser."""
-    if not text:
-        return ()
-    from prometheus_client.parser import text_string_to_metric_families
-
-    try:
-        # The text format writes each counter's start time as its own `_created` gauge: dropped.
-        return tuple(
-            f
-            for f in text_string_to_metric_families(text)
-            if f.name.startswith("vllm:") and not f.name.endswith("_created")
-        )
-    except ValueError:
-        return ()
-
-
 def _run_doctor():
     from engine.doctor import run_doctor
 

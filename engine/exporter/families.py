@@ -1,8 +1,8 @@
 """The metric families of one scrape, built from the exporter's latest state.
 
 Devices go out under npu-exporter's names on Ascend and dcgm-exporter's on CUDA (the table in
-devices.yaml); each engine's own `vllm:*` samples are re-exported with an `engine` label; the
-`ascendctl_*` families are what only ascendctl knows (the run, the plan, the diagnostics, doctor).
+devices.yaml); the `ascendctl_*` families are what only ascendctl knows (the run, the plan, the
+diagnostics, doctor). The engines' own `vllm:*` series are added as text (`passthrough`).
 Every family carries a `host` label, so one Prometheus can tell the hosts of a fleet apart.
 """
 
@@ -12,11 +12,10 @@ import functools
 from typing import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.samples import Sample
 
 from engine.data import load_yaml
 from engine.devices.sample import DeviceSample
-from engine.exporter.collect import ExporterState, vllm_families
+from engine.exporter.collect import ExporterState
 from engine.severity import rank
 
 # Device health as npu-exporter writes it.
@@ -34,7 +33,6 @@ def families(state: ExporterState, collected: bool = True, sources: bool = True)
     if collected:
         yield from _device_families(state)
         yield from _engine_families(state)
-        yield from _passthrough(state)
         yield from _diagnostic_families(state)
         yield from _doctor_families(state)
     if sources:
@@ -146,7 +144,7 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
 
     npus_by_pid = _npus_by_pid(state.devices)
     for view in views:
-        name = _engine_name(view.label)
+        name = engine_name(view.label)
         extra = state.engines.get(view.label)
         up.add_metric([name, host], 1.0 if view.status.ok else 0.0)
         npus = _engine_npus(extra.pid if extra else None, npus_by_pid)
@@ -180,7 +178,7 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
     yield from (up, info, phase, ready, restarts, blocks, stalled, stall_s)
 
 
-def _engine_name(label: str) -> str:
+def engine_name(label: str) -> str:
     """The engine label: the run id, or the URL given without its scheme and any user:password@
     (no credential ever lands in a label)."""
     return label.rsplit("@", 1)[-1]
@@ -209,28 +207,6 @@ def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]
     return sorted(held, key=lambda k: (len(k), k))
 
 
-def _passthrough(state: ExporterState) -> Iterator[Metric]:
-    """Each engine's vllm:* families with an `engine` label (the same as on the ascendctl_engine_*
-    series, so the two join), merged by family name (one family per name in a scrape, whatever
-    the number of engines). vLLM's own `engine` label (its data-parallel engine index) is kept as
-    `vllm_engine`."""
-    merged: dict[str, Metric] = {}
-    for label, extra in state.engines.items():
-        name = _engine_name(label)
-        for fam in vllm_families(extra.passthrough):
-            out = merged.get(fam.name)
-            if out is None:
-                out = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type, fam.unit)
-            for s in fam.samples:
-                if s.name.endswith("_created"):
-                    continue  # start times of counters: series nobody graphs
-                labels = dict(s.labels)
-                if "engine" in labels:  # vLLM's own engine index (data parallel ranks) moves aside
-                    labels["vllm_engine"] = labels.pop("engine")
-                out.samples.append(Sample(s.name, {**labels, "engine": name, "host": state.host}, s.value, s.timestamp))
-    yield from merged.values()
-
-
 # -- diagnostics, doctor, sources ------------------------------------------------------------
 
 
@@ -249,12 +225,12 @@ def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:
     snap = state.snapshot
     seen: set[tuple[str, str, str, str]] = set()
     for d in snap.diagnostics if snap is not None else ():
-        key = (d.id, d.severity, _engine_name(d.subject), d.source)
+        key = (d.id, d.severity, engine_name(d.subject), d.source)
         if key not in seen:
             seen.add(key)
             active.add_metric([*key, host], 1.0)
         if d.source == "log":
-            events.add_metric([_engine_name(d.subject), d.id, d.severity, host], float(d.count))
+            events.add_metric([engine_name(d.subject), d.id, d.severity, host], float(d.count))
     yield active
     yield events
 

@@ -19,8 +19,9 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
-from engine.exporter.collect import Exporter
-from engine.exporter.families import families
+from engine.exporter import passthrough
+from engine.exporter.collect import Exporter, ExporterState
+from engine.exporter.families import engine_name, families
 from engine.exporter.webconfig import WebConfig
 
 SNAPSHOT_PATH = "/api/snapshot"
@@ -48,48 +49,51 @@ def encoder_for(accept: str):
 
 
 class _Families:
-    def __init__(self, exporter: Exporter, **parts: bool) -> None:
-        self.exporter = exporter
+    def __init__(self, **parts: bool) -> None:
         self.parts = parts
-        self.state = None  # the state of the render under way (None: take the exporter's latest)
+        self.state: ExporterState | None = None  # the state of the render under way
 
     def collect(self):
-        return families(self.state or self.exporter.state(), **self.parts)
+        return families(self.state, **self.parts) if self.state is not None else iter(())
 
 
-def registry_for(exporter: Exporter, **parts: bool) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(exporter, **parts))
-    return registry
+_EOF = b"# EOF\n"
 
 
-class _Renderer:
-    """Renders a scrape. What the groups collected is encoded once per change (a group's run) and
-    per format; the sources' health, whose ages move with the clock, on every scrape."""
+class Renderer:
+    """Renders a scrape: our families (prometheus_client encodes them), the engines' vllm:*
+    series (relabelled text, `passthrough`), then the sources' health.
 
-    def __init__(self, exporter: Exporter) -> None:
-        self.exporter = exporter
-        self._collected = _Families(exporter, collected=True, sources=False)
-        self._sources = _Families(exporter, collected=False, sources=True)
+    What the groups collected changes only when a group runs again, so it is rendered once per
+    collection and format; the sources' ages move with the clock and are rendered every time.
+    """
+
+    def __init__(self, cache: bool = True) -> None:
+        self._collected = _Families(collected=True, sources=False)
+        self._sources = _Families(collected=False, sources=True)
         self._collected_reg = CollectorRegistry(auto_describe=False)
         self._collected_reg.register(self._collected)
         self._sources_reg = CollectorRegistry(auto_describe=False)
         self._sources_reg.register(self._sources)
-        self._cache: dict[str, tuple[tuple, bytes]] = {}
+        self._cache: dict[str, tuple[tuple, bytes]] | None = {} if cache else None
         self._lock = threading.Lock()
 
-    def render(self, accept: str) -> tuple[bytes, str]:
+    def render(self, state: ExporterState, accept: str = "") -> tuple[bytes, str]:
         encoder, ctype = encoder_for(accept)
-        state = self.exporter.state()
+        openmetrics = ctype.startswith("application/openmetrics-text")
         generation = tuple((s.name, s.runs) for s in state.statuses)
         with self._lock:
-            cached = self._cache.get(ctype)
-            if cached is None or cached[0] != generation:
+            cached = self._cache.get(ctype) if self._cache is not None else None
+            if cached is None or cached[0] != generation or not generation:
                 self._collected.state = state
                 body = encoder(self._collected_reg)
-                if body.endswith(b"# EOF\n"):  # OpenMetrics: one EOF, after the sources
-                    body = body[: -len(b"# EOF\n")]
-                cached = self._cache[ctype] = (generation, body)
+                if body.endswith(_EOF):  # OpenMetrics: one EOF, at the very end
+                    body = body[: -len(_EOF)]
+                bodies = [(engine_name(label), e.passthrough) for label, e in state.engines.items() if e.passthrough]
+                body += passthrough.render(passthrough.merge(bodies, state.host), openmetrics).encode()
+                cached = (generation, body)
+                if self._cache is not None:
+                    self._cache[ctype] = cached
             self._sources.state = state
             return cached[1] + encoder(self._sources_reg), ctype
 
@@ -140,7 +144,7 @@ class ExporterServer:
     ) -> None:
         self.exporter = exporter
         self.web = web or WebConfig()
-        renderer = _Renderer(exporter)
+        renderer = Renderer()
         page = _page(version)
         web_cfg = self.web
         files = {"/dashboard.json": (dashboard, "application/json"), "/rules.yml": (rules, "text/yaml")}
@@ -184,7 +188,7 @@ class ExporterServer:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     try:
-                        body, ctype = renderer.render(self.headers.get("Accept", ""))
+                        body, ctype = renderer.render(exporter.state(), self.headers.get("Accept", ""))
                     except Exception as exc:  # noqa: BLE001 - a bug must answer 500, not kill the server
                         self._send(500, f"cannot render metrics: {type(exc).__name__}: {exc}\n".encode(), "text/plain")
                         return

@@ -12,7 +12,6 @@ import bcrypt
 import httpx
 import pytest
 from helpers import FIXTURES, fake_npu_smi, require_tool
-from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
 from top_fakes import ReplayRunner, npu_text
@@ -21,7 +20,7 @@ from engine.devices.sources import NpuSmiSource
 from engine.errors import BadInput
 from engine.exporter.collect import EngineExtra, Exporter, ExporterState
 from engine.exporter.families import _engine_npus, _npus_by_pid, families
-from engine.exporter.server import ExporterServer, encoder_for, registry_for
+from engine.exporter.server import ExporterServer, Renderer
 from engine.exporter.webconfig import load_web_config
 from engine.system.runner import SubprocessRunner
 
@@ -80,7 +79,7 @@ def test_engine_series_pass_through_with_the_engine_label_and_merge_across_engin
         "user:pw@10.0.0.2:8000": EngineExtra("b", "http://10.0.0.2:8000", passthrough=fams),
     }
     state = ExporterState("h", engines=engines)
-    text = generate_latest(_Registry(state)).decode()
+    text = Renderer().render(state)[0].decode()
     running = [line for line in text.splitlines() if line.startswith("vllm:num_requests_running{")]
     assert len(running) == 2
     assert 'engine="run-a"' in running[0] + running[1] and 'vllm_engine="0"' in running[0]
@@ -89,18 +88,11 @@ def test_engine_series_pass_through_with_the_engine_label_and_merge_across_engin
     assert text.count("# TYPE vllm:num_requests_running gauge") == 1  # one family per name
 
 
-class _Registry:
-    def __init__(self, state):
-        self.state = state
-
-    def collect(self):
-        return families(self.state)
-
-
 def test_openmetrics_keeps_vllm_names_as_vllm_writes_them():
     engines = {"run-a": EngineExtra("run-a", "http://127.0.0.1:8000", passthrough=SCRAPE)}
-    encoder, ctype = encoder_for("application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5")
-    text = encoder(_Registry(ExporterState("h", engines=engines))).decode()
+    accept = "application/openmetrics-text; version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    body, ctype = Renderer().render(ExporterState("h", engines=engines), accept)
+    text = body.decode()
     assert ctype.startswith("application/openmetrics-text") and text.rstrip().endswith("# EOF")
     assert "\nvllm:num_requests_running{" in text and "vllm_num_requests_running" not in text
     families_ = {f.name for f in om_parse(text)}
@@ -120,7 +112,7 @@ def test_scrape_lints_clean_with_promtool(tmp_path):
     state = ExporterState("h", _devices("info/s02_910b2_25.2.0_vllm_dp.txt", "usages/u2_910b_25.5.1.txt"))
     engines = {"run-a": EngineExtra("run-a", "http://127.0.0.1:8000", passthrough=SCRAPE)}
     state = ExporterState("h", state.devices, engines=engines)
-    text = generate_latest(_Registry(state))
+    text = Renderer().render(state)[0]
     result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=60)
     # promtool lints names and HELP; vLLM's own families are what vLLM writes, ours must be clean.
     ours = [line for line in result.stdout.decode().splitlines() if not line.startswith("vllm:")]
@@ -140,18 +132,19 @@ def test_a_hung_npu_smi_never_slows_a_scrape(tmp_path, monkeypatch):
     try:
         assert 'ascendctl_source_up{host="%s",source="npu-smi"} 1.0' % exp.host in httpx.get(url).text
         (bin_dir / "hang").touch()
-        worst = 0.0
+        took: list[float] = []
         deadline = time.monotonic() + 8
         text = ""
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (len(took) < 20 or 'source="npu-smi"} 0.0' not in text):
             started = time.monotonic()
             text = httpx.get(url, timeout=5).text
-            worst = max(worst, time.monotonic() - started)
-            if 'source="npu-smi"} 0.0' in text:
-                break
-            time.sleep(0.1)
+            took.append(time.monotonic() - started)
+            time.sleep(0.05)
         assert 'source="npu-smi"} 0.0' in text
-        assert worst < 0.1, worst
+        # Never waiting on the hung tool (its timeout is 1 s), and within 100 ms as a rule (the
+        # median: on a loaded 2-core runner a scrape now and then waits for the GIL).
+        assert max(took) < 0.5, took
+        assert sorted(took)[len(took) // 2] < 0.1, took
         assert "npu_chip_info_hbm_used_memory" in text  # the last good figures stay
     finally:
         server.shutdown()
@@ -242,7 +235,7 @@ def test_openmetrics_when_the_scraper_asks_for_it():
 def test_registry_renders_an_empty_exporter():
     exp = Exporter(with_runs=False, doctor=False)
     try:
-        families_ = list(text_string_to_metric_families(generate_latest(registry_for(exp)).decode()))
+        families_ = list(text_string_to_metric_families(Renderer().render(exp.state())[0].decode()))
         assert any(f.name == "ascendctl_source_up" for f in families_)
     finally:
         exp.close()

@@ -67,6 +67,7 @@ class _Hit:
     last: Stamp | None = None
     example: str = ""
     sources: list[str] = field(default_factory=list)
+    explains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -311,7 +312,17 @@ class Scanner:
             )
             for hid, h in self._hits.items()
         ]
-        issues.sort(key=lambda i: (-severity_rank(i.severity), _TIER[i.kind], -i.count, i.id))
+        # A generic or wrapper rule (an argparse error, "HCCL init failed") goes after the rule
+        # that names its cause, when both were seen: the cause leads.
+        explained = {e for h in self._hits.values() for e in h.explains}
+        issues.sort(
+            key=lambda i: (
+                -severity_rank(i.severity),
+                _TIER["symptom"] if i.id in explained else _TIER[i.kind],
+                -i.count,
+                i.id,
+            )
+        )
         return TriageReport(
             issues=issues, unknown=self._miner.templates(), lines=self.lines, events=self.events, bytes=self.bytes
         )
@@ -320,7 +331,16 @@ class Scanner:
 def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
     if isinstance(what, Rule):
         kind = "symptom" if what.symptom else "rule"
-        return _Hit(kind, what.title, what.severity, what.cause, what.fix, what.links, example=example[:EXAMPLE_CHARS])
+        return _Hit(
+            kind,
+            what.title,
+            what.severity,
+            what.cause,
+            what.fix,
+            what.links,
+            example=example[:EXAMPLE_CHARS],
+            explains=what.explains,
+        )
     title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
     title += f" {what.name}" if what.name else ""
     return _Hit(

@@ -21,7 +21,19 @@ from engine.triage.rules import Rule
 
 ENGINES = ("hyperscan", "re2", "re")
 # Lines that are errors by their level or shape even when no rule knows them.
-LEVEL_MARKERS = ("ERROR", "CRITICAL", "FATAL", "Fatal Python error", "Traceback (most recent call last)")
+LEVEL_MARKERS = (
+    "ERROR",
+    "CRITICAL",
+    "FATAL",
+    "Fatal Python error",
+    "Traceback (most recent call last)",
+    "Error: ",  # exception lines (`OSError: ...`) and argparse's `prog: error: ...` are events
+    "Exception: ",
+    ": error: ",
+    "Segmentation fault",
+    "core dumped",
+    " received at time=",  # `*** SIGSEGV received at time=...`
+)
 
 
 def _import(name: str) -> Any:

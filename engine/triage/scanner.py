@@ -26,6 +26,7 @@ MAX_EVENT_LINES = 2000
 MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message
 STALE_LINES = 200  # a raw event that got none of the last this many lines of its input is over
 MAX_SOURCES = 5
+MAX_PROCESSES = 1024  # processes whose first error is remembered for the root line
 EXAMPLE_CHARS = 500
 _TIER = {"rule": 0, "code": 1, "symptom": 2}
 _TRACEBACK = "Traceback (most recent call last)"
@@ -44,6 +45,13 @@ _PLOG_TABLE_OPENER = "LINK_ERROR_INFO"
 _PLOG_TABLE_ROW = re.compile(r"\[[^\]]+:\d+\] ?\[\d+\]\s+[|_]")
 # Error lines that are pieces of something larger (a traceback frame, a caret line): no template.
 _FRAGMENT = re.compile(r"\s|[\^~]+$")
+# Lines that are errors by their shape though they carry no level: an exception line (also when
+# the log starts mid-traceback), argparse's `prog: error: ...` (its `usage:` lines are not events),
+# a fatal signal or a core dump.
+_SHAPED_ERROR = re.compile(
+    r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |[\w./ -]+: error: |Segmentation fault|.*\(core dumped\)"
+    r"|\*\*\* SIG[A-Z]+ received)"
+)
 
 
 def _opens_block(p: Parsed) -> str:
@@ -101,6 +109,10 @@ class Scanner:
         self._open: dict[tuple[str, str], _Event] = {}
         self._raw_open: dict[str, int] = {}
         self._handled: dict[str, int] = {}  # lines looked at per source (the clock of STALE_LINES)
+        # The first error event of each process (source, log prefix), and the process that failed
+        # last: its first error is the most likely root line when no rule names the problem.
+        self._first_error: dict[tuple[str, str], str] = {}
+        self._last_failing: tuple[str, str] | None = None
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -251,6 +263,8 @@ class Scanner:
         self._record(ev.hits, ev.stamp, ev.source)
         if not ev.hits:
             self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
+        if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or ev.hits):
+            self._failed(ev.source, ev.key, ev.exception or ev.first_payload, ev.hits)
 
     def _single(self, line: str, p: Parsed, source: str) -> None:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
@@ -261,9 +275,23 @@ class Scanner:
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)
-        elif p.level in ERROR_LEVELS and payload and not _FRAGMENT.match(p.payload):
+            self._failed(source, p.key, payload, hits)
+        elif (p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)) and payload and not _FRAGMENT.match(p.payload):
             self.events += 1
             self._miner.add(payload, line)
+            self._failed(source, p.key, payload, hits)
+
+    def _failed(self, source: str, key: str, text: str, hits: dict[str, tuple[Rule | CodeInfo, str]]) -> None:
+        """An error event of the process `key`: remember the first one, and that it failed last.
+        Wrappers and consequences (symptom rules only) say nothing about the root."""
+        if hits and all(isinstance(w, Rule) and w.symptom for w, _ in hits.values()):
+            return
+        k = (source, key)
+        if k not in self._first_error:
+            if len(self._first_error) >= MAX_PROCESSES:
+                return
+            self._first_error[k] = text[:EXAMPLE_CHARS]
+        self._last_failing = k
 
     def _record(self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str) -> None:
         self.events += 1
@@ -290,6 +318,7 @@ class Scanner:
         snapshot._miner = copy.deepcopy(self._miner)
         snapshot._raw_open = dict(self._raw_open)
         snapshot._handled = dict(self._handled)
+        snapshot._first_error = dict(self._first_error)
         for ev in list(self._open.values()):
             snapshot._close(ev)
         return snapshot._build()
@@ -324,7 +353,12 @@ class Scanner:
             )
         )
         return TriageReport(
-            issues=issues, unknown=self._miner.templates(), lines=self.lines, events=self.events, bytes=self.bytes
+            issues=issues,
+            unknown=self._miner.templates(),
+            lines=self.lines,
+            events=self.events,
+            bytes=self.bytes,
+            root_line=self._first_error.get(self._last_failing) if self._last_failing else None,
         )
 
 

@@ -112,6 +112,7 @@ class Scanner:
         # The first error event of each process (source, log prefix), and the process that failed
         # last: its first error is the most likely root line when no rule names the problem.
         self._first_error: dict[tuple[str, str], str] = {}
+        self._parts: frozenset[int] | None = None  # pre-filter pieces of the line being handled
         self._last_failing: tuple[str, str] | None = None
         self.lines = 0
         self.events = 0
@@ -133,32 +134,45 @@ class Scanner:
     def feed_block(self, data: bytes, source: str = "", start: int = 0, end: int | None = None) -> None:
         """Whole lines of bytes, data[start:end] (ending at a newline, except at the end of an
         input). Only the lines the pre-filter hits are decoded; this is the fast path the file
-        readers use, and it never copies the block."""
+        readers use, and it never copies the block. When the pre-filter engine says which piece
+        matched where (Hyperscan), each line is tried only against the rules of its pieces."""
         n = len(data) if end is None else end
         self.bytes += n - start
         self.lines += data.count(b"\n", start, n) + (0 if n <= start or data[n - 1] == 10 else 1)
+        hits = self.index.hits(data, start, n)
+        nh = len(hits)
+        j = 0  # the first hit not yet attributed to a line
         pos = start
-        for hit in self.index.offsets(data, start, n):
-            if hit < pos:
-                continue  # a second hit in a line already handled
+
+        def take(first: int, stop: int) -> None:
+            """Decode and handle the line data[first:stop], with the pieces found in it."""
+            nonlocal j
+            parts: set[int] = set()
+            while j < nh and hits[j][0] < stop:
+                if hits[j][0] >= first:
+                    parts.add(hits[j][1])
+                j += 1
+            cut = min(stop, first + MAX_LINE)
+            self._parts = None if -1 in parts or cut < stop else frozenset(parts)
+            self._handle(_decode(data[first:cut]), source)
+            self._parts = None
+
+        while True:
             while self._raw_open.get(source) and pos < n:
                 # an open traceback without level markers: its lines carry no keyword, read them all
                 stop = data.find(b"\n", pos, n)
                 stop = n if stop < 0 else stop
-                self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+                take(pos, stop)
                 pos = stop + 1
-            if hit < pos:
-                continue
-            first = data.rfind(b"\n", pos, hit) + 1 or pos
-            first = max(first, pos)
+            while j < nh and hits[j][0] < pos:
+                j += 1  # a hit in a line already handled
+            if j >= nh:
+                break
+            hit = hits[j][0]
+            first = max(data.rfind(b"\n", pos, hit) + 1 or pos, pos)
             stop = data.find(b"\n", hit, n)
             stop = n if stop < 0 else stop
-            self._handle(_decode(data[first : min(stop, first + MAX_LINE)]), source)
-            pos = stop + 1
-        while self._raw_open.get(source) and pos < n:
-            stop = data.find(b"\n", pos, n)
-            stop = n if stop < 0 else stop
-            self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+            take(first, stop)
             pos = stop + 1
 
     def end_source(self, source: str) -> None:
@@ -244,11 +258,12 @@ class Scanner:
         ev.last_at = self._handled.get(ev.source, 0)
         if ev.stamp is None:
             ev.stamp = p.stamp
-        if not self.index.candidate(line):
+        parts = self._parts
+        if parts is None and not self.index.candidate(line):
             return
-        for rule in self.index.matching(line):
+        for rule in self.index.matching(line, parts):
             ev.hits.setdefault(rule.id, (rule, p.payload.strip()))
-        for info in find_codes(line):
+        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
             seen = ev.hits.get(info.issue_id)
             if seen is None or seen[1].endswith("Inner Error!"):  # prefer the detail line as example
                 ev.hits[info.issue_id] = (info, p.payload.strip())
@@ -269,9 +284,10 @@ class Scanner:
     def _single(self, line: str, p: Parsed, source: str) -> None:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
         payload = p.payload.strip()
-        for rule in self.index.matching(line):
+        parts = self._parts
+        for rule in self.index.matching(line, parts):
             hits[rule.id] = (rule, payload)
-        for info in find_codes(line):
+        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)

@@ -9,8 +9,14 @@ with its traceback), then times
 
 and prints both throughputs and their ratio (goal: triage >= 0.5x grep).
 
+`--dense` makes the log error-dense instead (goal: triage >= 1.0x grep there too): about one line
+in 60 opens a failure (a multi-line traceback of two interleaved processes, a plog error block with
+its LINK_ERROR_INFO table, the rules' sample lines, unknown ERROR lines), so that well over 1% of
+the lines are error lines and the event machinery, not the pre-filter, does most of the work.
+
     .venv/bin/python benchmarks/bench_triage.py               # 1 GB
     .venv/bin/python benchmarks/bench_triage.py --size 100M   # quick run
+    .venv/bin/python benchmarks/bench_triage.py --size 100M --dense
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from engine.triage import Scanner, load_rules  # noqa: E402
 FIXTURES = ROOT / "tests" / "fixtures"
 FAILURE_EVERY = 20_000  # lines between two injected failures
 UNKNOWN_EVERY = 5_000  # lines between two unmatched ERROR lines
+DENSE_FAILURE_EVERY = 60  # --dense: the same, for an error-dense log
+DENSE_UNKNOWN_EVERY = 40
 
 # CANN plog lines at INFO level in the shapes of real plog files (module, pid, timestamp vary).
 _PLOG_INFO = (
@@ -63,15 +71,38 @@ def _vllm_lines() -> list[str]:
     return [ln for ln in text.splitlines() if ") INFO " in ln or ln.startswith("INFO:")]
 
 
-def _failure_blocks() -> list[str]:
+def _failure_blocks(dense: bool = False) -> list[str]:
     blocks = [(FIXTURES / "vllm" / "fail_kv_too_small.log").read_text(encoding="utf-8").rstrip("\n")]
+    if dense:
+        # Whole recorded failures: interleaved processes' tracebacks, torch_npu / CANN reports and
+        # a plog with its HCCL link-error table, each several to a few hundred lines long.
+        blocks.append(_interleaved(blocks[0]))
+        for name in sorted((FIXTURES / "logs").glob("e*.log")):
+            blocks.append(name.read_text(encoding="utf-8", errors="replace").rstrip("\n"))
+        plog = next((FIXTURES / "logs" / "plog").rglob("*.log"))
+        blocks.append(plog.read_text(encoding="utf-8", errors="replace").rstrip("\n"))
     for rule in load_rules():
         blocks.extend(rule.samples)
     return blocks
 
 
-def generate(path: Path, size: int, seed: int = 7) -> dict[str, int]:
+def _interleaved(block: str) -> str:
+    """The lines of two processes' failures shuffled together, as a multi-process log prints them."""
+    lines = block.splitlines()
+    other = [ln.replace("(EngineCore pid=", "(Worker_TP1 pid=") for ln in lines if "(EngineCore pid=" in ln]
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        out.append(ln)
+        if i < len(other):
+            out.append(other[i])
+    return "\n".join(out)
+
+
+def generate(path: Path, size: int, seed: int = 7, dense: bool = False) -> dict[str, int]:
     """Write about `size` bytes of mixed log; returns what was injected."""
+    failure_every, unknown_every = (
+        (DENSE_FAILURE_EVERY, DENSE_UNKNOWN_EVERY) if dense else (FAILURE_EVERY, UNKNOWN_EVERY)
+    )
     rng = random.Random(seed)
     vllm = _vllm_lines()
     # A pool of varied normal lines, written over and over: generation stays fast.
@@ -82,8 +113,8 @@ def generate(path: Path, size: int, seed: int = 7) -> dict[str, int]:
         else:
             ts = f"2025-08-06-23:{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}.{rng.randrange(1000):03d}"
             pool.append(rng.choice(_PLOG_INFO).format(pid=rng.randrange(1000, 99999), ts=ts))
-    failures = _failure_blocks()
-    injected = {"failures": 0, "unknown_errors": 0, "lines": 0}
+    failures = _failure_blocks(dense)
+    injected = {"failures": 0, "unknown_errors": 0, "lines": 0, "failure_lines": 0}
     written = 0
     n = 0
     with open(path, "w", encoding="utf-8") as f:
@@ -91,17 +122,19 @@ def generate(path: Path, size: int, seed: int = 7) -> dict[str, int]:
             out = []
             for line in pool:
                 n += 1
-                if n % FAILURE_EVERY == 0:
-                    out.append(failures[injected["failures"] % len(failures)])
+                if n % failure_every == 0:
+                    block = failures[injected["failures"] % len(failures)]
+                    out.append(block)
                     injected["failures"] += 1
-                elif n % UNKNOWN_EVERY == 0:
+                    injected["failure_lines"] += block.count("\n") + 1
+                elif n % unknown_every == 0:
                     out.append(_UNKNOWN_ERROR.format(pid=rng.randrange(1000, 99999), md="11-29", hms="21:13:26"))
                     injected["unknown_errors"] += 1
                 out.append(line)
             chunk = "\n".join(out) + "\n"
             f.write(chunk)
             written += len(chunk.encode("utf-8"))
-            injected["lines"] += len(out)
+            injected["lines"] += len(out) + sum(b.count("\n") for b in out)
     return injected
 
 
@@ -130,6 +163,7 @@ def main() -> int:
     ap.add_argument("--size", default="1G", help="size of the generated log (e.g. 1G, 200M)")
     ap.add_argument("--keep", metavar="PATH", help="write the log here and keep it")
     ap.add_argument("--runs", type=int, default=1, help="time each tool this many times, keep the best")
+    ap.add_argument("--dense", action="store_true", help="an error-dense log (>= 1%% error lines; goal >= 1.0x grep)")
     args = ap.parse_args()
     grep = shutil.which("grep")
     if grep is None:
@@ -144,11 +178,13 @@ def main() -> int:
         path = Path(tmpdir) / "mixed.log"
     try:
         t0 = time.perf_counter()
-        injected = generate(path, size)
+        injected = generate(path, size, dense=args.dense)
         real_size = path.stat().st_size
         print(
             f"generated {real_size / 1e6:.0f} MB, {injected['lines']:,} lines, {injected['failures']} injected "
-            f"failures, {injected['unknown_errors']} unknown errors in {time.perf_counter() - t0:.1f} s"
+            f"failures, {injected['unknown_errors']} unknown errors in {time.perf_counter() - t0:.1f} s; "
+            f"{100 * (injected['failure_lines'] + injected['unknown_errors']) / injected['lines']:.1f}% of the lines "
+            "belong to failures"
         )
         union = grep_union()
         grep_cmd = [grep, "-E", "-c", "-e", union, str(path)]
@@ -174,10 +210,11 @@ def main() -> int:
             f"{len(report['issues'])} issues ({found} events), {len(report['unknown'])} unknown templates"
         )
         ratio = best_grep / best_triage
+        goal = 1.0 if args.dense else 0.5
         cpu_ratio = cpu_grep / cpu_triage
         print(
             f"ratio triage/grep throughput: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU time "
-            f"(goal >= 0.5x) -> {'OK' if ratio >= 0.5 else 'BELOW GOAL'}"
+            f"(goal >= {goal}x) -> {'OK' if ratio >= goal else 'BELOW GOAL'}"
         )
         print("commands:\n  LC_ALL=C grep -E -c -e '<union>' FILE\n  " + " ".join(triage_cmd[:-1]) + " FILE")
         return 0

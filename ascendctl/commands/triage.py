@@ -79,6 +79,7 @@ def triage(
         "issues": report.issues,
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
+        "root_line": report.root_line,
     }
     out.emit(data, lambda console: _render(console, report, top))
     for note in report.notes:
@@ -158,6 +159,9 @@ def _render(console: Any, report: Any, top: int) -> None:
     )
     if not report.issues:
         console.print("No known issue found.")
+        if report.root_line:
+            # The first error of the process that failed last: where to start reading.
+            console.print(Text.assemble(("Most likely root line: ", "bold"), plain(report.root_line[:300])))
     else:
         table = Table(title=None, show_edge=False, header_style="bold", pad_edge=False)
         for col, kw in (

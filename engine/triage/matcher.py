@@ -21,7 +21,19 @@ from engine.triage.rules import Rule
 
 ENGINES = ("hyperscan", "re2", "re")
 # Lines that are errors by their level or shape even when no rule knows them.
-LEVEL_MARKERS = ("ERROR", "CRITICAL", "FATAL", "Fatal Python error", "Traceback (most recent call last)")
+LEVEL_MARKERS = (
+    "ERROR",
+    "CRITICAL",
+    "FATAL",
+    "Fatal Python error",
+    "Traceback (most recent call last)",
+    "Error: ",  # exception lines (`OSError: ...`) and argparse's `prog: error: ...` are events
+    "Exception: ",
+    ": error: ",
+    "Segmentation fault",
+    "core dumped",
+    " received at time=",  # `*** SIGSEGV received at time=...`
+)
 
 
 def _import(name: str) -> Any:
@@ -44,6 +56,9 @@ class _Hyperscan:
     def _on_match(self, _id: int, _start: int, end: int, _flags: int, _ctx: Any) -> None:
         self._hits.append(end - 1)
 
+    def _on_match_id(self, id_: int, _start: int, end: int, _flags: int, _ctx: Any) -> None:
+        self._pairs.append((end - 1, id_))
+
     def offsets(self, data: bytes, start: int, end: int) -> list[int]:
         self._hits = []
         self._db.scan(
@@ -51,6 +66,15 @@ class _Hyperscan:
         )
         hits = sorted(set(self._hits))
         return [h + start for h in hits]
+
+    def hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        """(offset, pattern id) of every match, sorted: the scan already knows which piece matched."""
+        self._pairs: list[tuple[int, int]] = []
+        self._db.scan(
+            data if (start == 0 and end == len(data)) else data[start:end], match_event_handler=self._on_match_id
+        )
+        self._pairs.sort()
+        return [(h + start, i) for h, i in self._pairs]
 
 
 class _Regex:
@@ -119,10 +143,18 @@ class RuleIndex:
             for kw in rule.keywords:
                 by_kw.setdefault(kw, []).append(rule)
         self._by_keyword = tuple((kw, tuple(rs)) for kw, rs in by_kw.items())
+        self._by_kw = {kw: tuple(rs) for kw, rs in by_kw.items()}
         self._order = {r.id: n for n, r in enumerate(self.rules)}
         literals = sorted(set(by_kw) | set(LEVEL_MARKERS) | set(CODE_LITERALS), key=lambda s: (-len(s), s))
         self._literals = literals
         self.parts = [re.escape(s) for s in literals] + list(CODE_REGEXES)
+        # Per pre-filter piece: the (keyword, rules) it stands for, and whether it can start an
+        # ACL / CANN code; a block scan that reports piece ids spares the per-line keyword loop.
+        self._part_rules: tuple[tuple[tuple[str, tuple[Rule, ...]], ...], ...] = tuple(
+            ((kw, self._by_kw[kw]),) if kw in self._by_kw else () for kw in literals
+        ) + tuple(() for _ in CODE_REGEXES)
+        code_literals = set(CODE_LITERALS)
+        self._part_code = tuple(kw in code_literals for kw in literals) + tuple(True for _ in CODE_REGEXES)
         self.prefilter_pattern = "|".join(self.parts)
         # ASCII word boundaries, as in the byte engines: `ÀEZ0000` must be judged the same way
         # whether a line arrives as text or inside a block of bytes.
@@ -163,13 +195,26 @@ class RuleIndex:
         """Sorted offsets in data[start:end] that lie in lines worth decoding."""
         return self._finder()[1].offsets(data, start, end)
 
+    def hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        """Sorted (offset, piece id) pairs; the id is -1 when the engine cannot say which piece."""
+        finder = self._finder()[1]
+        if isinstance(finder, _Hyperscan):
+            return finder.hits(data, start, end)
+        return [(h, -1) for h in finder.offsets(data, start, end)]
+
+    def may_hold_code(self, parts: frozenset[int]) -> bool:
+        """Whether a line whose pre-filter pieces are `parts` can carry an ACL / CANN code."""
+        return any(self._part_code[p] for p in parts)
+
     def candidate(self, line: str) -> bool:
         return self._prefilter_str.search(line) is not None
 
-    def matching(self, line: str) -> list[Rule]:
-        """Rules that match the line, in database order, each once."""
+    def matching(self, line: str, parts: frozenset[int] | None = None) -> list[Rule]:
+        """Rules that match the line, in database order, each once. `parts`: the pre-filter pieces
+        a block scan found in the line (only their rules can match), None to look at all."""
         hits: dict[str, Rule] = {}
-        for kw, rules in self._by_keyword:
+        pairs = self._by_keyword if parts is None else [kr for p in parts for kr in self._part_rules[p]]
+        for kw, rules in pairs:
             if kw in line:
                 for rule in rules:
                     if rule.id not in hits and rule.match(line):

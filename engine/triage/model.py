@@ -49,6 +49,7 @@ class TriageReport:
     inputs: list[str] = field(default_factory=list)  # inputs read (files, "-")
     unreadable: list[str] = field(default_factory=list)  # "path: reason" of inputs we could not read
     notes: list[str] = field(default_factory=list)  # e.g. "x.bin: binary data, scanned as text"
+    root_line: str | None = None  # the first error event of the process that failed last
 
     def worst(self) -> str | None:
         """The highest severity among the issues, or None when there are none."""

@@ -41,6 +41,7 @@ class Rule:
     counter_samples: tuple[str, ...]
     compiled: tuple[re.Pattern[str], ...]
     symptom: bool = False  # a consequence of another problem, listed after the root causes
+    explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
@@ -223,6 +224,7 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         counter_samples=tuple(_as_list(raw.get("counter_samples"), refuse, "counter_samples")),
         compiled=tuple(compiled),
         symptom=bool(raw.get("symptom", False)),
+        explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
     )
     for i, s in enumerate(rule.samples):
         if not any(k in s for k in rule.keywords):
@@ -255,6 +257,13 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
                 "give each rule its own id",
             )
         first[r.id] = line
+    for raw, r in zip(items, rules):
+        for other in r.explains:
+            if other not in first or other == r.id:
+                raise BadInput(
+                    str(Problem(origin, line_of(raw, "explains"), f"{r.id}.explains", f"no other rule {quote(other)}")),
+                    "name rules of this file",
+                )
     return tuple(rules)
 
 

@@ -26,6 +26,7 @@ MAX_EVENT_LINES = 2000
 MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message
 STALE_LINES = 200  # a raw event that got none of the last this many lines of its input is over
 MAX_SOURCES = 5
+MAX_PROCESSES = 1024  # processes whose first error is remembered for the root line
 EXAMPLE_CHARS = 500
 _TIER = {"rule": 0, "code": 1, "symptom": 2}
 _TRACEBACK = "Traceback (most recent call last)"
@@ -44,6 +45,13 @@ _PLOG_TABLE_OPENER = "LINK_ERROR_INFO"
 _PLOG_TABLE_ROW = re.compile(r"\[[^\]]+:\d+\] ?\[\d+\]\s+[|_]")
 # Error lines that are pieces of something larger (a traceback frame, a caret line): no template.
 _FRAGMENT = re.compile(r"\s|[\^~]+$")
+# Lines that are errors by their shape though they carry no level: an exception line (also when
+# the log starts mid-traceback), argparse's `prog: error: ...` (its `usage:` lines are not events),
+# a fatal signal or a core dump.
+_SHAPED_ERROR = re.compile(
+    r"(?:[A-Za-z_][\w.]*(?:Error|Exception): |[\w./ -]+: error: |Segmentation fault|.*\(core dumped\)"
+    r"|\*\*\* SIG[A-Z]+ received)"
+)
 
 
 def _opens_block(p: Parsed) -> str:
@@ -67,6 +75,7 @@ class _Hit:
     last: Stamp | None = None
     example: str = ""
     sources: list[str] = field(default_factory=list)
+    explains: tuple[str, ...] = ()
 
 
 @dataclass
@@ -100,6 +109,11 @@ class Scanner:
         self._open: dict[tuple[str, str], _Event] = {}
         self._raw_open: dict[str, int] = {}
         self._handled: dict[str, int] = {}  # lines looked at per source (the clock of STALE_LINES)
+        # The first error event of each process (source, log prefix), and the process that failed
+        # last: its first error is the most likely root line when no rule names the problem.
+        self._first_error: dict[tuple[str, str], str] = {}
+        self._parts: frozenset[int] | None = None  # pre-filter pieces of the line being handled
+        self._last_failing: tuple[str, str] | None = None
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -120,32 +134,45 @@ class Scanner:
     def feed_block(self, data: bytes, source: str = "", start: int = 0, end: int | None = None) -> None:
         """Whole lines of bytes, data[start:end] (ending at a newline, except at the end of an
         input). Only the lines the pre-filter hits are decoded; this is the fast path the file
-        readers use, and it never copies the block."""
+        readers use, and it never copies the block. When the pre-filter engine says which piece
+        matched where (Hyperscan), each line is tried only against the rules of its pieces."""
         n = len(data) if end is None else end
         self.bytes += n - start
         self.lines += data.count(b"\n", start, n) + (0 if n <= start or data[n - 1] == 10 else 1)
+        hits = self.index.hits(data, start, n)
+        nh = len(hits)
+        j = 0  # the first hit not yet attributed to a line
         pos = start
-        for hit in self.index.offsets(data, start, n):
-            if hit < pos:
-                continue  # a second hit in a line already handled
+
+        def take(first: int, stop: int) -> None:
+            """Decode and handle the line data[first:stop], with the pieces found in it."""
+            nonlocal j
+            parts: set[int] = set()
+            while j < nh and hits[j][0] < stop:
+                if hits[j][0] >= first:
+                    parts.add(hits[j][1])
+                j += 1
+            cut = min(stop, first + MAX_LINE)
+            self._parts = None if -1 in parts or cut < stop else frozenset(parts)
+            self._handle(_decode(data[first:cut]), source)
+            self._parts = None
+
+        while True:
             while self._raw_open.get(source) and pos < n:
                 # an open traceback without level markers: its lines carry no keyword, read them all
                 stop = data.find(b"\n", pos, n)
                 stop = n if stop < 0 else stop
-                self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+                take(pos, stop)
                 pos = stop + 1
-            if hit < pos:
-                continue
-            first = data.rfind(b"\n", pos, hit) + 1 or pos
-            first = max(first, pos)
+            while j < nh and hits[j][0] < pos:
+                j += 1  # a hit in a line already handled
+            if j >= nh:
+                break
+            hit = hits[j][0]
+            first = max(data.rfind(b"\n", pos, hit) + 1 or pos, pos)
             stop = data.find(b"\n", hit, n)
             stop = n if stop < 0 else stop
-            self._handle(_decode(data[first : min(stop, first + MAX_LINE)]), source)
-            pos = stop + 1
-        while self._raw_open.get(source) and pos < n:
-            stop = data.find(b"\n", pos, n)
-            stop = n if stop < 0 else stop
-            self._handle(_decode(data[pos : min(stop, pos + MAX_LINE)]), source)
+            take(first, stop)
             pos = stop + 1
 
     def end_source(self, source: str) -> None:
@@ -231,11 +258,12 @@ class Scanner:
         ev.last_at = self._handled.get(ev.source, 0)
         if ev.stamp is None:
             ev.stamp = p.stamp
-        if not self.index.candidate(line):
+        parts = self._parts
+        if parts is None and not self.index.candidate(line):
             return
-        for rule in self.index.matching(line):
+        for rule in self.index.matching(line, parts):
             ev.hits.setdefault(rule.id, (rule, p.payload.strip()))
-        for info in find_codes(line):
+        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
             seen = ev.hits.get(info.issue_id)
             if seen is None or seen[1].endswith("Inner Error!"):  # prefer the detail line as example
                 ev.hits[info.issue_id] = (info, p.payload.strip())
@@ -250,19 +278,36 @@ class Scanner:
         self._record(ev.hits, ev.stamp, ev.source)
         if not ev.hits:
             self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
+        if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or ev.hits):
+            self._failed(ev.source, ev.key, ev.exception or ev.first_payload, ev.hits)
 
     def _single(self, line: str, p: Parsed, source: str) -> None:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
         payload = p.payload.strip()
-        for rule in self.index.matching(line):
+        parts = self._parts
+        for rule in self.index.matching(line, parts):
             hits[rule.id] = (rule, payload)
-        for info in find_codes(line):
+        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)
-        elif p.level in ERROR_LEVELS and payload and not _FRAGMENT.match(p.payload):
+            self._failed(source, p.key, payload, hits)
+        elif (p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)) and payload and not _FRAGMENT.match(p.payload):
             self.events += 1
             self._miner.add(payload, line)
+            self._failed(source, p.key, payload, hits)
+
+    def _failed(self, source: str, key: str, text: str, hits: dict[str, tuple[Rule | CodeInfo, str]]) -> None:
+        """An error event of the process `key`: remember the first one, and that it failed last.
+        Wrappers and consequences (symptom rules only) say nothing about the root."""
+        if hits and all(isinstance(w, Rule) and w.symptom for w, _ in hits.values()):
+            return
+        k = (source, key)
+        if k not in self._first_error:
+            if len(self._first_error) >= MAX_PROCESSES:
+                return
+            self._first_error[k] = text[:EXAMPLE_CHARS]
+        self._last_failing = k
 
     def _record(self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str) -> None:
         self.events += 1
@@ -289,6 +334,7 @@ class Scanner:
         snapshot._miner = copy.deepcopy(self._miner)
         snapshot._raw_open = dict(self._raw_open)
         snapshot._handled = dict(self._handled)
+        snapshot._first_error = dict(self._first_error)
         for ev in list(self._open.values()):
             snapshot._close(ev)
         return snapshot._build()
@@ -311,16 +357,40 @@ class Scanner:
             )
             for hid, h in self._hits.items()
         ]
-        issues.sort(key=lambda i: (-severity_rank(i.severity), _TIER[i.kind], -i.count, i.id))
+        # A generic or wrapper rule (an argparse error, "HCCL init failed") goes after the rule
+        # that names its cause, when both were seen: the cause leads.
+        explained = {e for h in self._hits.values() for e in h.explains}
+        issues.sort(
+            key=lambda i: (
+                -severity_rank(i.severity),
+                _TIER["symptom"] if i.id in explained else _TIER[i.kind],
+                -i.count,
+                i.id,
+            )
+        )
         return TriageReport(
-            issues=issues, unknown=self._miner.templates(), lines=self.lines, events=self.events, bytes=self.bytes
+            issues=issues,
+            unknown=self._miner.templates(),
+            lines=self.lines,
+            events=self.events,
+            bytes=self.bytes,
+            root_line=self._first_error.get(self._last_failing) if self._last_failing else None,
         )
 
 
 def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
     if isinstance(what, Rule):
         kind = "symptom" if what.symptom else "rule"
-        return _Hit(kind, what.title, what.severity, what.cause, what.fix, what.links, example=example[:EXAMPLE_CHARS])
+        return _Hit(
+            kind,
+            what.title,
+            what.severity,
+            what.cause,
+            what.fix,
+            what.links,
+            example=example[:EXAMPLE_CHARS],
+            explains=what.explains,
+        )
     title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
     title += f" {what.name}" if what.name else ""
     return _Hit(

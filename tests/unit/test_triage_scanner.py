@@ -430,3 +430,30 @@ def test_a_quiet_process_does_not_keep_the_scanner_reading_every_line():
     scanner.feed_block((opener + filler * 500).encode())
     assert not scanner._raw_open
     assert ids(scanner.report())["model-execute-failed"].count == 1
+
+
+# ---------------------------------------------------------------- events by shape, the root line
+def test_unknown_failure_still_names_its_most_likely_root_line():
+    # No rule knows these lines; the report points at the first error of the process that
+    # failed last, and a bare exception line (the log starts mid-traceback) is an event.
+    report = diagnose_lines(
+        [
+            "(EngineCore pid=7) ERROR 06-12 09:59:13 [core.py:1136] SomethingNew: the first thing that went wrong",
+            "(EngineCore pid=7) ERROR 06-12 09:59:14 [core.py:1136] and what followed from it",
+            "(APIServer pid=3) INFO 06-12 09:59:10 [api_server.py:1] started",
+        ]
+    )
+    assert report.issues == []
+    assert report.root_line == "SomethingNew: the first thing that went wrong"
+    bare = diagnose_lines(['  File "x.py", line 3, in f', "ZeroDivisionError: division by zero"])
+    assert bare.events == 1 and bare.root_line == "ZeroDivisionError: division by zero"
+
+
+def test_symptoms_are_not_root_lines():
+    report = diagnose_lines(
+        [
+            "(EngineCore pid=7) ERROR 06-12 09:59:13 [core.py:1] OddFailure: what really happened",
+            "(APIServer pid=3) ERROR 06-12 09:59:20 [core.py:2] EngineCore failed to start.",
+        ]
+    )
+    assert report.root_line == "OddFailure: what really happened"

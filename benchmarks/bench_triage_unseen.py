@@ -1,0 +1,69 @@
+"""Triage on failures it was never shown: the unseen split in tests/fixtures/logs/unseen/.
+
+Each log there is a real failure excerpt from a public report; INDEX.yaml names the issue that
+should lead the report (a rule or code id) or `none`. No rule was written from these logs. For
+each log the scanner's leading issue (what `serve` prints on a crash) is compared:
+
+    right    the leading issue is the expected one (for `none`: nothing, or only consequences)
+    wrong    it names another issue (for `none`: any root-cause issue at all)
+    silent   nothing, or only consequences (engine died, start-up failed), for an expected issue
+
+    .venv/bin/python benchmarks/bench_triage_unseen.py           # the table and the shares
+    .venv/bin/python benchmarks/bench_triage_unseen.py --quiet   # the shares only
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.triage import scan_paths  # noqa: E402
+from engine.triage.model import TriageReport  # noqa: E402
+
+UNSEEN = ROOT / "tests" / "fixtures" / "logs" / "unseen"
+
+
+def leading(report: TriageReport) -> str | None:
+    """The issue a one-line diagnosis would name; consequences alone name nothing."""
+    top = report.root_cause()
+    return None if top is None or top.kind == "symptom" else top.id
+
+
+def verdict(expect: str, got: str | None) -> str:
+    if expect == "none":
+        return "right" if got is None else "wrong"
+    if got is None:
+        return "silent"
+    return "right" if got == expect else "wrong"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quiet", action="store_true", help="print only the summary")
+    args = ap.parse_args()
+    index = yaml.safe_load((UNSEEN / "INDEX.yaml").read_text(encoding="utf-8"))
+    counts = {"right": 0, "wrong": 0, "silent": 0}
+    for entry in index["logs"]:
+        report = scan_paths([str(UNSEEN / entry["file"])])
+        got = leading(report)
+        v = verdict(entry["expect"], got)
+        counts[v] += 1
+        if not args.quiet:
+            print(f"{v:6}  {entry['file']:52}  expect {entry['expect']:36} got {got or '-'}")
+    n = sum(counts.values())
+    print(
+        f"{n} unseen logs (split fixed at {index['rules_when_fixed']} rules): "
+        + ", ".join(f"{k} {v} ({100 * v / n:.0f}%)" for k, v in counts.items())
+        + " -- goal: right >= 90%, wrong <= 2%"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from engine.devices.sources import DeviceSource
-    from engine.telemetry import Collector, Recorder, Snapshot, Thresholds
+    from engine.telemetry import Collector, Recorder, Snapshot, Target, Thresholds
 
 
 def make_collector(urls: Sequence[str], thresholds: "Thresholds", devices: "DeviceSource | None") -> "Collector":
     from ascendctl.output import get_output
     from ascendctl.style import safe
     from engine.endpoints import normalize_base_url
-    from engine.telemetry import Collector, Target, targets_from_runs
+    from engine.telemetry import Collector, targets_from_runs
 
     skipped: list[str] = []
     runs = targets_from_runs(skipped)
@@ -24,10 +24,18 @@ def make_collector(urls: Sequence[str], thresholds: "Thresholds", devices: "Devi
     if urls:
         # A URL that `ascendctl serve` started keeps its run's label, log and profile threshold.
         known = {t.url.rstrip("/"): t for t in runs}
-        targets = [known.get(url, Target(url)) for url in (normalize_base_url(u) for u in urls)]
+        targets = [known.get(url) or _target(url) for url in (normalize_base_url(u) for u in urls)]
     else:
         targets = runs
     return Collector(targets, devices, thresholds)
+
+
+def _target(url: str) -> "Target":
+    """A URL given on the command line: an engine, or another host's `ascendctl exporter`."""
+    from engine.telemetry import Target
+    from engine.telemetry.collector import is_exporter
+
+    return Target(url, remote=is_exporter(url))
 
 
 def run_dashboard(

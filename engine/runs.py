@@ -13,6 +13,8 @@ from pathlib import Path
 
 import platformdirs
 
+from engine.typed import decode
+
 RUN_FILE = "run.json"
 LOG_FILE = "engine.log"
 PROFILE_FILE = "profile.yaml"
@@ -97,43 +99,20 @@ def write_run(info: RunInfo) -> None:
         f.truncate()
 
 
-# What each field of run.json must hold. A hand-edited or damaged file ("pid": "abc") must not
-# reach os.kill() or a sort: it is skipped, and the reason given.
-_NUM = (int, float)
-_TYPES: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, None allowed)
-    "run_id": ((str,), False),
-    "directory": ((str,), False),
-    "pid": ((int,), True),
-    "url": ((str,), False),
-    "profile": ((str,), False),
-    "argv": ((list,), False),
-    "started_at": (_NUM, False),
-    "ended_at": (_NUM, True),
-    "exit_code": ((int,), True),
-    "log_error": ((str,), True),
-    "log_lines_dropped": ((int,), False),
-    "phase": ((str,), True),
-    "ready_seconds": (_NUM, True),
-    "restarts": ((int,), False),
-}
-
-
 def _damage(data: object) -> str | None:
-    """Why a loaded run.json cannot be a RunInfo; None when it can."""
+    """Why a loaded run.json cannot be a RunInfo; None when it can. Each field is checked against
+    its type hint (engine.typed): a hand-edited or damaged file ("pid": "abc") must not reach
+    os.kill() or a sort."""
     if not isinstance(data, dict):
         return "not a JSON object"
     required = [f.name for f in fields(RunInfo) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in data]
     if missing:
         return f"missing {', '.join(missing)}"
-    for name, (types, nullable) in _TYPES.items():
-        if name not in data or (data[name] is None and nullable):
-            continue
-        value = data[name]
-        if isinstance(value, bool) or not isinstance(value, types):
-            return f"{name} is {json.dumps(value)[:40]}, not {'a number' if types is _NUM else types[0].__name__}"
-    if not all(isinstance(a, str) for a in data["argv"]):
-        return "argv holds a value that is not a string"
+    try:
+        decode(RunInfo, data)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
     return None
 
 

@@ -105,10 +105,14 @@ class MetricsServer:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's naming
+                if self.path != "/metrics":  # as vLLM answers a path it does not serve
+                    self.send_response(404)
+                    self.end_headers()
+                    return
                 i = min(server.hits, len(server.bodies) - 1)
                 server.hits += 1
                 body = server.bodies[i]
-                if body is None or self.path != "/metrics":
+                if body is None:
                     self.send_response(500)
                     self.end_headers()
                     return

@@ -23,10 +23,8 @@ from engine.exporter import passthrough
 from engine.exporter.collect import Exporter, ExporterState
 from engine.exporter.families import engine_name, families
 from engine.exporter.webconfig import WebConfig
-
-SNAPSHOT_PATH = "/api/snapshot"
-# The JSON document of /api/snapshot: `top` checks it before reading one.
-SNAPSHOT_KIND = "ascendctl-exporter-snapshot"
+from engine.telemetry.snapshot import REMOTE_KIND as SNAPSHOT_KIND
+from engine.telemetry.snapshot import REMOTE_PATH as SNAPSHOT_PATH
 
 
 def encoder_for(accept: str):

@@ -42,6 +42,9 @@ class Target:
     pending_threshold: float | None = None
     # The serving profile's engine.gpu_memory_utilization, when the run's profile is known.
     hbm_budget: float | None = None
+    # An `ascendctl exporter` on another host: its devices, engines and diagnostics are shown,
+    # each named `<host>/<key>`.
+    remote: bool = False
 
     @property
     def name(self) -> str:
@@ -137,6 +140,7 @@ class Collector:
         self.devices = devices
         self._clock, self._wall = clock, wall
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
+        self._remote_client = httpx.Client(timeout=timeout) if any(t.remote for t in targets) else None
         parsers = {t.url: LeanParser() for t in targets}
         self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, parse=parsers[url]))
         self._engines = [_EngineState(t, self.thresholds.window_s) for t in targets]
@@ -147,8 +151,9 @@ class Collector:
         self._seq = 0
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        for client in (self._client, self._remote_client):
+            if client is not None:
+                client.close()
 
     def poll(self) -> Snapshot:
         with self._lock:
@@ -167,17 +172,53 @@ class Collector:
             except Exception as exc:  # noqa: BLE001 - see _Status.failed
                 self._device_status.failed(exc)
             device_status = self._device_status.view(now)
-        engines = [self._poll_engine(state, now) for state in self._engines]
+        local = [s for s in self._engines if not s.target.remote]
+        engines = [self._poll_engine(state, now) for state in local]
         # Cards are judged against the engines' own memory budget, so the engines are polled first.
         budget = hbm_budget(engines, self.thresholds)
         levels = {d.key: device_levels(d, self.thresholds, budget) for d in devices}
         diagnostics = self._rules.evaluate(now, devices, levels, engines)
-        for state, view in zip(self._engines, engines):
+        for state, view in zip(local, engines):
             diagnostics += _log_diagnostics(state, view)
+        # Remote hosts come judged by their own exporter: their rows are added as they are.
+        for state in self._engines:
+            if state.target.remote:
+                remote = self._poll_remote(state, now)
+                devices += remote.devices
+                levels.update(remote.device_levels)
+                engines += remote.engines
+                diagnostics += remote.diagnostics
         diagnostics.sort(key=lambda d: (-severity_rank(d.severity), d.subject, d.id))
         self._seq += 1
         return Snapshot(
             now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics), self.thresholds, levels
+        )
+
+    def _poll_remote(self, state: _EngineState, now: float) -> Snapshot:
+        """A remote exporter's latest snapshot, every name prefixed with its host. When it does
+        not answer: one engine row saying so (the rules then list it as unreachable)."""
+        url = state.target.url
+        start = self._clock()
+        try:
+            assert self._remote_client is not None
+            snap, host = fetch_remote(url, self._remote_client)
+            state.status.ok(now, self._clock() - start)
+        except Exception as exc:  # noqa: BLE001 - see _Status.failed
+            state.status.failed(exc)
+            view = EngineView(url=url, label=state.target.name, status=state.status.view(now))
+            down = self._rules.evaluate(now, [], {}, [view])
+            return Snapshot(now, 0, engines=(view,), diagnostics=tuple(down))
+
+        def name(key: str) -> str:
+            return f"{host}/{key}"
+
+        return Snapshot(
+            now,
+            0,
+            devices=tuple(replace(d, key=name(d.key)) for d in snap.devices),
+            engines=tuple(replace(e, label=name(e.label)) for e in snap.engines),
+            diagnostics=tuple(replace(d, subject=name(d.subject)) for d in snap.diagnostics),
+            device_levels={name(k): v for k, v in snap.device_levels.items()},
         )
 
     def _poll_engine(self, state: _EngineState, now: float) -> EngineView:
@@ -216,6 +257,42 @@ class Collector:
         if pool is not None:
             view = replace(view, kv=pool)
         return replace(view, levels=engine_levels(view, self.thresholds))
+
+
+def is_exporter(url: str, timeout: float = 1.0) -> bool:
+    """Does `url` serve an `ascendctl exporter`'s snapshot (rather than vLLM's API)?"""
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            fetch_remote(url, client)
+        return True
+    except AscendctlError:
+        return False
+
+
+def fetch_remote(url: str, client: httpx.Client) -> tuple[Snapshot, str]:
+    """(snapshot, host name) from an `ascendctl exporter`'s REMOTE_PATH. Raises Unreachable or
+    BadInput (it answered, but not with an exporter's snapshot)."""
+    from engine.telemetry.snapshot import REMOTE_KIND, REMOTE_PATH
+
+    try:
+        resp = client.get(url.rstrip("/") + REMOTE_PATH)
+    except httpx.HTTPError as exc:
+        raise Unreachable(
+            f"cannot reach {url}: {type(exc).__name__}", "check that `ascendctl exporter` runs there"
+        ) from exc
+    if resp.status_code != 200:
+        raise Unreachable(
+            f"{url}{REMOTE_PATH} answered HTTP {resp.status_code}", "check the URL (and --web-config auth)"
+        )
+    try:
+        doc = resp.json()
+        if doc.get("kind") != REMOTE_KIND:
+            raise ValueError("not an exporter snapshot")
+        return Snapshot.from_dict(doc.get("snapshot") or {"time": 0, "seq": 0}), str(doc.get("host") or url)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise BadInput(
+            f"{url}{REMOTE_PATH} is not an ascendctl exporter snapshot ({exc})", "point top at the exporter's root URL"
+        ) from exc
 
 
 def _model_name(metrics: EngineMetrics | None) -> str | None:

@@ -3,12 +3,8 @@ diagnostics) reads. Renderers never call npu-smi or HTTP themselves."""
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
-import enum
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -17,6 +13,11 @@ from engine.metrics.catalog import VIEW_FIELDS, optional_fields
 from engine.metrics.rates import EngineRates, KvPool, Percentiles
 from engine.severity import Severity
 from engine.telemetry.thresholds import Thresholds
+from engine.typed import decode
+
+# The JSON document an `ascendctl exporter` serves at REMOTE_PATH: `top` reads remote hosts from it.
+REMOTE_PATH = "/api/snapshot"
+REMOTE_KIND = "ascendctl-exporter-snapshot"
 
 # The level of each judged figure (figure name -> OK / WARNING / CRITICAL, None when N/A), as
 # `engine.telemetry.thresholds` computes it: the TUI, --once and --json all show this one.
@@ -105,43 +106,7 @@ class Snapshot:
     def from_dict(cls, data: Mapping[str, Any]) -> "Snapshot":
         # A recording made before a threshold existed is judged by today's default for it.
         thresholds = {**Thresholds.defaults().as_dict(), **(data.get("thresholds") or {})}
-        return _decode(cls, {**data, "thresholds": thresholds})
-
-
-def _decode(tp: Any, value: Any) -> Any:
-    """Rebuild nested frozen dataclasses from JSON (recordings are read back by `--replay`)."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value) if len(inner) == 1 else value
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: _decode(hints[k], v) for k, v in value.items() if k in names})
-    if origin is tuple:
-        args = typing.get_args(tp)
-        return tuple(_decode(args[0], v) for v in value)
-    if origin in (dict, collections.abc.Mapping):
-        args = typing.get_args(tp)
-        return {k: _decode(args[1], v) for k, v in value.items()} if args else dict(value)
-    # Scalars are checked: a hand-edited or damaged recording ("running": "abc") must fail here,
-    # as a bad line, not later in a renderer's format().
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"expected a number, got {value!r:.40}")
-        return float(value)
-    if tp is int:
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"expected a whole number, got {value!r:.40}")
-    if tp in (str, bool) and not isinstance(value, tp):
-        raise TypeError(f"expected {tp.__name__}, got {value!r:.40}")
-    return value
+        return decode(cls, {**data, "thresholds": thresholds})
 
 
 __all__ = [

@@ -75,3 +75,45 @@ def test_a_busy_port_says_so(capsys):
         assert main(["exporter", "--listen", f"127.0.0.1:{port}", "--no-devices", "--no-doctor"]) == 2
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}" in err and "--listen" in err
+
+
+def test_top_reads_another_hosts_exporter_and_names_its_rows_by_host(capsys):
+    from top_fakes import ReplayRunner, npu_text
+
+    from engine.devices.sources import NpuSmiSource
+    from engine.exporter.collect import Exporter
+    from engine.exporter.server import ExporterServer
+
+    engine = MetricsServer([BUSY])
+    devices = NpuSmiSource(ReplayRunner(npu_text("info/s02_910b2_25.2.0_vllm_dp.txt")))
+    exp = Exporter([engine.url], devices=devices, with_runs=False, doctor=False, host="nodeA")
+    exp.run_once()
+    server = ExporterServer(exp, "127.0.0.1", 0)
+    server.start()
+    try:
+        rc = main(["top", f"http://127.0.0.1:{server.port}", "--json", "--once", "--no-devices"])
+    finally:
+        server.shutdown()
+        exp.close()
+        engine.close()
+    snap = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert [d["key"] for d in snap["devices"]][:2] == ["nodeA/npu0", "nodeA/npu1"]
+    assert snap["devices"][0]["mem_used_mb"] == 60126.0
+    assert [e["label"] for e in snap["engines"]] == ["nodeA/" + engine.url.split("://", 1)[1]]
+    assert snap["engines"][0]["status"]["ok"] and snap["engines"][0]["model"]
+
+
+def test_top_says_when_a_remote_exporter_is_down(capsys):
+    from engine.telemetry import Collector, Target
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    collector = Collector([Target(f"http://127.0.0.1:{port}", remote=True)])
+    try:
+        snap = collector.poll()
+    finally:
+        collector.close()
+    assert not snap.engines[0].status.ok
+    assert [d.id for d in snap.diagnostics] == ["engine-unreachable"]

@@ -86,7 +86,7 @@ class Plan:
     python: str
     indexes: dict[str, str]
     steps: tuple[Step, ...]
-    glibc: str | None
+    glibc: str | None  # the oldest glibc the plan's wheels install on
     device_type: str | None
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -180,10 +180,10 @@ def build_plan(
     cpu = arch == "x86_64"
     cpu_index = ["--extra-index-url", urls["pytorch_cpu"]] if cpu else []
     torch_src = "pytorch_cpu" if cpu else "pypi"
-    wheels = {str(k): str(v) for k, v in (pinned.get("wheels") or {}).items()}
-    glibc = wheels.get(arch)
+    glibc = str((pinned.get("glibc") or {}).get(arch, "")) or None
+    va_wheel = pinned.get("vllm_ascend_wheel", True) is not False
     from_variant = chip != "A2" and pinned.get("chip_wheels") == "variant"
-    source_build = glibc is None or (chip != "A2" and not from_variant)
+    source_build = not va_wheel or (chip != "A2" and not from_variant)
     soc = str((shared.get("soc_version") or {}).get(chip, ""))
     steps: list[Step] = []
     notes: list[str] = []
@@ -231,7 +231,7 @@ def build_plan(
     if source_build:
         va_options = ["--no-binary", "vllm-ascend", *va_options]
         env.append(("SOC_VERSION", soc))
-        if glibc is None:
+        if not va_wheel:
             notes.append(f"PyPI holds only the source archive of vllm-ascend {va}: it is built here (CANN toolchain)")
         else:
             notes.append(f"the PyPI wheel of vllm-ascend {va} is built for A2: it is built here for {chip} ({soc})")
@@ -319,7 +319,7 @@ def build_plan(
         python=str(pinned.get("python", "")),
         indexes=urls,
         steps=tuple(steps),
-        glibc=None if source_build else glibc,
+        glibc=glibc,
         device_type=device_type,
         warnings=(warning,) if warning else (),
         notes=tuple(notes),

@@ -347,3 +347,51 @@ def render(plan: Plan) -> str:
         lines.append(f"{i:>2}. {step.title}")
         lines.append(f"    {step.shell()}")
     return "\n".join(lines)
+
+
+def package_source(package: str, version: str) -> str | None:
+    """Where a pinned set gets `package==version`: "pypi", an index name ("ascend"), or None when
+    no set pins that version (a build ascendctl cannot vouch for)."""
+    want = requirement_name(package)
+    for pinned in ascend_sets().values():
+        on_ascend = {requirement_name(str(n)) for n in pinned.get("ascend_index", [])}
+        pins = [str(r) for r in pinned.get("requirements", [])]
+        if pinned.get("triton_ascend"):
+            pins.append(f"triton-ascend=={pinned['triton_ascend']}")
+        for req in pins:
+            if requirement_name(req) == want and req.partition("==")[2] == version:
+                return "ascend" if want in on_ascend else "pypi"
+    return None
+
+
+def pip_install_hint(package: str, version: str, extra: str = "") -> str | None:
+    """`pip install package==version` with the index the sets get it from, or None when no set pins
+    that version (then no command can promise it exists)."""
+    source = package_source(package, version)
+    if source is None:
+        return None
+    index = f" --extra-index-url {index_urls()[source]}" if source != "pypi" else ""
+    return f"pip install {extra}{package}=={version}{index}"
+
+
+def glibc_needed(cann: str | None, arch: str | None) -> tuple[str, str] | None:
+    """(glibc, vllm-ascend release) of the set for this CANN on this architecture, or None."""
+    if not cann or arch not in ARCHES:
+        return None
+    try:
+        set_cann, _ = resolve_cann(cann)
+    except PlanError:
+        return None
+    pinned = ascend_set(set_cann) or {}
+    need = (pinned.get("glibc") or {}).get(arch)
+    return (str(need), str(pinned.get("vllm_ascend"))) if need else None
+
+
+def newest_set_for_glibc(glibc: str, arch: str) -> str | None:
+    """The newest CANN whose set's wheels install on this glibc, or None."""
+    fits = [
+        c
+        for c, p in ascend_sets().items()
+        if release_tuple(str((p.get("glibc") or {}).get(arch, "99"))) <= release_tuple(glibc)
+    ]
+    return max(fits, key=cann_key, default=None)

@@ -380,7 +380,7 @@ def test_a_cann_older_than_every_release_is_an_error_with_the_supported_range(tm
     got = by_id(report)
     toolkit = got["cann.toolkit"]
     assert toolkit.status is Status.ERROR, toolkit
-    assert f"CANN {version}" in toolkit.summary and "(CANN 8.0.0 to 9.1.0)" in toolkit.summary
+    assert f"CANN {version}" in toolkit.summary and "(CANN 8.0.0 to 9.2.0)" in toolkit.summary
     assert "install CANN 8.0.0 or newer" in toolkit.fix
     assert report.exit_code() == 1
 
@@ -390,7 +390,7 @@ def test_a_torch_npu_built_for_a_newer_cann_than_the_host_has_is_an_error(tmp_pa
     check = got["stack.torch_npu_cann"]
     assert check.status is Status.ERROR, check
     assert "torch_npu 2.5.1.post1 needs CANN 8.0.0 or newer" in check.summary and "7.0.0" in check.summary
-    assert "8.0.0 to 9.1.0" in check.fix
+    assert "8.0.0 to 9.2.0" in check.fix
 
 
 def test_an_unknown_check_id_is_bad_input_with_a_suggestion():

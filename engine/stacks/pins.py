@@ -110,7 +110,10 @@ def _plan(key: str, cann: str, root: str | None, chip: str | None, arch: str | N
 
     notes = []
     if chip is None:
-        chip = _detect_chip(root)
+        try:
+            chip = _detect_chip(root)
+        except Exception:  # an unreadable npu-smi answer: plan for A2 and say so
+            chip = None
         if chip is None:
             chip = "A2"
             notes.append("pins: npu-smi did not tell the chip; planning for A2 (pass --chip A3|310P|950 otherwise)")
@@ -172,7 +175,7 @@ def main(argv: list[str]) -> int:
             cann = cann or _detect_cann(root)
         except Exception as exc:  # a broken tree must not stop install.sh with a traceback
             print(f"pins: cannot read the CANN version: {exc}", file=sys.stderr)
-            return 1
+            return NO_PLAN if key == "install" else 1
         if not cann:
             print("pins: no CANN toolkit found; install CANN first or pass --cann VERSION", file=sys.stderr)
             return NO_PLAN if key == "install" else 1

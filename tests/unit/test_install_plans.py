@@ -179,6 +179,12 @@ def test_plan_command_reads_the_chip_and_cann_of_a_recorded_host(capsys):
     assert "does not support A3" in capsys.readouterr().err
 
 
+def test_requirements_of_a_cann_without_a_set_warn_and_print_its_lines_set(capsys):
+    assert main(["ascend", "requirements", "--cann", "9.1.1"]) == 0
+    out = capsys.readouterr()
+    assert "vllm-ascend==0.23.0" in out.out.splitlines() and "using the set for CANN 9.1.0" in out.err
+
+
 def test_install_without_a_set_exits_3_for_install_sh(capsys):
     assert main(["ascend", "install", "--root", str(HOSTS / "cpu-host")]) == 3
     assert main(["ascend", "install", "--cann", "7.0.0"]) == 3

@@ -307,6 +307,8 @@ def build_plan(
         )
     else:
         device_type = None
+    if compiled := [str(r) for r in pinned.get("built_from_source", [])]:
+        notes.append(f"PyPI has only source archives of {', '.join(compiled)}: step 4 compiles them (gcc, g++)")
     if pinned.get("note"):
         notes.append(str(pinned["note"]))
     return Plan(

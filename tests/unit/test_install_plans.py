@@ -65,6 +65,7 @@ def test_the_newest_set_follows_the_dockerfile_order_on_a2_aarch64():
         "triton-ascend==3.2.2",
     ]
     assert _step(plan, "check-chip").options == ("A2",)
+    assert "arctic-inference==0.1.1: step 4 compiles them" in render(plan)
 
 
 def test_x86_64_takes_torch_from_the_cpu_index_in_every_step_that_can_pull_it():

@@ -5,18 +5,23 @@
 #   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
 #
+# Ascend: --cann=V, --chip=A2|A3|310P|950 and --index=NAME=URL (a mirror; or the environment variable
+# ASCENDCTL_INDEX_<NAME>) choose the plan; see it first: python -m engine.stacks.pins ascend plan
+#
 # Safe to run again: with nothing to change it finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 DEV=0
 ENGINE=1
+PLAN_ARGS=()
 for arg in "$@"; do
     case "$arg" in
         --dev) DEV=1 ;;
         --no-engine) ENGINE=0 ;;
-        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install.sh: unknown option $arg (use --dev, --no-engine)" >&2; exit 2 ;;
+        --cann=*|--chip=*|--index=*) PLAN_ARGS+=("${arg%%=*}" "${arg#*=}") ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install.sh: unknown option $arg (use --dev, --no-engine, --cann=V, --chip=C, --index=NAME=URL)" >&2; exit 2 ;;
     esac
 done
 
@@ -58,6 +63,7 @@ extras=fast
 [ "$DEV" = 1 ] && extras="fast,dev"
 stamp="$VENV/.ascendctl-install"
 want="$(cat pyproject.toml engine/stacks/engines.yaml | cksum) extras=$extras engine=$ENGINE platform=$PLATFORM"
+[ "${#PLAN_ARGS[@]}" -gt 0 ] && want="$want plan=${PLAN_ARGS[*]}"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import ascendctl' 2>/dev/null; then
     say "ascendctl and its engine are already installed and up to date ($VENV)"
     exit 0
@@ -99,14 +105,21 @@ for req in sys.argv[1:]:
 PY
 }
 
-if [ "$ENGINE" = 1 ]; then
-    if [ "$PLATFORM" = ascend ]; then
-        # The Ascend stack must match the CANN toolkit on the host; doctor names the set.
-        reqs=$("$VPY" -m engine.stacks.pins ascend requirements 2>/dev/null) || reqs=""
-    else
-        reqs=$("$VPY" -m engine.stacks.pins "$PLATFORM" requirements) \
-            || die "no pinned engine for $PLATFORM" "run ./install.sh --no-engine and install the engine by hand"
+if [ "$ENGINE" = 1 ] && [ "$PLATFORM" = ascend ]; then
+    # The Ascend stack must match the CANN toolkit, the chip and the CPU architecture. The plan
+    # runs its pip steps in the order of the official Dockerfiles, numbered; a failing step names
+    # itself, why it is there and the fix. Exit 3: no set for this host (no CANN found).
+    say "installing the Ascend engine (its steps: $VPY -m engine.stacks.pins ascend plan)"
+    rc=0
+    "$VPY" -m engine.stacks.pins ascend install ${PLAN_ARGS[@]+"${PLAN_ARGS[@]}"} || rc=$?
+    if [ "$rc" = 3 ]; then
+        say "no pinned engine set for this host yet: run .venv/bin/ascendctl doctor for the matching versions"
+    elif [ "$rc" != 0 ]; then
+        exit 1
     fi
+elif [ "$ENGINE" = 1 ]; then
+    reqs=$("$VPY" -m engine.stacks.pins "$PLATFORM" requirements) \
+        || die "no pinned engine for $PLATFORM" "run ./install.sh --no-engine and install the engine by hand"
     # shellcheck disable=SC2086
     if [ -z "$reqs" ]; then
         say "no pinned engine set for this host yet: run .venv/bin/ascendctl doctor for the matching versions"
@@ -117,7 +130,7 @@ if [ "$ENGINE" = 1 ]; then
         if [ "$PLATFORM" = cpu ]; then
             say "(the CPU engine needs torch 2.13.0+cpu; outside a machine that has it, set PIP_EXTRA_INDEX_URL to the PyTorch CPU index)"
         fi
-        # Build settings of the set (Ascend: VLLM_TARGET_DEVICE=empty, vLLM built without CUDA).
+        # Build settings of the set, where it has any.
         for kv in $("$VPY" -m engine.stacks.pins "$PLATFORM" build_env 2>/dev/null); do export "$kv"; done
         # shellcheck disable=SC2086
         "${PIP[@]}" install --quiet $missing \

@@ -343,13 +343,19 @@ def check_pairing(ctx: Context) -> Outcome:
     tk, d = ctx.toolkit, ctx.driver
     table = ctx.npu_smi.table if d is None and _unrecorded(ctx) else None
     if table is not None and table.driver_version and tk is not None and tk.version:
-        # Without version.info there are no compatibility codes: only a pair seen working vouches.
-        if ctx.matrix.driver_seen_with(table.driver_version, tk.version):
-            return ok(f"driver {table.driver_version} with CANN {tk.version} is a pair seen working")
+        # Without version.info there are no compatibility codes: Huawei's table decides.
+        verdict = ctx.matrix.driver_compatible(table.driver_version, tk.version)
+        if verdict:
+            return ok(f"Huawei's compatibility table lists driver {table.driver_version} for CANN {tk.version}")
+        if verdict is False:
+            return error(
+                f"Huawei's compatibility table marks driver {table.driver_version} incompatible with CANN {tk.version}",
+                "install a driver (HDK) release the table lists for this CANN version, or a CANN release for the driver",
+            )
         return skip("driver version.info (its compatibility codes) not recorded")
     if tk is None or d is None or not tk.version or not d.version:
         return skip("needs both the driver and the CANN version")
-    p = pair(tk, d, ctx.matrix.driver_seen_with(d.version, tk.version))
+    p = pair(tk, d, ctx.matrix.driver_compatible(d.version, tk.version))
     if p.verdict == "ok":
         return ok(p.reason)
     fix = "install a driver (HDK) release listed for this CANN version in Huawei's compatibility table, or the CANN release that matches the driver"
@@ -460,7 +466,7 @@ def _installed_row(ctx: Context):
 def _install_fix(ctx: Context) -> str:
     tk = ctx.toolkit
     if tk and tk.version and ascend_set(tk.version):
-        return f"./install.sh   (installs the set pinned for CANN {tk.version}: `python -m engine.stacks.pins ascend requirements`)"
+        return f"./install.sh   (installs the set pinned for CANN {tk.version}: `python -m engine.stacks.pins ascend plan`)"
     return "./install.sh, or install one whole row of the compatibility matrix for your CANN version"
 
 
@@ -494,14 +500,32 @@ def check_engine(ctx: Context) -> Outcome:
         )
     if missing:
         return error(f"engine incomplete in {e.interpreter}: {', '.join(missing)} not installed", _install_fix(ctx))
-    if e.packages.get("triton") and e.packages.get("triton-ascend"):
-        return warn(
-            "the CUDA `triton` package is installed next to triton-ascend and shadows it",
-            f"pip uninstall -y triton && pip install --force-reinstall triton-ascend=={e.packages['triton-ascend']}",
-        )
+    if e.packages.get("triton"):
+        return warn(*_triton_finding(ctx))
     return ok(
         _engine_summary(ctx)
         + (f", transformers {e.packages['transformers']}" if e.packages.get("transformers") else "")
+    )
+
+
+def _triton_finding(ctx: Context) -> tuple[str, str]:
+    """The CUDA triton on an NPU host: the summary and the fix (reinstalling triton-ascend from
+    where the pinned sets get it, since removing triton deletes files the two share)."""
+    from engine.stacks.plan import pip_install_hint
+
+    e = ctx.engine
+    ta = e.packages.get("triton-ascend")
+    if not ta:
+        return (
+            f"the CUDA `triton` {e.packages['triton']} is installed on an NPU host (vLLM would try to use it)",
+            "pip uninstall -y triton",
+        )
+    again = pip_install_hint("triton-ascend", ta, "--force-reinstall ")
+    return (
+        "the CUDA `triton` package is installed next to triton-ascend and shadows it",
+        f"pip uninstall -y triton && {again}"
+        if again
+        else f"pip uninstall -y triton, then reinstall triton-ascend {ta} from where it came ({_install_fix(ctx)})",
     )
 
 
@@ -563,18 +587,31 @@ def check_matrix(ctx: Context) -> Outcome:
     tf = e.packages.get("transformers")
     if tf and row.transformers and satisfies(tf, row.transformers) is False:
         soft.append(f"transformers {tf} (row wants {row.transformers})")
-    fix = (
-        f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' "
-        f"'torch-npu=={row.torch_npu}'"
-        + (f" 'transformers{row.transformers}'" if row.transformers else "")
-        + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty"
-    )
+    fix = _row_fix(ctx, row)
     if bad:
         return error(f"vllm-ascend {row.vllm_ascend} does not match: {'; '.join(bad + soft)}", fix)
     if soft:
         return warn(f"vllm-ascend {row.vllm_ascend} row differs: {'; '.join(soft)}", fix)
     return ok(
         f"vllm-ascend {row.vllm_ascend} row: vLLM {row.vllm}, torch {row.torch}, torch_npu {row.torch_npu}, CANN {row.cann}"
+    )
+
+
+def _row_fix(ctx: Context, row) -> str:
+    """How to install the row, naming only versions PyPI has: a row whose torch_npu is a build
+    outside PyPI names the release's own pin, or the pinned set when that is outside PyPI too."""
+    tn = row.pip_torch_npu()
+    if tn is None:
+        return f"torch_npu {row.torch_npu} of this row is not on PyPI: {_install_fix(ctx)}"
+    note = (
+        f" (the row's torch_npu {row.torch_npu} is a build outside PyPI; the release pins {tn})"
+        if tn != row.torch_npu
+        else ""
+    )
+    return (
+        f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' 'torch-npu=={tn}'"
+        + (f" 'transformers{row.transformers}'" if row.transformers else "")
+        + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty{note}; or {_install_fix(ctx)}"
     )
 
 
@@ -767,6 +804,8 @@ def check_glibc(ctx: Context) -> Outcome:
     version = ctx.glibc
     if version is None:
         return skip("glibc version not known" + ("" if ctx.live else " (ldd --version not recorded)"))
+    if ctx.platform == "ascend":
+        return _glibc_ascend(ctx, version)
     need = ctx.matrix.min_glibc.get(ctx.platform)
     if need and release_tuple(version) < release_tuple(need):
         return error(
@@ -774,6 +813,44 @@ def check_glibc(ctx: Context) -> Outcome:
             f"use a distribution with glibc >= {need} (or the official container image)",
         )
     return ok(f"glibc {version}" + (f" (engine needs >= {need})" if need else ""))
+
+
+def _machine(ctx: Context) -> str | None:
+    if not ctx.engine.error and ctx.engine.machine:
+        return ctx.engine.machine
+    if ctx.toolkit and ctx.toolkit.arch:
+        return ctx.toolkit.arch
+    if ctx.live:
+        import platform
+
+        return platform.machine()
+    return None
+
+
+def _glibc_ascend(ctx: Context, version: str) -> Outcome:
+    """Against the manylinux tag of the wheels of the set pinned for the host's CANN: below it pip
+    compiles vllm-ascend (and what else has no wheel) from source, which needs the CANN toolchain."""
+    from engine.stacks.plan import glibc_needed, newest_set_for_glibc
+
+    arch = _machine(ctx)
+    tk = ctx.toolkit
+    found = glibc_needed(tk.version if tk else None, arch)
+    if found is None:
+        return ok(f"glibc {version}")
+    need, va = found
+    if release_tuple(version) >= release_tuple(need):
+        return ok(f"glibc {version} (the wheels of vllm-ascend {va} for {arch} need >= {need})")
+    if ctx.engine.packages.get("vllm-ascend") and not ctx.engine.error:
+        return ok(
+            f"glibc {version}: below the {need} of vllm-ascend {va}'s wheels, so the installed engine was built here"
+        )
+    older = newest_set_for_glibc(version, arch or "")
+    return warn(
+        f"glibc {version} is older than {need}, which the wheels of vllm-ascend {va} for {arch} need: "
+        "installing it compiles from source, which needs the CANN toolchain and a compiler",
+        f"use the official vllm-ascend container image or a distribution with glibc >= {need}"
+        + (f"; or CANN {older}, whose set has wheels for this glibc" if older else ""),
+    )
 
 
 @check("system.disk", "system", "Free disk space for model and compile caches")

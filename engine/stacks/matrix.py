@@ -28,6 +28,15 @@ class Release:
     image_python: str
     hardware: tuple[str, ...]
     in_matrix: bool = True
+    # The torch_npu pip installs from PyPI for this row where `torch_npu` is a build PyPI lacks
+    # ("" when the release's own pin is outside PyPI too); None: `torch_npu` itself is on PyPI.
+    torch_npu_pypi: str | None = None
+
+    def pip_torch_npu(self) -> str | None:
+        """The torch_npu version a `pip install torch-npu==V` hint may name (one PyPI has), or None."""
+        if self.torch_npu_pypi is None:
+            return self.torch_npu
+        return self.torch_npu_pypi or None
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,8 @@ class Chip:
 class Matrix:
     releases: tuple[Release, ...]
     torch_npu_by_cann: dict[str, tuple[str, ...]]
-    observed_driver_cann: tuple[tuple[str, tuple[str, ...]], ...]
+    # Huawei's CANN line -> (driver lines it supports, driver lines it does not)
+    driver_cann: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
     chips: tuple[Chip, ...]
     min_glibc: dict[str, str]
 
@@ -70,15 +80,20 @@ class Matrix:
             return None
         return any(same_release(torch_npu, b) for b in builds)
 
-    def driver_seen_with(self, driver: str | None, cann: str | None) -> bool | None:
-        """True when this driver and CANN were seen working together, None when never reported."""
+    def driver_compatible(self, driver: str | None, cann: str | None) -> bool | None:
+        """Huawei's compatibility table: True when it lists this driver line for this CANN line,
+        False when it marks the pair incompatible, None when the table does not say."""
         want = cann_release(cann)
         if not driver or not want:
             return None
-        for prefix, canns in self.observed_driver_cann:
-            if driver == prefix or driver.startswith(prefix + "."):
-                if want in {cann_release(c) for c in canns}:
+        drv = driver.lower()
+        for line, supported, unsupported in self.driver_cann:
+            if want == line or want.startswith(line + "."):
+                if any(drv == p or drv.startswith(p + ".") for p in unsupported):
+                    return False
+                if any(drv == p or drv.startswith(p + ".") for p in supported):
                     return True
+                return None
         return None
 
     def chip(self, name: str | None) -> Chip | None:
@@ -132,13 +147,21 @@ def load_matrix() -> Matrix:
             image_python=_s(r.get("image_python")),
             hardware=tuple(_s(h) for h in r.get("hardware", ())),
             in_matrix=bool(r.get("in_matrix", True)),
+            torch_npu_pypi=None if r.get("torch_npu_pypi") is None else _s(r["torch_npu_pypi"]),
         )
         for r in raw["releases"]
     )
     torch_npu = {cann_release(_s(k)) or _s(k): tuple(_s(v) for v in vs) for k, vs in raw["torch_npu_by_cann"].items()}
-    observed = tuple((_s(p["driver"]), tuple(_s(c) for c in p["cann"])) for p in raw["observed_driver_cann"])
+    drivers = tuple(
+        (
+            _s(p["cann"]),
+            tuple(_s(d).lower() for d in p["driver"]),
+            tuple(_s(d).lower() for d in p.get("unsupported", ())),
+        )
+        for p in raw["driver_cann"]
+    )
     chips = tuple(
         Chip(_s(c["match"]), _s(c["family"]), tuple(_s(d) for d in c.get("dtypes", ())), bool(c.get("supported", True)))
         for c in raw["chips"]
     )
-    return Matrix(releases, torch_npu, observed, chips, {k: _s(v) for k, v in raw.get("min_glibc", {}).items()})
+    return Matrix(releases, torch_npu, drivers, chips, {k: _s(v) for k, v in raw.get("min_glibc", {}).items()})

@@ -111,12 +111,13 @@ class Pairing:
     reason: str
 
 
-def pair(toolkit: CannToolkit, driver: DriverInfo, seen_working: bool | None) -> Pairing:
+def pair(toolkit: CannToolkit, driver: DriverInfo, huawei: bool | None) -> Pairing:
     """Driver <-> CANN: the two sides list each other's families in `compatible_version`.
 
     Both files carry the V100R001Cxx family. When either side lists the other, the pair is
     accepted; when both lists exist and neither does, it is a mismatch. CANN 9.x toolkit files
-    carry no codes: then only pairs seen working in the field are vouched for.
+    carry no codes: then Huawei's published compatibility table decides (`huawei`: True when it
+    lists the pair, False when it marks it incompatible, None when it does not say).
     """
     drv_fam, cann_fam = driver.family, toolkit.family
     cann_accepts = families(toolkit.compatible_version)
@@ -125,8 +126,13 @@ def pair(toolkit: CannToolkit, driver: DriverInfo, seen_working: bool | None) ->
         return Pairing("ok", f"CANN {toolkit.version} lists driver family {drv_fam} as compatible")
     if cann_fam and drv_accepts is not None and int(cann_fam[1:]) in drv_accepts:
         return Pairing("ok", f"driver {driver.version} lists CANN family {cann_fam} as compatible")
-    if seen_working:
-        return Pairing("ok", f"driver {driver.version} with CANN {toolkit.version} is a pair seen working")
+    if huawei:
+        return Pairing("ok", f"Huawei's compatibility table lists driver {driver.version} for CANN {toolkit.version}")
+    if huawei is False:
+        return Pairing(
+            "mismatch",
+            f"Huawei's compatibility table marks driver {driver.version} incompatible with CANN {toolkit.version}",
+        )
     if drv_fam and cann_fam and cann_accepts is not None and drv_accepts is not None:
         return Pairing(
             "mismatch",

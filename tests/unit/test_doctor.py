@@ -380,7 +380,7 @@ def test_a_cann_older_than_every_release_is_an_error_with_the_supported_range(tm
     got = by_id(report)
     toolkit = got["cann.toolkit"]
     assert toolkit.status is Status.ERROR, toolkit
-    assert f"CANN {version}" in toolkit.summary and "(CANN 8.0.0 to 9.1.0)" in toolkit.summary
+    assert f"CANN {version}" in toolkit.summary and "(CANN 8.0.0 to 9.2.0)" in toolkit.summary
     assert "install CANN 8.0.0 or newer" in toolkit.fix
     assert report.exit_code() == 1
 
@@ -390,7 +390,7 @@ def test_a_torch_npu_built_for_a_newer_cann_than_the_host_has_is_an_error(tmp_pa
     check = got["stack.torch_npu_cann"]
     assert check.status is Status.ERROR, check
     assert "torch_npu 2.5.1.post1 needs CANN 8.0.0 or newer" in check.summary and "7.0.0" in check.summary
-    assert "8.0.0 to 9.1.0" in check.fix
+    assert "8.0.0 to 9.2.0" in check.fix
 
 
 def test_an_unknown_check_id_is_bad_input_with_a_suggestion():
@@ -410,3 +410,88 @@ def test_doctor_check_typo_exits_2_on_the_command_line(capsys):
     assert main(["doctor", "--root", str(HOSTS / "cpu-host"), "--check", "devices.helath"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'devices.health'" in err and "ready to serve" not in err
+
+
+def _engine_variant(tmp_path, name: str, cann: str | None = None, glibc: str | None = None, **packages):
+    """A recorded host with other engine package versions (None: not installed), CANN or glibc."""
+    root = tmp_path / f"{name}-variant"
+    shutil.copytree(HOSTS / name, root, symlinks=True)
+    commands = root / ".recorded/commands"
+    data = json.loads((commands / "python_-c.out").read_text())
+    data["packages"].update({k.replace("_", "-"): v for k, v in packages.items()})
+    (commands / "python_-c.out").write_text(json.dumps(data))
+    if glibc:
+        (commands / "ldd_--version.out").write_text(f"ldd (GNU libc) {glibc}\n")
+    if cann:
+        for info in root.glob("usr/local/Ascend/ascend-toolkit/*/*-linux/ascend_toolkit_install.info"):
+            text = info.read_text()
+            old = next(ln for ln in text.splitlines() if ln.startswith("version="))
+            info.write_text(text.replace(old, f"version={cann}"))
+    return root
+
+
+def test_the_cuda_triton_is_flagged_with_or_without_triton_ascend(tmp_path):
+    alone = by_id(run_doctor(_engine_variant(tmp_path / "a", "healthy-910b", triton="3.3.0")))["stack.engine"]
+    assert alone.status is Status.WARN and "CUDA `triton` 3.3.0" in alone.summary
+    assert alone.fix == "pip uninstall -y triton"
+    # 3.2.2 exists on Huawei's index only: the reinstall names it
+    root = _engine_variant(tmp_path / "b", "atlas-300i-310p", triton="3.3.0", triton_ascend="3.2.2")
+    both = by_id(run_doctor(root))["stack.engine"]
+    assert both.status is Status.WARN and "shadows it" in both.summary
+    assert "triton-ascend==3.2.2 --extra-index-url https://mirrors.huaweicloud.com/ascend/repos/pypi" in both.fix
+    # a build no pinned set uses: no command that promises where it is
+    root = _engine_variant(tmp_path / "c", "atlas-300i-310p", triton="3.3.0", triton_ascend="3.2.0.dev20260322")
+    odd = by_id(run_doctor(root))["stack.engine"]
+    assert "==3.2.0.dev20260322" not in odd.fix and "reinstall triton-ascend 3.2.0.dev20260322" in odd.fix
+
+
+@pytest.mark.parametrize(
+    "installed, row_torch_npu, hint",
+    [
+        ({"vllm_ascend": "0.18.0", "vllm": "0.18.0", "torch": "2.9.0", "torch_npu": "2.9.0"}, "2.9.0.post1", "2.9.0"),
+        ({"vllm_ascend": "0.11.0", "vllm": "0.11.0", "torch": "2.7.1", "torch_npu": "2.7.1"}, "2.7.1.post1", "2.7.1"),
+        (
+            {"vllm_ascend": "0.13.0rc2", "vllm": "0.13.0", "torch": "2.8.0", "torch_npu": "2.8.0"},
+            "2.8.0.post1",
+            "2.8.0",
+        ),
+    ],
+)
+def test_matrix_fixes_name_torch_npu_versions_pip_can_install(tmp_path, installed, row_torch_npu, hint):
+    """A row whose torch_npu is a build outside PyPI: the hint names the release's own pin."""
+    root = _engine_variant(tmp_path, "healthy-910b", **installed, transformers="9.9.9")
+    check = by_id(run_doctor(root))["stack.matrix"]
+    assert check.status is Status.WARN, check
+    assert f"'torch-npu=={hint}'" in check.fix and f"torch-npu=={row_torch_npu}" not in check.fix
+    assert "build outside PyPI" in check.fix
+
+
+def test_matrix_fix_of_a_dev_build_row_points_at_the_pinned_set(tmp_path):
+    root = _engine_variant(tmp_path, "healthy-910b", vllm_ascend="0.10.0rc1", torch="2.7.1", torch_npu="2.5.1")
+    check = by_id(run_doctor(root))["stack.matrix"]
+    assert check.status is Status.ERROR and "pip install" not in check.fix
+    assert "2.7.1.dev20250724 of this row is not on PyPI" in check.fix and "./install.sh" in check.fix
+
+
+def test_glibc_below_the_sets_wheels_is_a_warning_before_install_and_fine_after(tmp_path):
+    before = _engine_variant(tmp_path / "a", "atlas-300i-310p", glibc="2.31", vllm_ascend=None)
+    check = by_id(run_doctor(before))["system.glibc"]
+    assert check.status is Status.WARN, check
+    assert "older than 2.34" in check.summary and "vllm-ascend 0.23.0" in check.summary
+    assert "container image" in check.fix and "CANN 8.5.1" in check.fix
+    after = by_id(run_doctor(_engine_variant(tmp_path / "b", "atlas-300i-310p", glibc="2.31")))["system.glibc"]
+    assert after.status is Status.OK and "built here" in after.summary
+    fine = by_id(run_doctor(HOSTS / "atlas-300i-310p"))["system.glibc"]
+    assert fine.status is Status.OK and ">= 2.34" in fine.summary
+
+
+def test_driver_pairing_follows_huaweis_table_when_files_carry_no_codes():
+    got = by_id(run_doctor(HOSTS / "atlas-300i-310p"))["driver.pairing"]
+    assert got.status is Status.OK and "Huawei's compatibility table lists driver 25.5.2 for CANN 9.1.0" in got.summary
+    from engine.stacks.matrix import load_matrix
+
+    m = load_matrix()
+    assert m.driver_compatible("25.0.rc1.1", "9.1.1") is False  # 9.1.X does not support HDK 25.0.X
+    assert m.driver_compatible("25.0.rc1.1", "9.0.1") is True
+    assert m.driver_compatible("26.0.RC1", "8.5.2") is True
+    assert m.driver_compatible("24.1.0", "8.1.RC1") is None  # the table does not cover it

@@ -168,10 +168,11 @@ def test_pairing_verdicts():
         compatible_fw=("9.0.0", "9.9.9"),
     )
     assert pair(old_tk, new_drv, None).verdict == "mismatch"
-    # CANN 9.x files carry no codes: only a pair seen working is vouched for
+    # CANN 9.x files carry no codes: Huawei's compatibility table decides, both ways
     h9 = host("atlas-300i-310p")
     assert pair(find_toolkit(h9), read_driver(h9), None).verdict == "unknown"
     assert pair(find_toolkit(h9), read_driver(h9), True).verdict == "ok"
+    assert pair(find_toolkit(h9), read_driver(h9), False).verdict == "mismatch"
 
 
 # -- devices, environment ------------------------------------------------------------------------

@@ -16,11 +16,11 @@ DEFAULT_LISTEN = "127.0.0.1:9108"
 HELP = f"""Serve /metrics for Prometheus: every NPU under MindCluster npu-exporter's names (dcgm-exporter's
 on CUDA), each engine's vllm:* series with an `engine` label, and what only ascendctl knows (engine
 up / phase / time to ready / restarts / stall, planned vs actual KV blocks, active diagnostics, known-issue
-events, doctor checks, source health).
+events, CANN error codes in the plogs, doctor checks, source health).
 
 Engines: the live runs `ascendctl serve` started, plus any URLs given. Collection runs in the
-background (devices and engines every 5 s, doctor every 300 s; --interval GROUP=SECONDS); a scrape
-never waits on npu-smi.
+background (devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s; --interval
+GROUP=SECONDS); a scrape never waits on npu-smi.
 
   ascendctl exporter                       serve on {DEFAULT_LISTEN}
   ascendctl exporter dashboard > ascendctl.json     the Grafana dashboard
@@ -47,7 +47,7 @@ def exporter(
         None, "--set", help="Override one threshold, e.g. --set pending_requests=32."
     ),
     interval: Optional[List[str]] = typer.Option(
-        None, "--interval", metavar="GROUP=SECONDS", help="Collection interval of devices, engines or doctor."
+        None, "--interval", metavar="GROUP=SECONDS", help="Collection interval of devices, engines, plogs or doctor."
     ),
     web_config: Optional[Path] = typer.Option(
         None, "--web-config", metavar="FILE", help="TLS and basic auth (Prometheus exporter-toolkit format)."

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
+from engine.system.cann import process_log_dir
 from engine.system.host import Host
 from engine.system.recorded import RECORD_DIR, command_key
 from engine.system.runner import ToolMissing
@@ -351,7 +352,7 @@ class _Builder:
 
     def plogs(self, src: Source) -> None:
         env = self.base.env
-        base = env.get("ASCEND_PROCESS_LOG_PATH") or posixpath.join(env.get("HOME") or "/root", "ascend", "log")
+        base = process_log_dir(env)
         src.what = self.red.path(base)
         local = self.base.path(base)
         if not local.is_dir():

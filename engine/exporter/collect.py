@@ -7,7 +7,8 @@ kills a hung tool's whole process group.
 
 Groups: `devices` (npu-smi info and per-card usages, or nvidia-smi, or the host), `engines`
 (the live `ascendctl serve` runs plus the URLs given: /metrics, the log tail's known issues, the
-threshold rules, all through the same Collector `top` uses), `doctor` (every check, slowly).
+threshold rules, all through the same Collector `top` uses), `plogs` (CANN error codes in the
+plogs), `doctor` (every check, slowly).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from engine.telemetry.collector import Collector, Target, targets_from_runs
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
-DEFAULT_INTERVALS: Mapping[str, float] = {"devices": 5.0, "engines": 5.0, "doctor": 300.0}
+DEFAULT_INTERVALS: Mapping[str, float] = {"devices": 5.0, "engines": 5.0, "plogs": 30.0, "doctor": 300.0}
 # An engine is stalled when requests run and no token came out for this long.
 STALL_AFTER_S = 60.0
 
@@ -115,6 +116,7 @@ class ExporterState:
     snapshot: Snapshot | None = None
     engines: Mapping[str, EngineExtra] = field(default_factory=dict)
     doctor: Any = None  # engine.doctor.DoctorReport
+    plog_codes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (code, kind) -> lines
     statuses: tuple[GroupStatus, ...] = ()
 
 
@@ -144,6 +146,7 @@ class Exporter:
         passthrough: bool = True,
         with_runs: bool = True,
         doctor: bool = True,
+        plogs: bool = True,
         host: str | None = None,
         timeout: float = 3.0,
     ) -> None:
@@ -180,6 +183,13 @@ class Exporter:
             self._devices = None
         self._engine_group = _Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines")
         self._groups.append(self._engine_group)
+        self._plog_group = None
+        if plogs:
+            from engine.exporter.plogs import PlogCounter
+
+            counter = PlogCounter()
+            self._plog_group = _Group("plogs", self.intervals["plogs"], counter.poll, self._stop, "plogs")
+            self._groups.append(self._plog_group)
         self._doctor_group = (
             _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor") if doctor else None
         )
@@ -224,6 +234,7 @@ class Exporter:
             snapshot=self._snapshot,
             engines=dict(self._extras),
             doctor=self._doctor_group.value if self._doctor_group is not None else None,
+            plog_codes=dict(self._plog_group.value or {}) if self._plog_group is not None else {},
             statuses=tuple(g.status for g in self._groups),
         )
 

@@ -34,6 +34,7 @@ def families(state: ExporterState, collected: bool = True, sources: bool = True)
         yield from _device_families(state)
         yield from _engine_families(state)
         yield from _diagnostic_families(state)
+        yield from _plog_families(state)
         yield from _doctor_families(state)
     if sources:
         yield from _source_families(state)
@@ -233,6 +234,17 @@ def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:
             events.add_metric([engine_name(d.subject), d.id, d.severity, host], float(d.count))
     yield active
     yield events
+
+
+def _plog_families(state: ExporterState) -> Iterator[Metric]:
+    codes = CounterMetricFamily(
+        "ascendctl_plog_error_codes",
+        "ERROR lines of the CANN plogs carrying a known error code, by code (counted while the exporter runs).",
+        labels=["code", "kind", "host"],
+    )
+    for (code, kind), n in sorted(state.plog_codes.items()):
+        codes.add_metric([code, kind, state.host], float(n))
+    yield codes
 
 
 def _doctor_families(state: ExporterState) -> Iterator[Metric]:

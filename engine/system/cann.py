@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import Mapping
 
 from engine.system import paths
 from engine.system.host import Host
@@ -152,3 +153,8 @@ def default_set_env(host: Host) -> str:
         if paths.exists(host, candidate):
             return candidate
     return f"{ASCEND}/ascend-toolkit/set_env.sh"
+
+
+def process_log_dir(env: Mapping[str, str]) -> str:
+    """Where CANN writes its process logs (plogs): ASCEND_PROCESS_LOG_PATH, else ~/ascend/log."""
+    return env.get("ASCEND_PROCESS_LOG_PATH") or posixpath.join(env.get("HOME") or "/root", "ascend", "log")

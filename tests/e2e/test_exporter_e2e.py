@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import ROOT, fake_npu_smi, free_port, require_tool, stop_group
+from helpers import FIXTURES, ROOT, fake_npu_smi, free_port, require_tool, stop_group
 
 from engine.exporter.alerts import alerts
 from engine.exporter.dashboard import queries
@@ -80,10 +80,12 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
     bin_dir = tmp_path / "bin"
     fake_npu_smi(bin_dir)
     exp_port, prom_port = free_port(), free_port()
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    plogs = tmp_path / "ascend-log"
+    (plogs / "debug" / "plog").mkdir(parents=True)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ASCEND_PROCESS_LOG_PATH": str(plogs)}
     exporter = subprocess.Popen(
         [sys.executable, "-m", "ascendctl", "exporter", "--listen", f"127.0.0.1:{exp_port}",
-         "--interval", "devices=1", "--interval", "engines=1"],
+         "--interval", "devices=1", "--interval", "engines=1", "--interval", "plogs=1"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     config = tmp_path / "prometheus.yml"
@@ -110,6 +112,11 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         _wait(f"http://127.0.0.1:{exp_port}/metrics", exporter, "the exporter")
         _wait(f"{prom_url}/-/ready", prom, "prometheus")
         client.start()
+        # A CANN error line written while the exporter runs (a recorded plog line, as it is).
+        coded = next(
+            ln for ln in (FIXTURES / "logs" / "plog_mixed_modules.log").read_text().splitlines() if "507051" in ln
+        )
+        (plogs / "debug" / "plog" / "plog-1.log").write_text(coded + "\n")
         # promtool lints a live scrape: our families must be clean (vLLM's own are what vLLM writes).
         scrape = httpx.get(f"http://127.0.0.1:{exp_port}/metrics").content
         lint = subprocess.run([promtool, "check", "metrics"], input=scrape, capture_output=True, timeout=60)
@@ -141,6 +148,7 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         assert _query(prom_url, f'ascendctl_engine_ready_seconds{{engine="{run_id}"}}')[0]["value"][1] == "41.5"
         issue = _query(prom_url, 'ascendctl_known_issue_events_total{rule="vllm-no-kv-cache-memory"}')
         assert issue and float(issue[0]["value"][1]) >= 1
+        assert _query(prom_url, 'ascendctl_plog_error_codes_total{code="507051"}')
         blocks = {r["metric"]["source"] for r in _query(prom_url, "ascendctl_engine_kv_blocks")}
         assert blocks == {"planned", "actual"}
     finally:

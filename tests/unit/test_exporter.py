@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from top_fakes import ReplayRunner, npu_text
 
 from engine.devices.sources import NpuSmiSource
-from engine.errors import BadInput
+from engine.errors import BadInput, Unreachable
 from engine.exporter.collect import EngineExtra, Exporter, ExporterState
 from engine.exporter.families import _engine_npus, _npus_by_pid, families
 from engine.exporter.server import ExporterServer, Renderer
@@ -264,3 +264,40 @@ def test_stall_verdict_counts_seconds_with_requests_running_and_no_tokens(monkey
         assert exp._extra(View, Snap).stalled_for is None
     finally:
         exp.close()
+
+
+def test_plog_error_codes_are_counted_from_the_exporters_start(tmp_path):
+    from engine.exporter.plogs import PlogCounter
+
+    plog = tmp_path / "debug" / "plog"
+    plog.mkdir(parents=True)
+    old = plog / "plog-1.log"
+    line = next(ln for ln in (FIXTURES / "logs" / "plog_mixed_modules.log").read_text().splitlines() if "507051" in ln)
+    old.write_text(line + "\n")  # before the exporter started: not counted
+    counter = PlogCounter({"ASCEND_PROCESS_LOG_PATH": str(tmp_path)})
+    assert counter.poll() == {}
+    with old.open("a") as f:
+        f.write(line + "\n" + line.replace("[ERROR]", "[INFO]") + "\n")
+    (plog / "plog-2.log").write_text(line + "\n" + line[:40])  # a new file, its last line unfinished
+    assert counter.poll() == {("507051", "acl"): 2}
+    state = ExporterState("h", plog_codes=counter.counts)
+    text = Renderer().render(state)[0].decode()
+    assert 'ascendctl_plog_error_codes_total{code="507051",host="h",kind="acl"} 2.0' in text
+
+
+def test_no_plog_directory_is_a_source_down_not_a_crash(tmp_path):
+    from engine.exporter.plogs import PlogCounter
+
+    with pytest.raises(Unreachable):
+        PlogCounter({"ASCEND_PROCESS_LOG_PATH": str(tmp_path / "none")}).poll()
+
+
+def test_cuda_devices_go_out_under_dcgm_exporter_names():
+    from engine.devices.sample import DeviceSample
+
+    gpu = DeviceSample("cuda0", "cuda", "NVIDIA H200", mem_used_mb=1000.0, mem_total_mb=143771.0, util_pct=35.0)
+    s = _samples(ExporterState("gpu-host", (gpu,)))
+    assert s["DCGM_FI_DEV_FB_USED"][0].value == 1000.0
+    assert s["DCGM_FI_DEV_FB_FREE"][0].value == 142771.0
+    assert s["DCGM_FI_DEV_GPU_UTIL"][0].labels == {"gpu": "0", "modelName": "NVIDIA H200", "Hostname": "gpu-host"}
+    assert not any(name.startswith("npu_chip_info") for name in s)

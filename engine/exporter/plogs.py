@@ -1,0 +1,89 @@
+"""CANN error codes in the plogs of this host, counted by code for the exporter.
+
+The plog directory (ASCEND_PROCESS_LOG_PATH, else ~/ascend/log) is followed like a log tail:
+files that exist when the exporter starts are read from their end (the counters count what
+happens while it runs, as Prometheus counters do), files that appear later from their start.
+Only ERROR lines are looked at, and only codes the triage code tables can explain are counted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Mapping
+
+from engine.errors import Unreachable
+from engine.system.cann import process_log_dir
+from engine.triage.codes import find_codes
+
+# A busy host keeps thousands of plog files: only those written lately are followed.
+MAX_FILES = 200
+RECENT_S = 24 * 3600
+READ_CAP = 4 * 1024 * 1024  # bytes read from one file per poll
+
+
+class PlogCounter:
+    name = "plogs"
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.base = Path(process_log_dir(env if env is not None else os.environ))
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._started = False
+        self.counts: Counter[tuple[str, str]] = Counter()  # (code, kind) -> lines
+
+    def poll(self) -> Counter:
+        if not self.base.is_dir():
+            raise Unreachable(f"no CANN log directory at {self.base}", "set ASCEND_PROCESS_LOG_PATH to where plogs go")
+        first = not self._started
+        self._started = True
+        for path in self._recent():
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if path not in self._offsets:
+                self._offsets[path] = size if first else 0
+            offset = self._offsets[path]
+            if size < offset:  # rotated or truncated
+                offset = 0
+            if size == offset:
+                continue
+            try:
+                with path.open("rb") as f:
+                    f.seek(offset)
+                    data = f.read(READ_CAP)
+            except OSError:
+                continue
+            self._offsets[path] = offset + len(data)
+            lines = (self._partial.pop(path, b"") + data).split(b"\n")
+            self._partial[path] = lines.pop()
+            for raw in lines:
+                if b"ERROR" not in raw[:16]:
+                    continue
+                for info in find_codes(raw.decode("utf-8", "replace")):
+                    self.counts[(info.code, info.kind)] += 1
+        return Counter(self.counts)
+
+    def _recent(self) -> list[Path]:
+        cutoff = time.time() - RECENT_S
+        found: list[tuple[float, Path]] = []
+        for dirpath, _dirs, names in os.walk(self.base):
+            for n in names:
+                if not n.endswith(".log"):
+                    continue
+                p = Path(dirpath) / n
+                try:
+                    mtime = p.stat().st_mtime
+                except OSError:
+                    continue
+                if mtime >= cutoff:
+                    found.append((mtime, p))
+        found.sort(reverse=True)
+        keep = [p for _, p in found[:MAX_FILES]]
+        for gone in set(self._offsets) - set(keep):  # forget files no longer followed
+            self._offsets.pop(gone, None)
+            self._partial.pop(gone, None)
+        return keep

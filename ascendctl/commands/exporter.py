@@ -210,7 +210,8 @@ def _serve(
         threading.Thread(target=server.httpd.shutdown, daemon=True).start()
 
     previous = signal.signal(signal.SIGTERM, _term)
-    exporter.start()
+    # The groups start beside the server: a first npu-smi that hangs must not hold up scrapes.
+    threading.Thread(target=exporter.start, name="exporter-start", daemon=True).start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ the real values (`mapping()`) stays with the customer, beside the archive and ne
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Iterable
 
@@ -23,6 +24,9 @@ _KEEP_IPS = re.compile(r"^(?:127\.|0\.0\.0\.0$|255\.255\.255\.)")
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 # Not inside a longer dotted number (firmware "7.7.0.1.231"), nor a pinned version (`pkg==1.2.0.1`).
 _IP = rf"(?<![\w.])(?<!==)(?<!~=){_OCTET}(?:\.{_OCTET}){{3}}(?!\.?\d)(?![\w])"
+# IPv6 candidates (full or with ::), checked with the ipaddress module before they are replaced:
+# clock times (09:28:34) and MACs look alike and are not addresses.
+_IP6 = r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])"
 _UUID = r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 _MAC = r"(?<![\w:])(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}(?![\w:])"
 # npu-smi `-t board` prints `Serial Number : 033...`; MindCluster labels carry `vdie_id`.
@@ -40,7 +44,15 @@ class Redactor:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self._maps: dict[str, dict[str, str]] = {"ip": {}, "host": {}, "user": {}, "serial": {}, "uuid": {}, "mac": {}}
+        self._maps: dict[str, dict[str, str]] = {
+            "ip": {},
+            "ip6": {},
+            "host": {},
+            "user": {},
+            "serial": {},
+            "uuid": {},
+            "mac": {},
+        }
         self._names: dict[str, str] = {}  # known host and user names -> kind
         self._regex: re.Pattern[str] | None = None
 
@@ -93,6 +105,8 @@ class Redactor:
                     f"{(192, 198, 203)[min((n - 1) // 250, 2)]}.{(0, 51, 0)[min((n - 1) // 250, 2)]}."
                     f"{(2, 100, 113)[min((n - 1) // 250, 2)]}.{(n - 1) % 250 + 1}"
                 ),
+                # From the IPv6 documentation prefix (RFC 3849).
+                "ip6": lambda: f"2001:db8::{n:x}",
                 "host": lambda: f"host-{n}",
                 "user": lambda: f"user-{n}",
                 "serial": lambda: f"SERIAL-{n}",
@@ -105,7 +119,7 @@ class Redactor:
         if self._regex is None:
             parts = [rf"(?P<serial>{_SERIAL})", rf"(?P<assign>{_ASSIGN})"]
             if self.enabled:
-                parts += [rf"(?P<uuid>{_UUID})", rf"(?P<mac>{_MAC})", rf"(?P<ip>{_IP})"]
+                parts += [rf"(?P<uuid>{_UUID})", rf"(?P<mac>{_MAC})", rf"(?P<ip>{_IP})", rf"(?P<ip6>{_IP6})"]
                 if self._names:
                     names = sorted(self._names, key=len, reverse=True)  # longest first: the FQDN before its short name
                     parts.append(r"(?P<name>(?<![\w.\-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w\-]))")
@@ -128,6 +142,14 @@ class Redactor:
             if _KEEP_IPS.match(value) or _VERSIONISH.search(line):
                 return value
             return self._placeholder("ip", value)
+        if kind == "ip6":
+            try:
+                addr = ipaddress.IPv6Address(value)
+            except ValueError:
+                return value  # a clock time or another colon-separated figure
+            if addr.is_loopback or addr.is_unspecified:
+                return value
+            return self._placeholder("ip6", addr.compressed)
         if kind in ("uuid", "mac"):
             return self._placeholder(kind, value.lower())
         known = next((k for k in self._names if k.lower() == value.lower()), value)

@@ -205,6 +205,18 @@ def test_redactor_keeps_versions_loopback_and_is_consistent():
     assert Redactor(enabled=False).text("10.1.2.3 HF_TOKEN=abc") == "10.1.2.3 HF_TOKEN=****"
 
 
+def test_redactor_replaces_ipv6_addresses_but_not_clock_times_or_loopback():
+    r = Redactor()
+    text = r.text(
+        "[ERROR] HCCL(1,python3):2025-06-19-09:28:34.062.662 peer fe80::1ff:fe23:4567:890a\n"
+        "bind [::1]:8000; again FE80::1FF:FE23:4567:890A; other 2409:8a00:1:2::10"
+    )
+    assert "fe80" not in text.lower() and "2409" not in text
+    assert text.count("2001:db8::1") == 2 and "2001:db8::2" in text  # the same address, one placeholder
+    assert "09:28:34.062" in text and "[::1]:8000" in text
+    assert r.mapping()["ip6"]["2001:db8::1"] == "fe80::1ff:fe23:4567:890a"
+
+
 def test_cli_json_summary_and_no_redact_warning(tmp_path, capsys):
     out = tmp_path / "b.tar.gz"
     code = main(["bundle", "--json", "--root", str(HOSTS / "cpu-host"), "--out", str(out), "--no-redact"])

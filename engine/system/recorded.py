@@ -19,6 +19,7 @@ of the tree:
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from pathlib import Path
@@ -32,6 +33,8 @@ RECORD_DIR = ".recorded"
 
 
 def command_key(argv: Sequence[str]) -> str:
+    """The file name a command's answer is recorded under: its words, and for `python -c SCRIPT`
+    a short digest of the script, so two different queries of one interpreter keep two answers."""
     words: list[str] = []
     for i, arg in enumerate(argv):
         if i == 0:
@@ -40,8 +43,16 @@ def command_key(argv: Sequence[str]) -> str:
                 arg = "python"
         words.append(arg)
         if arg == "-c":
+            if i + 1 < len(argv):
+                words.append(hashlib.sha256(argv[i + 1].encode()).hexdigest()[:10])
             break
     return "_".join(words)
+
+
+def _legacy_key(key: str) -> str | None:
+    """Recordings made before scripts were told apart: `python_-c` for every script."""
+    head, sep, _digest = key.rpartition("_-c_")
+    return f"{head}_-c" if sep else None
 
 
 class RecordedRunner:
@@ -64,6 +75,9 @@ class RecordedRunner:
 
     def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
         key = command_key(argv)
+        legacy = _legacy_key(key)
+        if legacy is not None and not any((self.dir / f"{key}{ext}").exists() for ext in (".out", ".hang")):
+            key = legacy
         out = self.dir / f"{key}.out"
         if (self.dir / f"{key}.hang").exists():
             raise ToolTimeout(

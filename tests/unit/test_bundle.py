@@ -238,3 +238,18 @@ def test_the_machines_own_short_host_name_is_replaced_too():
     red.learn_host("ab")  # guessed: too short to trust
     out = red.text("hostname vm, peer ab, vm.example is up")
     assert "vm" not in out.replace("host-", "") and " ab," in out
+
+
+def test_two_python_queries_keep_two_answers_and_old_recordings_still_answer(tmp_path):
+    from engine.system.recorded import RecordedRunner, command_key
+
+    commands = tmp_path / "commands"
+    commands.mkdir()
+    first, second = ["python3", "-c", "print(1)"], ["/usr/bin/python3.11", "-c", "print(2)"]
+    assert command_key(first) != command_key(second) and command_key(first).startswith("python_-c_")
+    (commands / f"{command_key(first)}.out").write_text("1\n")
+    (commands / f"{command_key(second)}.out").write_text("2\n")
+    runner = RecordedRunner(commands)
+    assert runner.run(first).stdout == "1\n" and runner.run(second).stdout == "2\n"
+    (commands / "python_-c.out").write_text("old\n")  # a recording made before scripts were told apart
+    assert runner.run(["python3", "-c", "print(3)"]).stdout == "old\n"

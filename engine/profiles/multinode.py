@@ -40,8 +40,12 @@ class Step:
     argv: list[str]
     supervised: bool = False
 
+    def masked_argv(self) -> list[str]:
+        return redact_argv(self.argv)
+
     def command_line(self) -> str:
-        return shlex.join(redact_argv(self.argv))
+        """argv as one shell line, secret flags masked: what gets printed."""
+        return shlex.join(self.masked_argv())
 
 
 @dataclass(frozen=True)

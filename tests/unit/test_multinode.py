@@ -351,3 +351,96 @@ def test_a_headless_engine_is_supervised_without_a_health_probe():
         code = sup.stop(signal.SIGTERM)
         sup.release()
     assert code is not None and sup.poll() is not None
+
+
+# -- plan over a layout ------------------------------------------------------------------------------
+
+MOE = FIXTURES / "models" / "Qwen3-30B-A3B"  # real headers: 48 layers x 128 experts of 768 x 2048
+
+
+def test_routed_expert_bytes_come_from_the_headers():
+    from engine.capacity import weights
+
+    w = weights(MOE)
+    # gate, up and down projections of every expert, bf16: the rest is attention, norms, embeddings.
+    assert w.expert_bytes == 48 * 128 * 3 * 768 * 2048 * 2
+    assert 0 < w.total_bytes - w.expert_bytes < w.expert_bytes
+
+
+def test_dp_plan_splits_experts_over_every_rank_and_the_rest_over_tp():
+    from engine.capacity import plan, weights
+
+    w = weights(MOE)
+    profile = load_profile(str(DP_PROFILE), ["engine.quantization=null"], model=str(MOE))
+    p = plan(profile)
+    rest, experts = w.total_bytes - w.expert_bytes, w.expert_bytes
+    assert p.weights_per_device == -(-rest // 4) + -(-experts // 16)  # TP 4; EP = TP 4 x DP 4
+    lay = p.layout
+    assert (lay.hosts, lay.devices_used_per_host, lay.data_parallel_size, lay.expert_parallel_size) == (2, 8, 4, 16)
+    assert lay.weights_per_host == p.weights_per_device * 8 and lay.kv_per_host == p.kv_bytes * 8
+    assert lay.kv_tokens == p.kv_tokens * 4 and lay.max_concurrency == pytest.approx(p.max_concurrency * 4)
+    assert p.tp_options == []  # TP is fixed by the hosts: no single-host table
+
+    no_ep = plan(
+        load_profile(
+            str(DP_PROFILE), ["engine.quantization=null", "engine.enable_expert_parallel=false"], model=str(MOE)
+        )
+    )
+    assert no_ep.weights_per_device == -(-w.total_bytes // 4) and no_ep.layout.expert_parallel_size == 4
+
+
+def test_ray_plan_splits_layers_over_pipeline_stages():
+    from engine.capacity import plan, weights
+
+    p = plan(load_profile(str(RAY_PROFILE), model=str(MOE)))
+    assert p.weights_per_device == -(-weights(MOE).total_bytes // 16)  # TP 8 x PP 2
+    # 24 of the 48 layers per stage; 4 KV heads replicated onto 8 TP ranks: one each.
+    assert p.kv_bytes_per_token == 2 * 24 * 1 * 128 * 2
+    assert p.layout.data_parallel_size == 1 and p.layout.devices_used_per_host == 8
+
+
+def test_plan_warns_when_hccl_gives_up_before_the_weights_are_loaded(capsys):
+    from engine.capacity import plan
+
+    base = ["engine.quantization=null"]
+    quiet = plan(load_profile(str(DP_PROFILE), base, model=str(MOE)))
+    expected = quiet.layout.expected_load_s
+    assert 0 < expected < 120 and quiet.warnings == []  # 30B on two hosts loads within HCCL's 120 s
+    assert quiet.layout.hccl_connect_timeout_from == "HCCL's default, unset"
+
+    short = plan(load_profile(str(DP_PROFILE), [*base, "nodes.hccl_connect_timeout=10"], model=str(MOE)))
+    (warning,) = short.warnings
+    assert "HCCL_CONNECT_TIMEOUT is 10 s (nodes.hccl_connect_timeout)" in warning and "EI0006" in warning
+    assert short.verdict == "ok"  # a warning, not a verdict
+
+    # One host's own shorter value is the one that counts.
+    text = DP_PROFILE.read_text(encoding="utf-8") + "  hosts:\n    - {}\n    - env: {HCCL_CONNECT_TIMEOUT: '5'}\n"
+    one = plan(load_profile_text(text, "x.yaml", ["engine.quantization=null"], model=str(MOE)))
+    assert one.layout.hccl_connect_timeout_s == 5
+    assert one.layout.hccl_connect_timeout_from == "nodes.hosts[1].env.HCCL_CONNECT_TIMEOUT"
+
+    code = main(
+        [
+            "plan",
+            "--profile",
+            str(DP_PROFILE),
+            "--model",
+            str(MOE),
+            "--set",
+            "engine.quantization=null",
+            "--set",
+            "nodes.hccl_connect_timeout=10",
+            "--json",
+        ]
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["layout"]["hosts"] == 2 and "EI0006" in data["warnings"][0]
+
+
+def test_the_load_rate_is_documented_data():
+    from engine.capacity.planner import platform_defaults
+
+    startup = platform_defaults()["startup"]
+    assert startup["load_gib_per_s"] > 0 and startup["hccl_connect_timeout_s"] == 120
+    text = (ROOT / "engine" / "capacity" / "defaults.yaml").read_text(encoding="utf-8")
+    assert "#2235" in text and "#16983" in text and "#5468" in text  # where the figures come from

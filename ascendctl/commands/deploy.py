@@ -35,12 +35,13 @@ def _k8s(
 ) -> None:
     """Write a LeaderWorkerSet manifest for a profile with a `nodes` section, and a Service for its leaders.
 
-    One group of nodes.count pods: the leader is node 0 (the API, with readiness on /health), worker
-    K is node K, each running what `serve --node-rank K` runs, with its variables (HCCL_IF_IP from
-    the pod's IP, the leader's address from LWS_LEADER_ADDRESS, per-host overrides chosen by
-    LWS_WORKER_INDEX). Pods use the host network, request the NPUs of a host, mount the driver,
-    dcmi, npu-smi, /etc/ascend_install.info, /etc/hccn.conf and the model directory read-only, and get a
-    memory-backed /dev/shm. Secret-looking variables and the API key come from a Secret NAME-secrets.
+    One group of nodes.count pods: the leader is node 0 (the API, ready when /health answers),
+    worker K is node K, each running what `serve --node-rank K` runs, with its variables
+    (HCCL_IF_IP from the pod's IP, the leader's address from LWS_LEADER_ADDRESS, per-host
+    overrides chosen by LWS_WORKER_INDEX). Pods use the host network, request the NPUs of a host,
+    mount the driver, dcmi, npu-smi, /etc/ascend_install.info, /etc/hccn.conf and the model
+    directory read-only, and get a memory-backed /dev/shm. Secret-looking variables and the API
+    key come from a Secret named NAME-secrets.
 
     Exit codes: 0 written; 2 the profile has no `nodes` section, or a bad option.
     """

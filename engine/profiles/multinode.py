@@ -163,9 +163,8 @@ def node_launch(
         argv = list(spec.argv) + ["--distributed-executor-backend", "ray"]
         engine = replace(spec, argv=argv, env=env)
         steps = [Step("ray-head", start), Step("engine", argv, True)]
-        notes = [
-            f"start the workers (--node-rank 1..{nodes.count - 1}) once the head's Ray is up, then check `ray status`"
-        ]
+        workers = "1" if nodes.count == 2 else f"1 to {nodes.count - 1}"
+        notes = [f"start the workers (--node-rank {workers}) once the head's Ray is up, then check `ray status`"]
         return NodeLaunch(rank, nodes.count, RAY_HEAD, address, env, steps, engine, notes)
     start = [ray, "start", f"--address={head}:{nodes.ray_port}", f"--node-ip-address={address}"]
     notes = ["the engine runs on node 0; this host lends its NPUs to the Ray cluster (`ray stop` leaves it)"]

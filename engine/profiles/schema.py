@@ -147,7 +147,7 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             default="dp",
             choices=NODE_MODES,
             help="dp: vLLM data parallel, one engine per host (node 0 serves the API, the others run --headless); "
-            "ray: a Ray cluster, one `vllm serve --distributed-executor-backend ray` on node 0",
+            "ray: a Ray cluster, one vllm serve with --distributed-executor-backend ray on node 0",
         ),
         "addresses": Spec(
             list,

@@ -444,3 +444,59 @@ def test_the_load_rate_is_documented_data():
     assert startup["load_gib_per_s"] > 0 and startup["hccl_connect_timeout_s"] == 120
     text = (ROOT / "engine" / "capacity" / "defaults.yaml").read_text(encoding="utf-8")
     assert "#2235" in text and "#16983" in text and "#5468" in text  # where the figures come from
+
+
+def _fake_engine(monkeypatch, tmp_path, *fake_args):
+    """serve --node-rank runs the stand-in engine (replaying a recorded vLLM crash) in place of
+    vLLM, with the host's real variables; everything else is the real path."""
+    import dataclasses
+
+    from helpers import SAMPLES, fake_engine_argv, free_port
+
+    import engine.profiles.multinode as multinode
+
+    real = multinode.node_launch
+    argv = fake_engine_argv(SAMPLES / "fail_kv_too_small.log", free_port(), tmp_path / "pids.json", *fake_args)
+
+    def node_launch(profile, rank, version, python, environ=None):
+        launch = real(profile, rank, version, python, environ)
+        steps = [dataclasses.replace(s, argv=argv) if s.supervised else s for s in launch.steps]
+        spec = None if launch.spec is None else dataclasses.replace(launch.spec, argv=argv)
+        return dataclasses.replace(launch, steps=steps, spec=spec)
+
+    monkeypatch.setattr(multinode, "node_launch", node_launch)
+    return argv
+
+
+def test_a_headless_host_is_supervised_and_its_crash_diagnosed(capsys, monkeypatch, tmp_path):
+    from engine import runs
+
+    argv = _fake_engine(monkeypatch, tmp_path, "--exit", "1")
+    code = main(["serve", "--profile", str(DP_PROFILE), "--node-rank", "1", "--skip-preflight", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "node 1: headless: no API server here" in err
+    assert "the engine exited before it was ready (exit code 1)" in err
+    assert "No available memory for the cache blocks" in err
+    run = runs.list_runs()[0]
+    assert run.argv == argv and run.exit_code == 1
+
+
+def test_the_ray_head_starts_ray_before_its_engine(capsys, monkeypatch, tmp_path):
+    import engine.launcher as launcher
+
+    order = []
+    monkeypatch.setattr(launcher, "run_once", lambda argv, env, timeout=300.0: order.append(argv[1:]) or (0, ""))
+    _fake_engine(monkeypatch, tmp_path, "--exit", "1")
+    code = main(["serve", "--profile", str(RAY_PROFILE), "--node-rank", "0", "--skip-preflight", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert order == [["start", "--head"]] and code == 1
+    assert err.index("ray start --head") < err.index("engine started")
+
+
+def test_every_profile_file_of_the_repository_is_valid():
+    # By path: the shipped-name lookup may resolve to another checkout's profiles/ in a dev install.
+    files = sorted((ROOT / "profiles").glob("*.yaml"))
+    assert DP_PROFILE in files and RAY_PROFILE in files
+    for path in files:
+        load_profile(str(path))

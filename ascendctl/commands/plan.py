@@ -186,6 +186,10 @@ def _plan(
     Reads only config.json and the safetensors headers: no tensor is loaded. Exit code 1 when the
     profile does not fit (the suggestion says what would).
 
+    A profile with a `nodes` section is planned as the whole layout: weights per device under
+    TP x PP x DP with expert parallel, what each host holds, and a warning when
+    HCCL_CONNECT_TIMEOUT is shorter than a host's expected weight load.
+
     Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
     """
     from ascendctl.output import get_output

@@ -500,3 +500,25 @@ def test_every_profile_file_of_the_repository_is_valid():
     assert DP_PROFILE in files and RAY_PROFILE in files
     for path in files:
         load_profile(str(path))
+
+
+def test_serve_says_the_plans_warning_before_the_host_starts(capsys, monkeypatch, tmp_path):
+    import engine.launcher as launcher
+
+    monkeypatch.setattr(launcher, "preflight_errors", lambda *a, **k: [])  # no doctor run on this host
+    monkeypatch.setattr(launcher, "run_once", lambda argv, env, timeout=300.0: (0, ""))
+    code = main(
+        [
+            "serve",
+            "--profile",
+            str(RAY_PROFILE),
+            "--node-rank",
+            "1",
+            "--model",
+            str(MOE),
+            "--set",
+            "nodes.hccl_connect_timeout=5",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 0 and "warning: HCCL_CONNECT_TIMEOUT is 5 s" in err

@@ -39,7 +39,9 @@ def ensure_demo_model(out: Output, model_path: str | None = None) -> Path:
     return path
 
 
-def preflight(out: Output, prof: Profile, spec: LaunchSpec, port_option: str | None = None) -> None:
+def preflight(
+    out: Output, prof: Profile, spec: LaunchSpec, port_option: str | None = None, listens: bool = True
+) -> None:
     """Fail before the engine starts: a taken port, a missing model, a plan that does not fit
     (exit 2), doctor's errors for this profile (exit 1, each printed with its fix). `port_option`
     is how this command takes a port, for the fix of a taken one (default: --set server.port=)."""
@@ -47,9 +49,9 @@ def preflight(out: Output, prof: Profile, spec: LaunchSpec, port_option: str | N
     from engine.launcher import preflight_errors
 
     if port_option is None:
-        errors = preflight_errors(prof, spec.host, spec.port)
+        errors = preflight_errors(prof, spec.host, spec.port, listens=listens)
     else:
-        errors = preflight_errors(prof, spec.host, spec.port, port_option)
+        errors = preflight_errors(prof, spec.host, spec.port, port_option, listens=listens)
     if not errors:
         return
     for check in errors:

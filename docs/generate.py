@@ -161,6 +161,19 @@ def render_profile_keys() -> str:
             out.append(f"| `{dotted}` | {_cell(spec.describe())} | {default} | {_cell(spec.help)} |")
         out.append("")
     out += [
+        "A profile without a `nodes` section runs on one host. With one, each entry of `nodes.hosts`",
+        f"(host K is entry K) may set {' and '.join(f'`{k}`' for k in schema.HOST_KEYS)} for that host",
+        "alone; the variables a `nodes` key sets on every host are:",
+        "",
+        "| variable | set by |",
+        "|---|---|",
+    ]
+    for name, key in schema.NODE_ENV_KEYS.items():
+        out.append(f"| `{name}` | `{key}` |")
+    out += [
+        "",
+        "How a layout runs (`serve --node-rank`, `plan`, `deploy k8s`): [multinode.md](multinode.md).",
+        "",
         "## `env`",
         "",
         "A free mapping of environment variables added to the engine's environment. Each name must",

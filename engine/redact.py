@@ -38,6 +38,7 @@ _SECRET_WORDS = (
 )
 _SECRET_ENDINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
 _PARTS = re.compile(r"[_\-.]+")
+_COUNT_WORDS = {"MAX", "MIN", "NUM"}
 _URL_CREDS = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@", re.I)
 _TOKENS = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9\-]{10,}"
@@ -48,8 +49,13 @@ _FLAG_IN_TEXT = re.compile(r"(--[A-Za-z0-9_\-]+)([= ])(\S+)")
 
 
 def is_secret_name(name: str) -> bool:
-    """A variable name, profile key or flag (with or without its dashes) that holds a secret."""
-    for part in _PARTS.split(name.strip("-").upper()):
+    """A variable name, profile key or flag (with or without its dashes) that holds a secret.
+
+    Counts and limits are not (`--max-num-batched-tokens 4096`, MAX_TOKENS)."""
+    parts = _PARTS.split(name.strip("-").upper())
+    if _COUNT_WORDS & set(parts):
+        return False
+    for part in parts:
         if part in _SECRET_WORDS or (len(part) > 3 and part.endswith(_SECRET_ENDINGS)):
             return True
     return False

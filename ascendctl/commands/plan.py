@@ -15,13 +15,18 @@ if TYPE_CHECKING:
     from engine.capacity import Plan
 
 
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def _per_token_formula(p: "Plan") -> str:
     m = p.model
+    layers = -(-m.full_attention_layers // p.pipeline_parallel_size)  # one pipeline stage's
     if m.mla_latent_dim:
-        return f"{m.full_attention_layers} layers × {m.mla_latent_dim} latent × {p.kv_dtype_bytes} B"
-    return (
-        f"K,V × {m.full_attention_layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
-    )
+        return f"{layers} layers × {m.mla_latent_dim} latent × {p.kv_dtype_bytes} B"
+    return f"K,V × {layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
 
 
 def render_plan(p: "Plan", console: "Console") -> None:
@@ -33,9 +38,13 @@ def render_plan(p: "Plan", console: "Console") -> None:
         kind += f", hybrid: {m.full_attention_layers} full + {m.linear_attention_layers} linear-attention layers"
     params = p.weights.parameters
     count = f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
+    parallel = f"TP {p.tensor_parallel_size}"
+    if p.pipeline_parallel_size > 1:
+        parallel += f" x PP {p.pipeline_parallel_size}"
+    if p.data_parallel_size > 1:
+        parallel += f" x DP {p.data_parallel_size}"
     console.print(
-        f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, "
-        f"TP {p.tensor_parallel_size}",
+        f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, {parallel}",
         soft_wrap=True,
     )
     console.print(f"[dim]model: {p.model_dir}[/]", soft_wrap=True)
@@ -52,11 +61,7 @@ def render_plan(p: "Plan", console: "Console") -> None:
     else:
         budget.add_row("device memory", size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
         budget.add_row("budget", size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
-        budget.add_row(
-            "− weights",
-            size(p.weights_per_device),
-            f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s) / TP {p.tensor_parallel_size}",
-        )
+        budget.add_row("− weights", size(p.weights_per_device), _weights_note(p))
         if p.platform != "cpu":
             budget.add_row("− activations", size(p.activation_bytes), "estimate: profiling pass + logits")
             budget.add_row("− runtime", size(p.reserve_bytes), "estimate: collectives, workspaces")
@@ -101,6 +106,9 @@ def render_plan(p: "Plan", console: "Console") -> None:
             )
         console.print(tps)
 
+    if p.layout is not None:
+        render_layout(p, console)
+
     colour = {"ok": "green", "tight": "yellow", "does-not-fit": "red"}[p.verdict]
     console.print(f"\n[bold {colour}]verdict: {p.verdict}[/]")
     for reason in p.reasons:
@@ -114,8 +122,58 @@ def render_plan(p: "Plan", console: "Console") -> None:
         console.print(
             "  suggested: " + " ".join(f"--set {h}" for h in hints), markup=False, highlight=False, soft_wrap=True
         )
+    for warning in p.warnings:
+        console.print(f"  [yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     for note in p.notes:
         console.print(f"  [dim]note: {note}[/]", soft_wrap=True)
+
+
+def _weights_note(p: "Plan") -> str:
+    total = f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s)"
+    lay = p.layout
+    if lay is not None and lay.expert_parallel_size != p.tensor_parallel_size * p.pipeline_parallel_size:
+        return (
+            f"{total}; experts {size(p.weights.expert_bytes)} / EP {lay.expert_parallel_size}, "
+            f"the rest / TP {p.tensor_parallel_size}"
+            + (f" x PP {lay.pipeline_parallel_size}" if lay.pipeline_parallel_size > 1 else "")
+        )
+    if p.pipeline_parallel_size > 1:
+        return f"{total} / TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
+    return f"{total} / TP {p.tensor_parallel_size}"
+
+
+def render_layout(p: "Plan", console: "Console") -> None:
+    from rich.table import Table
+
+    lay = p.layout
+    assert lay is not None
+    table = Table(title="Layout over hosts", title_justify="left", box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_column(style="dim")
+    table.add_row(
+        "hosts",
+        f"{lay.hosts} x {lay.devices_used_per_host}",
+        f"mode {lay.mode}; devices used per host, of {lay.devices_per_host}",
+    )
+    split = f"TP {lay.tensor_parallel_size} x PP {lay.pipeline_parallel_size} x DP {lay.data_parallel_size}"
+    table.add_row("ranks", str(lay.tensor_parallel_size * lay.pipeline_parallel_size * lay.data_parallel_size), split)
+    table.add_row(
+        "experts over",
+        f"{lay.expert_parallel_size} ranks",
+        "expert parallel: TP x PP x DP" if lay.expert_parallel else "TP x PP (no expert parallel)",
+    )
+    table.add_row("weights per host", size(lay.weights_per_host), "what each host reads at start-up")
+    table.add_row("KV cache per host", size(lay.kv_per_host), "")
+    table.add_row("KV tokens", f"{lay.kv_tokens:,}", "every replica together")
+    table.add_row("max concurrency", f"{lay.max_concurrency:,.2f}×", f"requests of max_model_len {p.max_model_len:,}")
+    table.add_row(
+        "weight load",
+        f"~{lay.expected_load_s:,.0f} s",
+        f"estimate: weights per host at {lay.load_gib_per_s:g} GiB/s",
+    )
+    table.add_row("HCCL_CONNECT_TIMEOUT", f"{lay.hccl_connect_timeout_s} s", lay.hccl_connect_timeout_from)
+    console.print(table)
 
 
 def _plan(
@@ -127,6 +185,10 @@ def _plan(
 
     Reads only config.json and the safetensors headers: no tensor is loaded. Exit code 1 when the
     profile does not fit (the suggestion says what would).
+
+    A profile with a `nodes` section is planned as the whole layout: weights per device under
+    TP x PP x DP with expert parallel, what each host holds, and a warning when
+    HCCL_CONNECT_TIMEOUT is shorter than a host's expected weight load.
 
     Precedence, lowest first: built-in defaults < the profile file < --model < each --set in order.
     """

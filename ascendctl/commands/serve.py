@@ -69,6 +69,13 @@ def serve(
     skip_preflight: bool = typer.Option(
         False, "--skip-preflight", help="Start even if the port check or doctor finds errors."
     ),
+    node_rank: Optional[int] = typer.Option(
+        None,
+        "--node-rank",
+        min=0,
+        help="For a profile with a `nodes` section: run host K's part of the layout (0 is the DP master or "
+        "the Ray head). With --dry-run and no rank, every host's commands are printed.",
+    ),
 ) -> None:
     from ascendctl.output import get_output
     from ascendctl.profile_args import resolve
@@ -78,6 +85,22 @@ def serve(
     if restart not in ("no", "on-failure"):
         raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
     prof, spec, version = resolve(profile, model, sets)
+    if prof.nodes is not None or node_rank is not None:
+        serve_node(
+            out,
+            prof,
+            spec,
+            version,
+            node_rank,
+            dry_run,
+            skip_preflight,
+            engine_output,
+            restart,
+            max_restarts,
+            grace,
+            ready_timeout,
+        )
+        return
     if dry_run:
         show_dry_run(out, prof, spec, version)
         return
@@ -104,6 +127,169 @@ def serve(
     finally:
         view.end()
     raise typer.Exit(finish(out, outcome))
+
+
+def serve_node(
+    out: Output,
+    prof: Profile,
+    spec: LaunchSpec,
+    version: str | None,
+    rank: int | None,
+    dry_run: bool,
+    skip_preflight: bool,
+    engine_output: bool | None,
+    restart: str,
+    max_restarts: int,
+    grace: float,
+    ready_timeout: float,
+) -> None:
+    """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
+    under the same supervision as a single host's."""
+    from engine.errors import BadInput, ProblemsFound
+    from engine.profiles.multinode import layout_launches, node_launch
+
+    python = spec.argv[0]
+    if dry_run:
+        launches = (
+            [node_launch(prof, rank, version, python)] if rank is not None else layout_launches(prof, version, python)
+        )
+        show_layout_dry_run(out, prof, launches, version, spec.dropped)
+        return
+    if rank is None:
+        assert prof.nodes is not None
+        raise BadInput(
+            f"profile {prof.name} spans {prof.nodes.count} hosts: say which one this is",
+            f"run `ascendctl serve --profile {prof.name} --node-rank K` on host K (0 to {prof.nodes.count - 1}); "
+            "--dry-run prints every host's commands",
+        )
+    launch = node_launch(prof, rank, version, python)
+
+    from ascendctl.launch_view import LaunchView, preflight
+    from engine.launcher import RestartPolicy, prepare_run, run_once
+
+    if not skip_preflight:
+        preflight(out, prof, spec, listens=launch.serves_api)
+        _layout_warnings(out, prof)
+    for step in launch.steps:
+        if step.supervised:
+            continue
+        out.info(f"node {rank}: {step.command_line()}")
+        code, output = run_once(step.argv, launch.env)
+        for line in output.splitlines():
+            out.info(f"  {line}")
+        if code != 0:
+            raise ProblemsFound(
+                f"node {rank}: `{step.command_line()}` exited with code {code}",
+                "read its output above; `ray status` shows the cluster, `ray stop` clears a half-started one",
+            )
+    for note in launch.notes:
+        out.info(f"node {rank}: {note}")
+    if launch.spec is None:
+        return  # a Ray worker: its part ends once Ray runs
+    view = LaunchView(out, echo=engine_output)
+    supervisor = prepare_run(
+        prof,
+        launch.spec,
+        listener=view,
+        grace=grace,
+        ready_timeout=ready_timeout,
+        policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
+        health=launch.serves_api,
+    )
+    view.begin(supervisor.run_dir, supervisor.url)
+    try:
+        with supervisor.forwarding_signals():
+            outcome = supervisor.run()
+    finally:
+        view.end()
+    raise typer.Exit(finish(out, outcome))
+
+
+def _layout_warnings(out: Output, prof: Profile) -> None:
+    """What the plan of the layout warns about (a short HCCL_CONNECT_TIMEOUT), said before the
+    host starts; a plan that cannot be made is no reason to stop (the preflight said so)."""
+    from engine.capacity import plan
+    from engine.errors import AscendctlError
+
+    try:
+        warnings = plan(prof).warnings
+    except AscendctlError:
+        return
+    for warning in warnings:
+        out.warn(warning)
+
+
+def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str | None, dropped: list[str]) -> None:
+    """Every host's variables and commands, node 0 first."""
+    import shlex
+
+    from engine.profiles.multinode import data_parallel_size
+
+    nodes = prof.nodes
+    assert nodes is not None
+    layout = (
+        f"{nodes.count} hosts x {nodes.devices_per_host} devices, mode {nodes.mode}, "
+        f"TP {prof.engine.tensor_parallel_size}, PP {prof.engine.pipeline_parallel_size or 1}, "
+        f"DP {data_parallel_size(prof)}"
+    )
+    hosts = []
+    for launch in launches:
+        hosts.append(
+            {
+                "rank": launch.rank,
+                "role": launch.role,
+                "address": launch.address,
+                "env": launch.masked_env(),
+                "steps": [
+                    {
+                        "name": step.name,
+                        "argv": step.masked_argv(),
+                        "command_line": step.command_line(),
+                        "supervised": step.supervised,
+                    }
+                    for step in launch.steps
+                ],
+                "url": launch.spec.url if launch.spec is not None and launch.serves_api else None,
+                "notes": launch.notes,
+            }
+        )
+    data = {
+        "profile": prof.name,
+        "source": prof.source,
+        "engine_version": version,
+        "layout": {
+            "count": nodes.count,
+            "devices_per_host": nodes.devices_per_host,
+            "mode": nodes.mode,
+            "data_parallel_size": data_parallel_size(prof),
+        },
+        "hosts": hosts,
+        "dropped": dropped,
+    }
+
+    def render(console: Console) -> None:
+        console.print(
+            f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}: {layout}",
+            markup=False,
+            soft_wrap=True,
+        )
+        for host in hosts:
+            console.print(
+                f"\n# node {host['rank']} ({host['role']}, {host['address']}): "
+                f"ascendctl serve --profile {prof.name} --node-rank {host['rank']}",
+                markup=False,
+                soft_wrap=True,
+            )
+            for key, value in host["env"].items():
+                console.print(f"export {key}={shlex.quote(value)}", markup=False, soft_wrap=True)
+            for step in host["steps"]:
+                console.print(step["command_line"], markup=False, soft_wrap=True)
+            if host["url"]:
+                console.print(f"# serves {host['url']}", markup=False)
+            for note in host["notes"]:
+                console.print(f"# {note}", markup=False, soft_wrap=True)
+
+    out.emit(data, render)
 
 
 def show_dry_run(out: Output, prof: Profile, spec: LaunchSpec, version: str | None) -> None:

@@ -10,16 +10,17 @@ are estimates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.capacity.kv import Capacity, KVLayout, capacity, layout
+from engine.capacity.kv import Capacity, KVLayout, capacity, cdiv, layout
 from engine.capacity.model_config import ModelShape, read_config
 from engine.capacity.safetensors import Weights, weights
 from engine.data import load_yaml
 from engine.dtypes import canonical_dtype
 from engine.errors import BadInput
+from engine.profiles.multinode import data_parallel_size
 from engine.profiles.schema import Profile
 
 GIB = 2**30
@@ -37,6 +38,30 @@ class TPOption:
     kv_tokens: int
     max_concurrency: float
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A profile's `nodes` layout as the plan sees it: how the model spreads over the hosts, what
+    each host holds, and how long its start-up should take against HCCL's connect timeout."""
+
+    hosts: int
+    mode: str
+    devices_per_host: int
+    devices_used_per_host: int
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    expert_parallel: bool
+    expert_parallel_size: int  # ranks the routed experts are split over (TP x PP without EP)
+    weights_per_host: int
+    kv_per_host: int
+    kv_tokens: int  # over the whole layout: every replica's
+    max_concurrency: float  # requests of max_model_len over the whole layout
+    load_gib_per_s: float
+    expected_load_s: float
+    hccl_connect_timeout_s: int
+    hccl_connect_timeout_from: str
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,11 @@ class Plan:
     suggested_tensor_parallel_size: int | None = None
     tp_options: list[TPOption] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    layout: Layout | None = None
+    # What does not change the verdict but needs the operator's eye (a short HCCL timeout).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _kv_dtype(profile: Profile, shape: ModelShape) -> str:
@@ -130,10 +160,43 @@ def _activation_estimate(profile: Profile, shape: ModelShape, tp: int, defaults:
     return hidden_states + logits
 
 
+def _pp(profile: Profile) -> int:
+    return profile.engine.pipeline_parallel_size or 1
+
+
+def _ep_size(profile: Profile, tp: int) -> int:
+    """Ranks the routed experts are split over: TP x PP, times DP with expert parallel on."""
+    dp = data_parallel_size(profile)
+    return tp * _pp(profile) * (dp if profile.engine.enable_expert_parallel else 1)
+
+
+def weights_per_device(profile: Profile, w: Weights, tp: int) -> int:
+    """Weight bytes on one device: everything split over TP x PP ranks; with expert parallel and
+    several DP replicas, the routed experts over TP x PP x DP instead (each replica holds its
+    own copy of the rest)."""
+    ranks = tp * _pp(profile)
+    ep = _ep_size(profile, tp)
+    if ep == ranks:
+        return math.ceil(w.total_bytes / ranks)
+    return math.ceil((w.total_bytes - w.expert_bytes) / ranks) + math.ceil(w.expert_bytes / ep)
+
+
+def _stage(shape: ModelShape, pp: int) -> ModelShape:
+    """The layers one pipeline stage holds (an even split, rounded up)."""
+    if pp == 1:
+        return shape
+    return replace(
+        shape,
+        num_layers=cdiv(shape.num_layers, pp),
+        full_attention_layers=cdiv(shape.full_attention_layers, pp),
+        linear_attention_layers=cdiv(shape.linear_attention_layers, pp),
+    )
+
+
 def _budget(profile: Profile, shape: ModelShape, w: Weights, tp: int) -> _Budget:
     platform = profile.platform
     defaults = platform_defaults()[platform]
-    weights_rank = math.ceil(w.total_bytes / tp)
+    weights_rank = weights_per_device(profile, w, tp)
     if platform == "cpu":
         space = profile.engine.cpu_kvcache_space_gib or _int_or_none(profile.env.get("VLLM_CPU_KVCACHE_SPACE"))
         if space:
@@ -166,7 +229,12 @@ def _fit(profile: Profile, shape: ModelShape, w: Weights, tp: int, max_len: int)
     defaults = platform_defaults()[profile.platform]
     block = profile.engine.block_size or defaults["block_size"]
     kv = layout(
-        shape, tp, block, _kv_dtype(profile, shape), defaults["hybrid_block_align"], _model_dtype(profile, shape)
+        _stage(shape, _pp(profile)),
+        tp,
+        block,
+        _kv_dtype(profile, shape),
+        defaults["hybrid_block_align"],
+        _model_dtype(profile, shape),
     )
     budget = _budget(profile, shape, w, tp)
     return budget, kv, capacity(kv, budget.kv, max_len)
@@ -226,7 +294,8 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     else:
         verdict = OK
 
-    options = _tp_options(profile, shape, w, max_len, max_seqs)
+    # A layout fixes TP by its hosts: the single-host table of TP degrees would mislead there.
+    options = _tp_options(profile, shape, w, max_len, max_seqs) if profile.nodes is None else []
     suggested_tp = next((o.tensor_parallel_size for o in options if o.fits and o.max_concurrency >= max_seqs), None)
     if suggested_tp is None:
         suggested_tp = next((o.tensor_parallel_size for o in options if o.fits), None)
@@ -240,6 +309,10 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
         notes.append("activation and runtime figures are estimates; vLLM measures them when it starts")
     if tp > 1:
         notes.append("weights per device assume an even split over TP ranks")
+    pp = _pp(profile)
+    if pp > 1:
+        notes.append(f"layers split evenly over {pp} pipeline stages: weights and KV per device are one stage's")
+    plan_layout, warnings = _layout(profile, w, budget, cap, tp) if profile.nodes is not None else (None, [])
     if kv.block_size != (profile.engine.block_size or defaults["block_size"]):
         notes.append(
             f"hybrid model: the attention block grows to {kv.block_size} tokens so one page holds a "
@@ -283,7 +356,75 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
         suggested_tensor_parallel_size=suggested_tp,
         tp_options=options,
         notes=notes,
+        pipeline_parallel_size=pp,
+        data_parallel_size=data_parallel_size(profile),
+        layout=plan_layout,
+        warnings=warnings,
     )
+
+
+def hccl_connect_timeout(profile: Profile) -> tuple[int, str]:
+    """HCCL_CONNECT_TIMEOUT in force on the layout's hosts (the shortest), and where it comes from:
+    a host's own env, else nodes.hccl_connect_timeout, else the profile's env, else HCCL's default."""
+    nodes = profile.nodes
+    assert nodes is not None
+    base = (int(platform_defaults()["startup"]["hccl_connect_timeout_s"]), "HCCL's default, unset")
+    if nodes.hccl_connect_timeout is not None:
+        base = (nodes.hccl_connect_timeout, "nodes.hccl_connect_timeout")
+    elif _int_or_none(profile.env.get("HCCL_CONNECT_TIMEOUT")) is not None:
+        base = (int(profile.env["HCCL_CONNECT_TIMEOUT"]), "env.HCCL_CONNECT_TIMEOUT")
+    values = []
+    for rank in range(nodes.count):
+        own = _int_or_none(nodes.host(rank).env.get("HCCL_CONNECT_TIMEOUT"))
+        values.append((own, f"nodes.hosts[{rank}].env.HCCL_CONNECT_TIMEOUT") if own is not None else base)
+    return min(values)
+
+
+def _layout(profile: Profile, w: Weights, budget: _Budget, cap: Capacity, tp: int) -> tuple[Layout, list[str]]:
+    nodes = profile.nodes
+    assert nodes is not None
+    pp, dp = _pp(profile), data_parallel_size(profile)
+    used = tp * pp * dp // nodes.count if nodes.mode == "dp" else nodes.devices_per_host
+    startup = platform_defaults()["startup"]
+    rate = float(startup["load_gib_per_s"])
+    per_host = budget.weights * used
+    expected = per_host / GIB / rate
+    timeout, source = hccl_connect_timeout(profile)
+    warnings = []
+    if timeout < expected:
+        warnings.append(
+            f"HCCL_CONNECT_TIMEOUT is {timeout} s ({source}), shorter than the expected weight load of one host: "
+            f"{_gib(per_host)} at {rate:g} GiB/s = {expected:.0f} s. A host that loads or starts later than its "
+            f"peers by more than that fails with EI0006; set nodes.hccl_connect_timeout to {_round_up(expected * 2)} "
+            "or more"
+        )
+    return (
+        Layout(
+            hosts=nodes.count,
+            mode=nodes.mode,
+            devices_per_host=nodes.devices_per_host,
+            devices_used_per_host=used,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=pp,
+            data_parallel_size=dp,
+            expert_parallel=bool(profile.engine.enable_expert_parallel),
+            expert_parallel_size=_ep_size(profile, tp),
+            weights_per_host=per_host,
+            kv_per_host=max(0, budget.kv) * used,
+            kv_tokens=cap.kv_tokens * dp,
+            max_concurrency=cap.max_concurrency * dp,
+            load_gib_per_s=rate,
+            expected_load_s=round(expected, 1),
+            hccl_connect_timeout_s=timeout,
+            hccl_connect_timeout_from=source,
+        ),
+        warnings,
+    )
+
+
+def _round_up(seconds: float) -> int:
+    """A timeout to suggest: up to the next 60 s."""
+    return max(60, math.ceil(seconds / 60) * 60)
 
 
 def _tp_options(profile: Profile, shape: ModelShape, w: Weights, max_len: int, max_seqs: int) -> list[TPOption]:

@@ -45,6 +45,9 @@ class Weights:
     files: int
     tensors: int
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
+    # Routed MoE experts (`...mlp.experts.N...`; shared experts are not among them): what expert
+    # parallelism splits over TP x DP ranks instead of TP alone.
+    expert_bytes: int = 0
 
 
 def read_header(path: Path) -> dict[str, dict]:
@@ -105,8 +108,12 @@ def model_files(model_dir: Path) -> list[Path]:
     return files
 
 
+def is_routed_expert(name: str) -> bool:
+    return ".experts." in name
+
+
 def weights(model_dir: Path) -> Weights:
-    total = params = tensors = 0
+    total = params = tensors = experts = 0
     by_dtype: dict[str, int] = {}
     files = model_files(model_dir)
     for path in files:
@@ -125,7 +132,9 @@ def weights(model_dir: Path) -> Weights:
                 )
             nbytes = numel * DTYPE_BYTES[dtype]
             total += nbytes
+            if is_routed_expert(name):
+                experts += nbytes
             params += numel
             tensors += 1
             by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
-    return Weights(total, params, len(files), tensors, by_dtype)
+    return Weights(total, params, len(files), tensors, by_dtype, experts)

@@ -22,7 +22,7 @@ from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, log_me
 from engine.launcher.portlock import PortLock, port_lock_holder
 from engine.launcher.preflight import check_port, port_is_free, preflight_errors
 from engine.launcher.process import EngineProcess, group_members
-from engine.launcher.run import prepare_run
+from engine.launcher.run import prepare_run, run_once
 from engine.launcher.supervisor import Listener, Outcome, RestartPolicy, Supervisor, health_url
 
 __all__ = [
@@ -46,4 +46,5 @@ __all__ = [
     "port_lock_holder",
     "preflight_errors",
     "prepare_run",
+    "run_once",
 ]

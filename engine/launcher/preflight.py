@@ -76,14 +76,17 @@ def check_plan(profile: Profile) -> None:
     )
 
 
-def preflight_errors(profile: Profile, host: str, port: int, port_option: str = SET_PORT) -> list[CheckResult]:
+def preflight_errors(
+    profile: Profile, host: str, port: int, port_option: str = SET_PORT, listens: bool = True
+) -> list[CheckResult]:
     """Everything that should stop a launch of `profile` on `host:port` before the engine starts.
 
     A taken port, a model.path that is no model directory, or a plan that does not fit raise
     BadInput (exit 2: the fix is a setting, and no restart could help). Returns doctor's errors for
     the profile, every one of them: the caller shows each with its fix and does not start (exit 1).
     """
-    check_port(host, port, port_option)
+    if listens:  # a headless host or a Ray worker binds no API port
+        check_port(host, port, port_option)
     check_model(profile)
     check_plan(profile)
     report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path)

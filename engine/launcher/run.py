@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from typing import Mapping, Sequence
 
 from engine.errors import BadInput
 from engine.launcher.portlock import PortLock
@@ -20,6 +22,7 @@ def prepare_run(
     policy: RestartPolicy = RestartPolicy(),
     grace: float = 20.0,
     ready_timeout: float | None = 1800.0,
+    health: bool = True,
 ) -> Supervisor:
     """A new run directory holding the profile as resolved, and the supervisor that will start
     the engine there (`run()`, or `start()` / `wait_ready()`, then `outcome()` and `shutdown()`).
@@ -52,4 +55,31 @@ def prepare_run(
         grace=grace,
         ready_timeout=ready_timeout,
         port_lock=lock,
+        health=health,
     )
+
+
+def run_once(argv: Sequence[str], env: Mapping[str, str], timeout: float = 300.0) -> tuple[int, str]:
+    """Run a command that must finish before the engine starts (`ray start`): its exit code and
+    output. The environment is ADDED to ours. BadInput when the program is not there."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise BadInput(
+            f"{argv[0]} not found",
+            "install it into the engine's environment (Ray comes with vLLM's `ray` extra: pip install 'ray[default]')",
+        ) from None
+    except subprocess.TimeoutExpired as exc:
+        output = exc.output if isinstance(exc.output, str) else ""
+        return 124, output + f"\n(no answer within {timeout:g} s)"
+    return done.returncode, done.stdout

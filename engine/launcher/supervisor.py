@@ -111,8 +111,12 @@ class Supervisor:
         poll_interval: float = 0.2,
         port_lock: PortLock | None = None,
         open_log: Callable[[Path], BinaryIO] | None = None,
+        health: bool = True,
     ) -> None:
         self.argv = list(argv)
+        # False for an engine without an API server (a headless data-parallel host): nothing to
+        # wait for, it is supervised from its start.
+        self.health = health
         self.env = dict(env)
         self.url = url
         self.run_dir = Path(run_dir)
@@ -246,6 +250,8 @@ class Supervisor:
         or the ready timeout passes (`self.timed_out` tells which)."""
         assert self.engine is not None
         self.timed_out = False
+        if not self.health:
+            return self.engine.poll() is None
         deadline = None if self.ready_timeout is None else time.monotonic() + self.ready_timeout
         with httpx.Client(timeout=2.0, trust_env=False) as client:
             while not self._stop.is_set():

@@ -26,6 +26,7 @@ CLI_SINCE = (0, 8, 0)  # vllm/entrypoints/cli/ appeared in 0.8
 # profile key -> flag, for options every supported vLLM version knows (order = argv order).
 PLAIN_FLAGS: tuple[tuple[str, str], ...] = (
     ("tensor_parallel_size", "--tensor-parallel-size"),
+    ("pipeline_parallel_size", "--pipeline-parallel-size"),
     ("dtype", "--dtype"),
     ("max_model_len", "--max-model-len"),
     ("max_num_seqs", "--max-num-seqs"),
@@ -134,13 +135,15 @@ def launch_spec(
         value = getattr(eng, key)
         if value is None or (key in ("dtype", "kv_cache_dtype") and value == "auto"):
             continue
-        if key == "tensor_parallel_size" and value == 1:
+        if key in ("tensor_parallel_size", "pipeline_parallel_size") and value == 1:
             continue
         if key == "gpu_memory_utilization" and profile.platform == "cpu" and eng.cpu_kvcache_space_gib:
             continue  # the explicit KV size wins on CPU; the share would only confuse the reader
         argv += [flag, _fmt(value)]
     if eng.enforce_eager:
         argv.append("--enforce-eager")
+    if eng.enable_expert_parallel:
+        argv.append("--enable-expert-parallel")
 
     dropped: list[str] = []
     for key, fact in gated_flags().items():

@@ -7,6 +7,7 @@ each key) into a frozen `Profile`, collecting every problem instead of stopping 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import re
 from dataclasses import dataclass, field, fields
@@ -15,9 +16,10 @@ from typing import Any, Callable, Mapping
 from engine.data import load_yaml
 from engine.dtypes import ALIASES, canonical_dtype
 from engine.redact import MASK, is_secret_name, redact_env, redact_value
-from engine.yamlfile import Problem, quote
+from engine.yamlfile import Problem, line_of, quote
 
 PLATFORMS = ("ascend", "cuda", "cpu")
+NODE_MODES = ("dp", "ray")
 # Every spelling of engine.dtype (vLLM's and the usual short ones); the profile keeps the canonical name.
 DTYPES = tuple(ALIASES)
 # --quantization methods a platform's engine has, where the list is short and fixed. vllm-ascend
@@ -80,6 +82,12 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     },
     "engine": {
         "tensor_parallel_size": Spec(int, default=1, minimum=1, help="--tensor-parallel-size"),
+        "pipeline_parallel_size": Spec(
+            int, minimum=1, help="--pipeline-parallel-size: stages (with nodes.mode ray they span the hosts)"
+        ),
+        "enable_expert_parallel": Spec(
+            bool, help="--enable-expert-parallel: MoE experts split over TP x DP ranks instead of TP"
+        ),
         "dtype": Spec(
             str,
             default="auto",
@@ -131,8 +139,58 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         ),
         "temperature_warn_c": Spec(NUMBER, default=85, minimum=0, help="device temperature that `top` flags"),
     },
+    "nodes": {
+        "count": Spec(int, required=True, minimum=2, help="hosts in the layout (a profile without `nodes` uses one)"),
+        "devices_per_host": Spec(int, minimum=1, help="devices each host gives the layout (default: device.count)"),
+        "mode": Spec(
+            str,
+            default="dp",
+            choices=NODE_MODES,
+            help="dp: vLLM data parallel, one engine per host (node 0 serves the API, the others run --headless); "
+            "ray: a Ray cluster, one vllm serve with --distributed-executor-backend ray on node 0",
+        ),
+        "addresses": Spec(
+            list,
+            help="one IP address per host in rank order: each host's HCCL_IF_IP; the first is the DP master "
+            "(--data-parallel-address) or the Ray head",
+        ),
+        "nic": Spec(
+            str,
+            help="name of the network interface that holds those addresses: GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME "
+            "and HCCL_SOCKET_IFNAME on every host",
+        ),
+        "dp_rpc_port": Spec(
+            int, default=29550, minimum=1, maximum=65535, help="--data-parallel-rpc-port, the same on every host"
+        ),
+        "ray_port": Spec(int, default=6379, minimum=1, maximum=65535, help="port of the Ray head (GCS)"),
+        "hccl_buffsize": Spec(int, minimum=1, help="HCCL_BUFFSIZE on every host: MB per communicator buffer"),
+        "hccl_connect_timeout": Spec(
+            int,
+            minimum=1,
+            help="HCCL_CONNECT_TIMEOUT on every host: seconds a rank waits for its peers' links (HCCL's default: "
+            "120); `plan` warns when the weight load takes longer",
+        ),
+        "hosts": Spec(
+            list,
+            default=(),
+            help="overrides per host, in rank order: a list of mappings with `nic` and `env` (variables for that "
+            "host only)",
+        ),
+    },
 }
 SECTIONS = tuple(s for s in SCHEMA if s) + ("env",)
+# Keys whose value is not a scalar or a list of scalars; build() checks them itself.
+NESTED_KEYS = {"nodes.hosts"}
+HOST_KEYS = ("nic", "env")
+# The variables a nodes section sets on each host, and the key that sets them.
+NODE_ENV_KEYS = {
+    "HCCL_IF_IP": "nodes.addresses",
+    "GLOO_SOCKET_IFNAME": "nodes.nic",
+    "TP_SOCKET_IFNAME": "nodes.nic",
+    "HCCL_SOCKET_IFNAME": "nodes.nic",
+    "HCCL_BUFFSIZE": "nodes.hccl_buffsize",
+    "HCCL_CONNECT_TIMEOUT": "nodes.hccl_connect_timeout",
+}
 
 
 @dataclass(frozen=True)
@@ -151,6 +209,8 @@ class Model:
 @dataclass(frozen=True)
 class Engine:
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int | None = None
+    enable_expert_parallel: bool | None = None
     dtype: str = "auto"
     max_model_len: int | None = None
     max_num_seqs: int | None = None
@@ -183,6 +243,45 @@ class Diagnostics:
 
 
 @dataclass(frozen=True)
+class Host:
+    """What one host of a layout changes: its interface name and extra variables."""
+
+    nic: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """A layout over several hosts (the `nodes` section). Host K is node rank K."""
+
+    count: int
+    devices_per_host: int
+    mode: str = "dp"
+    addresses: tuple[str, ...] = ()
+    nic: str | None = None
+    dp_rpc_port: int = 29550
+    ray_port: int = 6379
+    hccl_buffsize: int | None = None
+    hccl_connect_timeout: int | None = None
+    hosts: tuple[Host, ...] = ()
+
+    def host(self, rank: int) -> Host:
+        return self.hosts[rank] if rank < len(self.hosts) else Host()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "hosts":
+                value = [{k: v for k, v in (("nic", h.nic), ("env", redact_env(h.env))) if v} for h in self.hosts]
+            elif isinstance(value, tuple):
+                value = list(value)
+            if value is not None and value != []:
+                out[f.name] = value
+        return out
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated serving profile. `source` is the file it came from, `overrides` what changed it."""
 
@@ -195,6 +294,7 @@ class Profile:
     env: Mapping[str, str] = field(default_factory=dict)
     server: Server = field(default_factory=Server)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    nodes: Nodes | None = None
     source: str = ""
     overrides: tuple[str, ...] = ()
 
@@ -208,6 +308,8 @@ class Profile:
         # This is what `profile show` prints and what serve saves into the run directory: a token
         # put into env (or given with --set env.HF_TOKEN=...) must not land there in plain text.
         out["env"] = redact_env(self.env)
+        if self.nodes is not None:
+            out["nodes"] = self.nodes.to_dict()
         return out
 
     def masked_overrides(self) -> list[str]:
@@ -291,6 +393,8 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
     problems: list[Problem] = []
     values: dict[str, dict[str, Any]] = {}
     for section, specs in SCHEMA.items():
+        if section == "nodes" and section not in raw:
+            continue  # one host: no layout, nothing required
         given = dict(raw.get(section) or {})
         out: dict[str, Any] = {}
         for key, value in given.items():
@@ -299,6 +403,9 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
             if spec is None:
                 known = list(specs) + ([s for s in SECTIONS] if not section else [])
                 problems.append(Problem(*locate(dotted), dotted, f"unknown key{suggest(key, known)}"))
+                continue
+            if dotted in NESTED_KEYS:
+                out[key] = value
                 continue
             checked, error = check_value(spec, value)
             if error:
@@ -332,6 +439,10 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
         else:
             env[str(key)] = ("1" if value else "0") if isinstance(value, bool) else str(value)
 
+    nodes: Nodes | None = None
+    if "nodes" in values:
+        nodes, more = _nodes(values, env, locate)
+        problems.extend(more)
     problems.extend(_cross_checks(values, locate))
     if problems:
         return None, problems
@@ -346,9 +457,106 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
         platform=top["platform"],
         description=top.get("description", ""),
         env=env,
+        nodes=nodes,
         **sections,
     )
     return profile, []
+
+
+def _env_problems(
+    mapping: Any, key: str, where: tuple[str, int | None], lines: Any
+) -> tuple[dict[str, str], list[Problem]]:
+    """A mapping of environment variables checked like the `env` section; `lines` gives each name's line."""
+    if not isinstance(mapping, dict):
+        return {}, [Problem(*where, key, f"must be a mapping of variable names to values, got {quote(mapping)}")]
+    env: dict[str, str] = {}
+    problems: list[Problem] = []
+    for name, value in mapping.items():
+        at = (where[0], line_of(lines, name) or where[1]) if where[1] is not None else where
+        if not ENV_NAME.match(str(name)):
+            problems.append(Problem(*at, f"{key}.{name}", "is not a valid environment variable name"))
+        elif str(name) == "VLLM_API_KEY":
+            problems.append(Problem(*at, f"{key}.{name}", "keys never live in a profile: set server.api_key_env"))
+        elif isinstance(value, (dict, list)) or value is None:
+            problems.append(Problem(*at, f"{key}.{name}", f"must be a string, got {quote(value)}"))
+        else:
+            env[str(name)] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return env, problems
+
+
+def _nodes(
+    values: dict[str, dict[str, Any]], env: Mapping[str, str], locate: Locate
+) -> tuple[Nodes | None, list[Problem]]:
+    """The `nodes` section as a Nodes, with what its keys say together (hosts, addresses, variables)."""
+    problems: list[Problem] = []
+    given = values["nodes"]
+    if "count" not in given:
+        return None, problems  # "is required" is already said
+    count = given["count"]
+    addresses = tuple(given.get("addresses", ()))
+    if addresses:
+        where = locate("nodes.addresses")
+        if len(addresses) != count:
+            problems.append(
+                Problem(*where, "nodes.addresses", f"lists {len(addresses)} address(es) for nodes.count {count} hosts")
+            )
+        for address in addresses:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                problems.append(
+                    Problem(*where, "nodes.addresses", f"{quote(address)} is not an IP address (HCCL_IF_IP needs one)")
+                )
+    hosts: list[Host] = []
+    raw_hosts = given.get("hosts", ())
+    where = locate("nodes.hosts")
+    if not isinstance(raw_hosts, (list, tuple)):
+        problems.append(Problem(*where, "nodes.hosts", f"must be a list of mappings, got {quote(raw_hosts)}"))
+        raw_hosts = ()
+    elif len(raw_hosts) > count:
+        problems.append(Problem(*where, "nodes.hosts", f"lists {len(raw_hosts)} hosts for nodes.count {count}"))
+    for i, item in enumerate(raw_hosts):
+        key = f"nodes.hosts[{i}]"
+        at = (where[0], line_of(raw_hosts, i) or where[1]) if where[1] is not None else where
+        if item is None:
+            hosts.append(Host())
+            continue
+        if not isinstance(item, dict):
+            problems.append(Problem(*at, key, f"must be a mapping with {' and '.join(HOST_KEYS)}, got {quote(item)}"))
+            continue
+        for name in item:
+            if name not in HOST_KEYS:
+                line = (at[0], line_of(item, name) or at[1]) if at[1] is not None else at
+                problems.append(Problem(*line, f"{key}.{name}", f"unknown key{suggest(str(name), list(HOST_KEYS))}"))
+        nic = item.get("nic")
+        if nic is not None and not isinstance(nic, str):
+            problems.append(Problem(*at, f"{key}.nic", f"must be a string, got {quote(nic)}"))
+            nic = None
+        host_env, more = _env_problems(item.get("env") or {}, f"{key}.env", at, item.get("env"))
+        problems.extend(more)
+        hosts.append(Host(nic=nic, env=host_env))
+    set_by = {
+        "nodes.addresses": bool(addresses),
+        "nodes.nic": given.get("nic") is not None,
+        "nodes.hccl_buffsize": given.get("hccl_buffsize") is not None,
+        "nodes.hccl_connect_timeout": given.get("hccl_connect_timeout") is not None,
+    }
+    for name, owner in NODE_ENV_KEYS.items():
+        if name in env and set_by[owner]:
+            problems.append(Problem(*locate(f"env.{name}"), f"env.{name}", f"is set by {owner}: set it in one place"))
+    nodes = Nodes(
+        count=count,
+        devices_per_host=given.get("devices_per_host") or values["device"].get("count", 1),
+        mode=given.get("mode", "dp"),
+        addresses=addresses,
+        nic=given.get("nic"),
+        dp_rpc_port=given.get("dp_rpc_port", 29550),
+        ray_port=given.get("ray_port", 6379),
+        hccl_buffsize=given.get("hccl_buffsize"),
+        hccl_connect_timeout=given.get("hccl_connect_timeout"),
+        hosts=tuple(hosts),
+    )
+    return nodes, problems
 
 
 def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Problem]:
@@ -360,7 +568,10 @@ def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pro
         problems.append(
             Problem(*locate("device"), "device.hbm_gib", f"is required on {platform}: the memory of one device in GiB")
         )
-    if platform in ("ascend", "cuda"):
+    nodes = values.get("nodes")
+    if nodes is not None and "count" in nodes:
+        problems.extend(_layout_checks(values, locate))
+    elif platform in ("ascend", "cuda"):
         tp, count = engine.get("tensor_parallel_size", 1), device.get("count", 1)
         if tp > count:
             problems.append(
@@ -429,6 +640,54 @@ def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pro
                 *locate("server.api_key_env"),
                 "server.api_key_env",
                 f"must be the NAME of an environment variable, got {quote(key_env)}",
+            )
+        )
+    return problems
+
+
+def _layout_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Problem]:
+    """How the parallel sizes fit a layout of several hosts."""
+    problems: list[Problem] = []
+    platform = values[""].get("platform")
+    device, engine, nodes = values["device"], values["engine"], values["nodes"]
+    if platform != "ascend":
+        problems.append(
+            Problem(
+                *locate("nodes"),
+                "nodes",
+                f"multi-host layouts are for platform ascend (the HCCL variables are vllm-ascend's), not {platform}",
+            )
+        )
+    count = nodes["count"]
+    per_host = nodes.get("devices_per_host") or device.get("count", 1)
+    if per_host > device.get("count", 1):
+        problems.append(
+            Problem(
+                *locate("nodes.devices_per_host"),
+                "nodes.devices_per_host",
+                f"{per_host} is more than device.count ({device.get('count', 1)})",
+            )
+        )
+    tp = engine.get("tensor_parallel_size", 1)
+    pp = engine.get("pipeline_parallel_size") or 1
+    if nodes.get("mode", "dp") == "dp":
+        if (tp * pp) > per_host or per_host % (tp * pp):
+            problems.append(
+                Problem(
+                    *locate("engine.tensor_parallel_size"),
+                    "engine.tensor_parallel_size",
+                    f"mode dp runs whole replicas on each host: TP {tp} x PP {pp} must divide the {per_host} "
+                    "devices of a host",
+                )
+            )
+    elif tp * pp != count * per_host:
+        problems.append(
+            Problem(
+                *locate("engine.tensor_parallel_size"),
+                "engine.tensor_parallel_size",
+                f"mode ray spreads one replica over every host: TP {tp} x PP {pp} = {tp * pp} must equal "
+                f"{count} hosts x {per_host} devices = {count * per_host} (the tutorial's way: TP = devices per "
+                "host, PP = hosts)",
             )
         )
     return problems

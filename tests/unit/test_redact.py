@@ -95,3 +95,10 @@ def test_secret_flags_are_masked_in_a_command_line():
         "--tokenizer",
         "/m",
     ]
+
+
+def test_limits_named_after_tokens_are_not_secrets():
+    # `--max-num-batched-tokens 4096` is a count: a dry run that masked it lost the setting.
+    argv = ["vllm", "serve", "--max-num-batched-tokens", "4096", "--max-num-queued-tokens=512", "--hf-token", "x"]
+    assert redact_argv(argv) == argv[:-1] + [MASK]
+    assert redact_env({"VLLM_MAX_TOKENS": "10", "HF_TOKEN": "hf_x"}) == {"VLLM_MAX_TOKENS": "10", "HF_TOKEN": MASK}

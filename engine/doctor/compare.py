@@ -31,10 +31,15 @@ def _get(*path: str) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def _tls(facts: Mapping[str, Any]) -> Any:
-    nics = (facts.get("netcheck") or {}).get("nics") if isinstance(facts.get("netcheck"), Mapping) else None
+    """The NICs' TLS switch values, from netcheck's NIC records inside a `--cluster` report, or
+    from a `netcheck --json` report given to --compare."""
+    net = facts.get("netcheck")
+    nics = net.get("nics") if isinstance(net, Mapping) else facts.get("nics")
     if not nics:
         return None
-    values = sorted({str(n.get("tls_switch")) for n in nics if n.get("tls_switch") is not None})
+    values = sorted(
+        {str(n.get("tls_switch")) for n in nics if isinstance(n, Mapping) and n.get("tls_switch") is not None}
+    )
     return ",".join(values) or None
 
 

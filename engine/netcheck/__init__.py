@@ -425,7 +425,8 @@ def check_ifnames(ctx: NetContext) -> Outcome:
     if ctx.interfaces is None:
         return skip("this recording holds no interface list")
     names = sorted(ctx.interfaces)
-    bad = {v: m for v, val in set_vars.items() if (m := _ifname_matches(val, names, prefix=True))}
+    # HCCL matches a name as a prefix unless written `=name`; Gloo and TensorPipe want exact names.
+    bad = {v: m for v, val in set_vars.items() if (m := _ifname_matches(val, names, prefix=v == "HCCL_SOCKET_IFNAME"))}
     if bad:
         what = "; ".join(f"{v} names {', '.join(m)}" for v, m in bad.items())
         return error(

@@ -181,6 +181,9 @@ def test_socket_ifname_variables_name_real_interfaces(tmp_path):
     r = run_netcheck(host=_host(tmp_path, **env), interfaces=IFACES)
     assert "HCCL_SOCKET_IFNAME names enp" in row(r, "env.socket_ifname").summary
     assert "GLOO" not in row(r, "env.socket_ifname").summary
+    # only HCCL takes a prefix
+    r = run_netcheck(host=_host(tmp_path, GLOO_SOCKET_IFNAME="bond"), interfaces=IFACES)
+    assert "GLOO_SOCKET_IFNAME names bond" in row(r, "env.socket_ifname").summary
 
 
 def test_timeouts(tmp_path):

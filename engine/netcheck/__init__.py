@@ -137,12 +137,15 @@ def find_tool(host: Host) -> str | None:
     return HCCN_TOOL if host.path(HCCN_TOOL).is_file() else None
 
 
+TIMED_OUT = "no answer within the timeout"
+
+
 def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> tuple[str | None, str | None]:
     """(stdout, None) or (None, why there is no answer)."""
     try:
         res = host.runner.run([tool, "-i", str(nic), *args], timeout=timeout)
     except ToolTimeout:
-        return None, "no answer within the timeout"
+        return None, TIMED_OUT
     except ToolMissing:
         return None, "not recorded"
     if not res.ok and not res.stdout.strip():
@@ -150,17 +153,27 @@ def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> 
     return res.stdout, None
 
 
-def collect(host: Host, tool: str, indices: Sequence[int]) -> list[Nic]:
-    nics = []
-    for i in indices:
-        nic = Nic(i)
-        for q in QUERIES:
-            out, why = _ask(host, tool, i, f"-{q}", "-g")
-            nic.answers[q] = out
-            if why:
-                nic.problems[q] = why
-        nics.append(nic)
-    return nics
+def _collect_one(host: Host, tool: str, index: int, timeout: float) -> Nic:
+    nic = Nic(index)
+    for q in QUERIES:
+        if TIMED_OUT in nic.problems.values():  # a NIC whose tool hangs once hangs again: stop asking
+            nic.answers[q] = None
+            nic.problems[q] = "not asked after a timeout"
+            continue
+        out, why = _ask(host, tool, index, f"-{q}", "-g", timeout=timeout)
+        nic.answers[q] = out
+        if why:
+            nic.problems[q] = why
+    return nic
+
+
+def collect(host: Host, tool: str, indices: Sequence[int], workers: int = 4, timeout: float = 10.0) -> list[Nic]:
+    """Every query on every NIC: one NIC's questions in turn, a few NICs at a time (16 NICs x 10
+    questions one after another take long on a loaded host)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(indices)))) as pool:
+        return list(pool.map(lambda i: _collect_one(host, tool, i, timeout), indices))
 
 
 # --- checks: each returns an Outcome, the runner adds id and category -----------------------------
@@ -595,6 +608,7 @@ def run_netcheck(
     interfaces: Mapping[str, list[str]] | None = None,
     connect: Callable[[str, int, float], None] | None = None,
     live: bool | None = None,
+    timeout: float = 10.0,
 ) -> DoctorReport:
     """Every network check against this machine, a recorded tree (`root`) or `host`.
 
@@ -615,7 +629,7 @@ def run_netcheck(
         interfaces = live_interfaces()
     started = time.perf_counter()
     tool = find_tool(host)
-    found = collect(host, tool, nic_indices(host, nics)) if tool else []
+    found = collect(host, tool, nic_indices(host, nics), timeout=timeout) if tool else []
     ctx = NetContext(
         host, live, found, tool, dict(interfaces) if interfaces is not None else None, tuple(peers_npu), tcp, connect
     )

@@ -230,3 +230,31 @@ def test_bad_input():
             parse_nics(spec)
     with pytest.raises(BadInput):
         run_netcheck(NET / "multinode-guide-910b", peers_tcp=["nohostport"])
+
+
+def test_live_hccn_tool_on_path_and_a_hung_nic(tmp_path):
+    """A real program on PATH (replaying the guide's recorded answers), run through the subprocess
+    runner as on a node; NIC 5 hangs on its first question and is asked nothing more."""
+    from engine.system.runner import SubprocessRunner
+
+    answers = NET / "multinode-guide-910b" / ".recorded" / "commands"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "hccn_tool"
+    tool.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2" = "-i 5" ] && exec sleep 600\n'
+        'key=$(echo "hccn_tool $*" | tr " " "_")\n'
+        f'[ -f "{answers}/$key.out" ] && exec cat "{answers}/$key.out"\n'
+        'echo "unknown command" >&2; exit 1\n'
+    )
+    tool.chmod(0o755)
+    host = Host(root=tmp_path, env={}, runner=SubprocessRunner(path=str(bin_dir)))
+    r = run_netcheck(host=host, nics=list(range(8)), interfaces=IFACES, live=True, timeout=1.0)
+    assert row(r, "hccn.tool").summary == f"hccn_tool at {tool}; NIC(s) 0-7"
+    link = row(r, "nic.link")
+    assert link.status is Status.WARN and link.summary == "link UP on NIC 0-4, 6-7; no answer from NIC 5"
+    assert r.facts["unanswered"][5]["link"] == "no answer within the timeout"
+    assert r.facts["unanswered"][5]["net_health"] == "not asked after a timeout"
+    assert row(r, "nic.fec").status is Status.SKIP  # the guide shows no -fec answer: the tool fails, unknown
+    assert r.facts["unanswered"][0]["fec"] == "unknown command"

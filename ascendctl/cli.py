@@ -13,7 +13,20 @@ from typing import Optional, Sequence
 import typer
 
 from ascendctl import __version__
-from ascendctl.commands import bench, bundle, demo, deploy, doctor, exporter, plan, profile, serve, top, triage
+from ascendctl.commands import (
+    bench,
+    bundle,
+    demo,
+    deploy,
+    doctor,
+    exporter,
+    netcheck,
+    plan,
+    profile,
+    serve,
+    top,
+    triage,
+)
 from ascendctl.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
 from engine.errors import AscendctlError
@@ -64,7 +77,7 @@ def _root(
     out.debug = out.debug or debug
 
 
-for module in (doctor, plan, serve, profile, top, triage, bench, demo, bundle, exporter, deploy):
+for module in (doctor, netcheck, plan, serve, profile, top, triage, bench, demo, bundle, exporter, deploy):
     module.register(app)
 
 

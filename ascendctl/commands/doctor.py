@@ -6,10 +6,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ascendctl.style import clean, safe, severity_style
-
-# The status column is five characters wide; the word itself is in --json.
-_MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
+from ascendctl.style import clean
 
 
 def register(app: typer.Typer) -> None:
@@ -54,12 +51,34 @@ def doctor(
         None, "--check", metavar="ID", help="Run only this check id or category (repeatable)."
     ),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Serving port to check (a --profile's port wins)."),
+    compare: Optional[List[str]] = typer.Option(
+        None,
+        "--compare",
+        metavar="JSON",
+        help=(
+            "Compare doctor --json reports of several hosts (repeat, or give the files after it): CANN, driver, "
+            "firmware, Python, torch, torch_npu, vllm, vllm-ascend; a host that differs is an error."
+        ),
+    ),
+    cluster: bool = typer.Option(
+        False,
+        "--cluster",
+        help=(
+            "Run doctor and netcheck on every node of the Ray cluster this host belongs to (RAY_ADDRESS or "
+            "a local `ray start`), then compare them as --compare does. Needs the `cluster` extra (Ray)."
+        ),
+    ),
+    files: Optional[List[str]] = typer.Argument(None, metavar="[JSON...]", help="More reports for --compare."),
 ) -> None:
+    from ascendctl.checks_view import render_report
     from ascendctl.output import get_output
     from engine.doctor import list_checks as all_checks
     from engine.doctor import run_doctor
 
     out = get_output()
+    if compare or files or cluster:
+        _compare_or_cluster(out, list(compare or ()) + list(files or ()), cluster, strict)
+        return
     if list_checks:
         infos = all_checks()
         out.emit({"checks": infos}, lambda c: _render_list(c, infos))
@@ -70,7 +89,7 @@ def doctor(
 
         prof = load_profile(profile, sets or ())
     report = run_doctor(root, port=port, profile=prof, profile_name=profile, model_dir=model, only=only or None)
-    out.emit(report.to_dict(), lambda c: _render_report(c, report, strict))
+    out.emit(report.to_dict(), lambda c: render_report(c, report, strict, "doctor"))
     code = report.exit_code(strict)
     if code:
         raise typer.Exit(code)
@@ -83,40 +102,43 @@ def _render_list(console: Any, infos: list) -> None:
         console.print(f"{i.id:<{width}}  {i.category:<8}  {clean(i.title)}{extra}", markup=False, highlight=False)
 
 
-def _render_report(console: Any, report: Any, strict: bool) -> None:
-    # Summaries quote what the (possibly recorded, possibly hostile) machine holds: version files,
-    # paths, variables. They go through safe(): no escape sequence reaches the terminal, no markup.
-    facts = report.facts
-    where = "" if report.live else f" (recorded machine at {report.root})"
-    if report.profile:
-        where += f" with profile {report.profile}"
-    console.print(f"[bold]ascendctl doctor[/]{safe(where)}: {safe(report.headline)}", soft_wrap=True)
-    width = max(len(c.id) for c in report.checks) if report.checks else 10
-    skipped: dict[str, list[str]] = {}
-    for c in report.checks:
-        status = c.status.value
-        if status == "skip":
-            skipped.setdefault(c.summary, []).append(c.id)
-            continue
-        console.print(
-            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {safe(c.summary)}", soft_wrap=True
-        )
-        if c.fix and status in ("warning", "error"):
-            console.print(f"        {'':<{width}}  [bold]fix:[/] {safe(c.fix)}", soft_wrap=True)
-    for reason, ids in skipped.items():
-        console.print(f"  [dim]skip  {safe(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
-    counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
-    elapsed = facts.get("elapsed_s")
-    tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
-    verdict = report.verdict + (
-        " (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else ""
-    )
-    console.print(
-        f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
-        f"{counts['skip']} skipped{tail}: {verdict}",
-        markup=False,
-        highlight=False,
-    )
+def _compare_or_cluster(out: Any, paths: list[str], cluster: bool, strict: bool) -> None:
+    from ascendctl.checks_view import render_skew_table
+    from engine.doctor.compare import compare_reports
+    from engine.errors import BadInput
+
+    if cluster and paths:
+        raise BadInput("--cluster gathers the reports itself", "give either --cluster or --compare FILES, not both")
+    if cluster:
+        from engine.cluster import run_cluster
+
+        with out.status("running doctor and netcheck on every node of the Ray cluster"):
+            reports = run_cluster()
+        named = [(r["facts"].get("host") or f"node{i}", r) for i, r in enumerate(reports)]
+    else:
+        named = [(path, _read_report(path)) for path in paths]
+    report = compare_reports(named)
+    data = report.to_dict()
+    if cluster:
+        data["reports"] = [r for _, r in named]
+    out.emit(data, lambda c: render_skew_table(c, report))
+    code = report.exit_code(strict)
+    if code:
+        raise typer.Exit(code)
+
+
+def _read_report(path: str) -> Any:
+    import json
+
+    from engine.errors import BadInput
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}", "give the path of a `doctor --json` report") from exc
+    except ValueError as exc:
+        raise BadInput(f"{path} is not JSON: {exc}", "write it with `ascendctl doctor --json > FILE`") from exc
 
 
 def env(

@@ -113,6 +113,17 @@ def _facts(ctx: Context) -> dict[str, Any]:
     }
 
 
+def host_name(host: Host, live: bool) -> str:
+    """This machine's name; for a recording, its `/etc/hostname`, else the tree's folder name.
+    `doctor --compare` names the host that differs with it."""
+    if live:
+        import socket
+
+        return socket.gethostname()
+    text = host.read_text("/etc/hostname")
+    return text.strip() if text and text.strip() else host.root.name
+
+
 def _selects(check: Check, name: str) -> bool:
     return check.id == name or check.id.startswith(name + ".") or check.category == name
 
@@ -190,6 +201,7 @@ def run_doctor(
     )
     checks = run_checks(ctx, only)
     facts = _facts(ctx)
+    facts["host"] = host_name(host, live)
     facts["elapsed_s"] = round(time.perf_counter() - started, 3)
     return DoctorReport(
         platform=ctx.platform,

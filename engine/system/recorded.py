@@ -11,6 +11,10 @@ of the tree:
     .recorded/commands/<key>.hang     present: the command hung (replayed as a timeout)
     .recorded/partial                 present: the tree was rebuilt from a report and holds only
                                       what the report showed (a missing path is unknown)
+    .recorded/npu_info_before.txt     a transcript in the layout of MindCluster FaultDiag's
+                                      environment check: each command line, then its output, a
+                                      blank line between blocks; a command not in commands/ is
+                                      answered from it (hccn_tool, npu-smi)
 
 `<key>` is the command line with the program's directory dropped, any `pythonX.Y` written as
 `python`, the code after `-c` left out, and spaces as `_`: `npu-smi_info`, `python_-c`,
@@ -55,15 +59,50 @@ def _legacy_key(key: str) -> str | None:
     return f"{head}_-c" if sep else None
 
 
-class RecordedRunner:
-    """Answers from `.recorded/commands/`; never runs anything."""
+# Programs whose command lines open a block of a transcript. A line after a blank line that starts
+# with anything else belongs to the output above it (npu-smi prints blank lines inside its answers).
+TRANSCRIPT_PROGRAMS = frozenset(
+    {"hccn_tool", "npu-smi", "cat", "pip", "pip3", "lspci", "ls", "uname", "ifconfig", "ip"}
+)
 
-    def __init__(self, commands_dir: Path) -> None:
+
+def read_transcript(text: str) -> dict[str, str]:
+    """{command key: output} from a transcript (FaultDiag's `npu_info_before.txt` layout). The
+    first block of a command that appears twice wins; trailing blank lines of a block are dropped."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    previous_blank = True
+    for line in text.splitlines():
+        words = line.split()
+        if previous_blank and words and not line[0].isspace():
+            program = posixpath.basename(words[0])
+            if program in TRANSCRIPT_PROGRAMS:
+                key = command_key(words)
+                # A piped command's output is filtered: not the answer of the command itself.
+                current = None if "|" in words or key in blocks else blocks.setdefault(key, [])
+                previous_blank = False
+                continue
+        if current is not None:
+            current.append(line)
+        previous_blank = not line.strip()
+    return {
+        key: "\n".join(lines).rstrip() + "\n" if any(x.strip() for x in lines) else "" for key, lines in blocks.items()
+    }
+
+
+class RecordedRunner:
+    """Answers from `.recorded/commands/`, then from a transcript; never runs anything."""
+
+    def __init__(self, commands_dir: Path, transcript: Path | None = None) -> None:
         self.dir = commands_dir
+        self.transcript: dict[str, str] = {}
+        if transcript is not None and transcript.is_file():
+            self.transcript = read_transcript(transcript.read_text(encoding="utf-8", errors="replace"))
 
     def which(self, name: str) -> str | None:
         prefix = command_key([name])
-        if any(p.name.startswith(prefix + "_") or p.stem == prefix for p in self._files()):
+        keys = [p.stem for p in self._files()] + list(self.transcript)
+        if any(k.startswith(prefix + "_") or k == prefix for k in keys):
             return f"/usr/local/bin/{name}"  # where the recording says it lived does not matter
         return None
 
@@ -83,6 +122,8 @@ class RecordedRunner:
             raise ToolTimeout(
                 f"{argv[0]} did not answer within {timeout:g} s (recorded)", "check the driver on that machine"
             )
+        if not out.exists() and key in self.transcript:
+            return CommandResult(tuple(argv), 0, self.transcript[key], "")
         if not out.exists():
             raise ToolMissing(f"{posixpath.basename(argv[0])} not recorded", "record its output in .recorded/commands/")
         err = self.dir / f"{key}.err"
@@ -171,5 +212,10 @@ def recorded_host(root: str | Path) -> tuple[Host, bool]:
     rec = root / RECORD_DIR
     env_file = rec / "env"
     env = read_env_file(env_file) if env_file.is_file() else {}
-    host = Host(root=root, env=env, runner=RecordedRunner(rec / "commands"), partial=(rec / "partial").exists())
+    host = Host(
+        root=root,
+        env=env,
+        runner=RecordedRunner(rec / "commands", rec / "npu_info_before.txt"),
+        partial=(rec / "partial").exists(),
+    )
     return host, env_file.is_file()

@@ -1,0 +1,80 @@
+"""The human view of a report made of check rows (doctor, netcheck, doctor --compare), and the
+version table of `doctor --compare`. Summaries quote what the (possibly recorded, possibly hostile)
+machine holds; they go through safe(): no escape sequence reaches the terminal, no markup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascendctl.style import safe, severity_style
+
+# The status column is five characters wide; the word itself is in --json.
+_MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
+
+
+def render_report(console: Any, report: Any, strict: bool, command: str, where: str | None = None) -> None:
+    """A report of check rows (doctor, netcheck, doctor --compare): headline, one line per
+    check with its fix, skipped checks grouped by reason, then the counts."""
+    facts = report.facts
+    if where is None:
+        where = "" if report.live else f" (recorded machine at {report.root})"
+    if report.profile:
+        where += f" with profile {report.profile}"
+    console.print(f"[bold]ascendctl {command}[/]{safe(where)}: {safe(report.headline)}", soft_wrap=True)
+    width = max(len(c.id) for c in report.checks) if report.checks else 10
+    skipped: dict[str, list[str]] = {}
+    for c in report.checks:
+        status = c.status.value
+        if status == "skip":
+            skipped.setdefault(c.summary, []).append(c.id)
+            continue
+        console.print(
+            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {safe(c.summary)}", soft_wrap=True
+        )
+        if c.fix and status in ("warning", "error"):
+            console.print(f"        {'':<{width}}  [bold]fix:[/] {safe(c.fix)}", soft_wrap=True)
+    for reason, ids in skipped.items():
+        console.print(f"  [dim]skip  {safe(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
+    counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
+    elapsed = facts.get("elapsed_s")
+    tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
+    verdict = report.verdict + (
+        " (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else ""
+    )
+    console.print(
+        f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
+        f"{counts['skip']} skipped{tail}: {verdict}",
+        markup=False,
+        highlight=False,
+    )
+
+
+def render_skew_table(console: Any, report: Any) -> None:
+    """`doctor --compare`: one row per version, one column per host; a value that differs from
+    the row's most common one is marked, then the check rows below say which host to fix."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    hosts = report.facts["hosts"]
+    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    table.add_column("", no_wrap=True)
+    for h in hosts:
+        table.add_column(safe(h), overflow="fold")
+    for label, values in report.facts["table"].items():
+        known = [v for v in values.values() if v is not None]
+        common = Counter(known).most_common(2)
+        # The reference is the value most hosts hold; with no majority every value is marked.
+        ref = common[0][0] if common and (len(common) == 1 or common[0][1] > common[1][1]) else None
+        cells = []
+        for h in hosts:
+            v = values.get(h)
+            if v is None:
+                cells.append("[dim]N/A[/]")
+            elif v != ref:
+                cells.append(f"[{severity_style('error')}]{safe(v)} *[/]")
+            else:
+                cells.append(safe(v))
+        table.add_row(label, *cells)
+    console.print(table)
+    render_report(console, report, False, "doctor --compare", where="")

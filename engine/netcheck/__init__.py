@@ -1,0 +1,659 @@
+"""`ascendctl netcheck`: the multi-node network checks vllm-ascend's guides ask for by hand.
+
+    report = run_netcheck()                         # this machine
+    report = run_netcheck(root="recorded/tree")     # a recorded machine (doctor's --root trees)
+    report.exit_code()                              # 0 clean / warnings, 1 errors
+
+For every NPU NIC, hccn_tool's answers (link, net_health, ip, gateway, netdetect, lldp, fec, tls,
+optical, link_stat) become one row per question, naming the NICs that fail; then /etc/hccn.conf
+against the live addresses, HCCL_IF_IP and the *_SOCKET_IFNAME variables against this host's
+interfaces, HCCL's timeouts, and reachability of the peers given (NPU NICs with `-ping`, host
+ports with a TCP connect). What each state means and its fix live in verdicts.yaml.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from engine.data import load_yaml
+from engine.doctor import host_name
+from engine.doctor.model import CheckResult, DoctorReport, Outcome, Status, error, ok, skip, warn
+from engine.netcheck import hccn
+from engine.system.host import Host
+from engine.system.runner import ToolMissing, ToolTimeout
+
+HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
+# Queried on every NIC, in this order; `-ping` is asked per peer.
+QUERIES = ("link", "net_health", "ip", "gateway", "netdetect", "lldp", "fec", "tls", "optical", "link_stat")
+IFNAME_VARS = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
+
+def verdicts() -> dict[str, Any]:
+    return load_yaml("engine.netcheck", "verdicts.yaml")
+
+
+@dataclass
+class Nic:
+    index: int
+    answers: dict[str, str | None] = field(default_factory=dict)  # query -> stdout; None: no answer
+    problems: dict[str, str] = field(default_factory=dict)  # query -> why there is no answer
+
+    def fact(self) -> dict[str, Any]:
+        a = self.answers
+        ip, mask = hccn.ip_address(a.get("ip") or "")
+        stat = hccn.link_stat(a.get("link_stat") or "")
+        opt = hccn.optical(a.get("optical") or "")
+        return {
+            "nic": self.index,
+            "link": hccn.link_status(a.get("link") or ""),
+            "net_health": hccn.net_health(a.get("net_health") or ""),
+            "ip": ip,
+            "netmask": mask,
+            "gateway": hccn.gateway(a.get("gateway") or ""),
+            "netdetect": hccn.netdetect(a.get("netdetect") or ""),
+            "lldp_ifname": hccn.lldp_ifname(a.get("lldp") or ""),
+            "fec": hccn.fec_mode(a.get("fec") or ""),
+            "tls_switch": hccn.tls_switch(a.get("tls") or ""),
+            "optical_present": opt.present,
+            "link_up_count": stat.up_count,
+            "link_down_records": len(stat.downs),
+        }
+
+
+@dataclass
+class NetContext:
+    host: Host
+    live: bool
+    nics: list[Nic]
+    tool: str | None
+    interfaces: dict[str, list[str]] | None  # name -> addresses; None: unknown (a recording)
+    peers_npu: Sequence[str] = ()
+    peers_tcp: Sequence[tuple[str, int]] = ()
+    connect: Callable[[str, int, float], None] | None = None
+    timeout: float = 3.0
+
+
+def _ranges(ids: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    out: list[str] = []
+    ids = sorted(ids)
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def parse_nics(spec: str) -> list[int]:
+    """ "0-7" / "3" / "0,2,4-5" -> the NIC indices. BadInput when malformed."""
+    from engine.errors import BadInput
+
+    out: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise BadInput(f"--nics {spec!r}: not a list of NIC indices", "write them as 0-7, 0-15 or 0,2,4")
+        out.extend(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return sorted(set(out))
+
+
+def nic_indices(host: Host, nics: Sequence[int] | None = None) -> list[int]:
+    """Which NICs to ask: `nics` if given; else those /etc/hccn.conf configures; else the chips
+    `npu-smi info -m` lists; else the /dev/davinciN nodes; else 0..7 (A2's eight)."""
+    if nics:
+        return sorted(set(nics))
+    conf = host.read_text("/etc/hccn.conf")
+    if conf:
+        ids = sorted(i for i, v in hccn.hccn_conf(conf).items() if "address" in v)
+        if ids:
+            return ids
+    try:
+        res = host.runner.run(["npu-smi", "info", "-m"], timeout=10.0)
+        ids = hccn.chip_logic_ids(res.stdout) if res.ok else []
+        if ids:
+            return ids
+    except (ToolMissing, ToolTimeout):
+        pass
+    dev = host.path("/dev")
+    try:
+        ids = sorted(int(p.name[7:]) for p in dev.iterdir() if p.name[7:].isdigit() and p.name.startswith("davinci"))
+    except OSError:
+        ids = []
+    return ids or list(range(8))
+
+
+def find_tool(host: Host) -> str | None:
+    found = host.runner.which("hccn_tool")
+    if found:
+        return found
+    return HCCN_TOOL if host.path(HCCN_TOOL).is_file() else None
+
+
+TIMED_OUT = "no answer within the timeout"
+
+
+def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> tuple[str | None, str | None]:
+    """(stdout, None) or (None, why there is no answer)."""
+    try:
+        res = host.runner.run([tool, "-i", str(nic), *args], timeout=timeout)
+    except ToolTimeout:
+        return None, TIMED_OUT
+    except ToolMissing:
+        return None, "not recorded"
+    if not res.ok and not res.stdout.strip():
+        return None, (res.stderr.strip() or f"exit status {res.returncode}").splitlines()[0][:120]
+    return res.stdout, None
+
+
+def _collect_one(host: Host, tool: str, index: int, timeout: float) -> Nic:
+    nic = Nic(index)
+    for q in QUERIES:
+        if TIMED_OUT in nic.problems.values():  # a NIC whose tool hangs once hangs again: stop asking
+            nic.answers[q] = None
+            nic.problems[q] = "not asked after a timeout"
+            continue
+        out, why = _ask(host, tool, index, f"-{q}", "-g", timeout=timeout)
+        nic.answers[q] = out
+        if why:
+            nic.problems[q] = why
+    return nic
+
+
+def collect(host: Host, tool: str, indices: Sequence[int], workers: int = 4, timeout: float = 10.0) -> list[Nic]:
+    """Every query on every NIC: one NIC's questions in turn, a few NICs at a time (16 NICs x 10
+    questions one after another take long on a loaded host)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(indices)))) as pool:
+        return list(pool.map(lambda i: _collect_one(host, tool, i, timeout), indices))
+
+
+# --- checks: each returns an Outcome, the runner adds id and category -----------------------------
+
+
+def _fix(template: str, nics: Sequence[int]) -> str:
+    return template.replace("{nic}", str(nics[0]) if len(nics) == 1 else "$i") + (
+        f"  (for i in {' '.join(map(str, nics))})" if len(nics) > 1 else ""
+    )
+
+
+def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str], str | None], label: str) -> Outcome:
+    data = verdicts()[table]
+    by_state: dict[str, list[int]] = {}
+    unknown: list[int] = []
+    for n in ctx.nics:
+        state = parse(n.answers.get(query) or "")
+        if state is None:
+            unknown.append(n.index)
+        else:
+            by_state.setdefault(state, []).append(n.index)
+    if not by_state:
+        return skip(f"no NIC answered `-{query} -g`")
+    bad = [(s, ids) for s, ids in by_state.items() if data.get(s, {}).get("status", "error") != "ok"]
+    tail = f"; no answer from NIC {_ranges(unknown)}" if unknown else ""
+    if not bad:
+        states = ", ".join(f"{s} on NIC {_ranges(ids)}" for s, ids in by_state.items())
+        if unknown:
+            return warn(
+                f"{label} {states}{tail}", f"query `hccn_tool -i N -{query} -g` on NIC {_ranges(unknown)} by hand"
+            )
+        return ok(f"{label} {states}")
+    worst = Status.ERROR if any(data.get(s, {}).get("status", "error") == "error" for s, _ in bad) else Status.WARN
+    parts, fixes = [], []
+    for s, ids in bad:
+        entry = data.get(s)
+        meaning = entry["meaning"] if entry else "a state netcheck does not know"
+        parts.append(f"{s!s} on NIC {_ranges(ids)} ({meaning})")
+        fixes.append(
+            _fix(entry["fix"], ids) if entry and entry.get("fix") else f"look up `{s}` in the hccn_tool manual"
+        )
+    return Outcome(worst, f"{label} " + "; ".join(parts) + tail, "; ".join(fixes))
+
+
+def check_tool(ctx: NetContext) -> Outcome:
+    if ctx.tool is None:
+        return error(
+            "hccn_tool not found (not on PATH, not at " + HCCN_TOOL + ")",
+            "install the Ascend driver, or mount /usr/local/Ascend/driver/tools into the container",
+        )
+    where = f"hccn_tool at {ctx.tool}" if ctx.live else "hccn_tool answers recorded"
+    return ok(f"{where}; NIC(s) {_ranges([n.index for n in ctx.nics])}")
+
+
+def check_link(ctx: NetContext) -> Outcome:
+    return _state_check(ctx, "link", "link", hccn.link_status, "link")
+
+
+def check_health(ctx: NetContext) -> Outcome:
+    return _state_check(ctx, "net_health", "net_health", hccn.net_health, "net health")
+
+
+def check_fec(ctx: NetContext) -> Outcome:
+    return _state_check(ctx, "fec", "fec", hccn.fec_mode, "FEC mode")
+
+
+def check_ip(ctx: NetContext) -> Outcome:
+    facts = {n.index: hccn.ip_address(n.answers.get("ip") or "") for n in ctx.nics}
+    answered = [n.index for n in ctx.nics if n.answers.get("ip") is not None]
+    if not answered:
+        return skip("no NIC answered `-ip -g`")
+    missing = [i for i in answered if facts[i][0] is None]
+    seen: dict[str, list[int]] = {}
+    for i, (ip, _) in facts.items():
+        if ip:
+            seen.setdefault(ip, []).append(i)
+    dups = {ip: ids for ip, ids in seen.items() if len(ids) > 1}
+    if missing:
+        return error(
+            f"no address on NIC {_ranges(missing)}",
+            _fix(
+                "hccn_tool -i {nic} -ip -s address <A> netmask <M>, and address_{nic}= / netmask_{nic}= in /etc/hccn.conf",
+                missing,
+            ),
+        )
+    if dups:
+        ip, ids = next(iter(dups.items()))
+        return error(f"NICs {_ranges(ids)} share the address {ip}", "give every NIC its own address in /etc/hccn.conf")
+    got = ", ".join(f"{i}={facts[i][0]}" for i in answered)
+    return ok(f"addresses: {got}")
+
+
+def _same_everywhere(ctx: NetContext, query: str, parse: Callable[[str], str | None], what: str, fix: str) -> Outcome:
+    values = {n.index: parse(n.answers.get(query) or "") for n in ctx.nics if n.answers.get(query) is not None}
+    if not values:
+        return skip(f"no NIC answered `-{query} -g`")
+    missing = [i for i, v in values.items() if v is None]
+    if missing:
+        return warn(f"no {what} on NIC {_ranges(missing)}", _fix(fix, missing))
+    return ok(f"{what}: {_grouped(values)}")
+
+
+def _grouped(values: Mapping[int, Any]) -> str:
+    """{0: "a", 1: "a", 2: "b"} -> "a on NIC 0-1, b on NIC 2"."""
+    by: dict[Any, list[int]] = {}
+    for i, v in values.items():
+        by.setdefault(v, []).append(i)
+    return ", ".join(f"{v} on NIC {_ranges(ids)}" for v, ids in by.items())
+
+
+def check_gateway(ctx: NetContext) -> Outcome:
+    return _same_everywhere(
+        ctx,
+        "gateway",
+        hccn.gateway,
+        "gateway",
+        "hccn_tool -i {nic} -gateway -s gateway <G>, and gateway_{nic}= in /etc/hccn.conf",
+    )
+
+
+def check_netdetect(ctx: NetContext) -> Outcome:
+    return _same_everywhere(
+        ctx,
+        "netdetect",
+        hccn.netdetect,
+        "detect address",
+        "hccn_tool -i {nic} -netdetect -s address <gateway>, and netdetect_{nic}= in /etc/hccn.conf",
+    )
+
+
+def check_lldp(ctx: NetContext) -> Outcome:
+    return _same_everywhere(
+        ctx,
+        "lldp",
+        hccn.lldp_ifname,
+        "switch port (LLDP)",
+        "no LLDP neighbour on NIC {nic}: check that its cable reaches a switch port with LLDP enabled",
+    )
+
+
+def check_tls(ctx: NetContext) -> Outcome:
+    values = {
+        n.index: hccn.tls_switch(n.answers.get("tls") or "") for n in ctx.nics if n.answers.get("tls") is not None
+    }
+    known = {i: v for i, v in values.items() if v is not None}
+    if not known:
+        return skip("no NIC answered `-tls -g` with a tls switch")
+    if len(set(known.values())) > 1:
+        on = [i for i, v in known.items() if v == "1"]
+        return error(
+            f"TLS differs between NICs: enabled on {_ranges(on)}, disabled on {_ranges([i for i in known if i not in on])}",
+            "use one setting on every NIC of every node (the guides use 0): for i in 0..N: hccn_tool -i $i -tls -s enable 0",
+        )
+    v = next(iter(known.values()))
+    return ok(
+        f"TLS switch {v} ({'enabled' if v == '1' else 'disabled'}) on NIC {_ranges(list(known))}; it must match on every node"
+    )
+
+
+def check_optical(ctx: NetContext) -> Outcome:
+    answered = [n for n in ctx.nics if n.answers.get("optical") is not None]
+    if not answered:
+        return skip("no NIC answered `-optical -g`")
+    errors, warns = [], []
+    for n in answered:
+        o = hccn.optical(n.answers["optical"] or "")
+        if o.present is False:
+            errors.append(f"NIC {n.index}: module reported not present")
+        los = [f"{k} LOS {v}" for k, v in (("Tx", o.tx_los), ("Rx", o.rx_los)) if v not in (None, "0x0", "NA")]
+        if los:
+            errors.append(f"NIC {n.index}: " + ", ".join(los))
+        if o.out_of_range:
+            warns.append(f"NIC {n.index}: " + ", ".join(o.out_of_range))
+    fix = "reseat or replace the optical module and cable; compare with `hccn_tool -i N -optical -g` on a healthy NIC"
+    if errors:
+        return error("; ".join(errors + warns), fix)
+    if warns:
+        return warn("optical power outside its thresholds: " + "; ".join(warns), fix)
+    return ok(f"optical modules present, no loss of signal on NIC {_ranges([n.index for n in answered])}")
+
+
+def check_flaps(ctx: NetContext) -> Outcome:
+    answered = [n for n in ctx.nics if n.answers.get("link_stat") is not None]
+    if not answered:
+        return skip("no NIC answered `-link_stat -g`")
+    flapped = {}
+    for n in answered:
+        st = hccn.link_stat(n.answers["link_stat"] or "")
+        if st.downs:
+            flapped[n.index] = st
+    if flapped:
+        parts = [f"NIC {i}: {len(s.downs)} down(s), last at {s.downs[0]}" for i, s in flapped.items()]
+        return warn(
+            "link went down since boot: " + "; ".join(parts),
+            "a link that keeps flapping breaks HCCL mid-run: check the module and cable; watch `-link_stat -g` for new records",
+        )
+    return ok(f"no LINK DOWN records on NIC {_ranges([n.index for n in answered])}")
+
+
+def check_hccn_conf(ctx: NetContext) -> Outcome:
+    text = ctx.host.read_text("/etc/hccn.conf")
+    if text is None:
+        if ctx.host.partial:
+            return skip("/etc/hccn.conf not recorded")
+        return warn(
+            "/etc/hccn.conf missing: NIC addresses set by hand are lost at reboot",
+            "write address_N, netmask_N, netdetect_N, gateway_N for every NIC into /etc/hccn.conf",
+        )
+    conf = hccn.hccn_conf(text)
+    diffs = []
+    for n in ctx.nics:
+        live_ip, _ = hccn.ip_address(n.answers.get("ip") or "")
+        want = conf.get(n.index, {}).get("address")
+        if want is None:
+            diffs.append(f"NIC {n.index} has no address_{n.index}")
+        elif live_ip is not None and live_ip != want:
+            diffs.append(f"NIC {n.index}: address_{n.index}={want} but the NIC has {live_ip}")
+    if diffs:
+        return warn("/etc/hccn.conf: " + "; ".join(diffs), "make /etc/hccn.conf and `hccn_tool -i N -ip -g` agree")
+    return ok(f"/etc/hccn.conf configures NIC {_ranges(sorted(conf))}")
+
+
+def _own_addresses(ctx: NetContext) -> set[str]:
+    return {a for addrs in (ctx.interfaces or {}).values() for a in addrs}
+
+
+def check_if_ip(ctx: NetContext) -> Outcome:
+    value = ctx.host.env.get("HCCL_IF_IP")
+    if not value:
+        return skip("HCCL_IF_IP not set")
+    if ctx.interfaces is None:
+        return skip("this recording holds no interface list")
+    if value not in _own_addresses(ctx):
+        return error(
+            f"HCCL_IF_IP={value} is not an address of this host",
+            "set HCCL_IF_IP to this node's own address on the network the nodes share (`ip -4 addr`)",
+        )
+    name = next(n for n, addrs in ctx.interfaces.items() if value in addrs)
+    return ok(f"HCCL_IF_IP={value} ({name})")
+
+
+def _ifname_matches(value: str, names: Sequence[str], prefix: bool) -> list[str]:
+    """The parts of an *_SOCKET_IFNAME value that name no interface. Accepts "eth0,eth1", and
+    HCCL's "=eth0" (exact) and "^=eth0" / "^eth" (exclude) forms; excluded names are not checked."""
+    missing = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part or part.startswith("^"):
+            continue
+        exact = part.startswith("=")
+        part = part.lstrip("=")
+        if part in names or (prefix and not exact and any(n.startswith(part) for n in names)):
+            continue
+        missing.append(part)
+    return missing
+
+
+def check_ifnames(ctx: NetContext) -> Outcome:
+    set_vars = {v: ctx.host.env[v] for v in IFNAME_VARS if ctx.host.env.get(v)}
+    if not set_vars:
+        return skip("no *_SOCKET_IFNAME variable set")
+    if ctx.interfaces is None:
+        return skip("this recording holds no interface list")
+    names = sorted(ctx.interfaces)
+    # HCCL matches a name as a prefix unless written `=name`; Gloo and TensorPipe want exact names.
+    bad = {v: m for v, val in set_vars.items() if (m := _ifname_matches(val, names, prefix=v == "HCCL_SOCKET_IFNAME"))}
+    if bad:
+        what = "; ".join(f"{v} names {', '.join(m)}" for v, m in bad.items())
+        return error(
+            f"{what}: no such interface here (interfaces: {', '.join(names)})",
+            "set them to the interface that holds HCCL_IF_IP on this node; names differ between nodes",
+        )
+    return ok(", ".join(f"{v}={val}" for v, val in set_vars.items()))
+
+
+def check_timeouts(ctx: NetContext) -> Outcome:
+    defaults = verdicts()["timeouts"]
+    parts, bad = [], []
+    for name, default in defaults.items():
+        raw = ctx.host.env.get(name)
+        if raw is None:
+            parts.append(f"{name} {default} s (default)")
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            bad.append(f"{name}={raw!r} is not a whole number of seconds")
+            continue
+        parts.append(f"{name} {value} s")
+    if bad:
+        return error("; ".join(bad), "give the timeouts in whole seconds, e.g. HCCL_CONNECT_TIMEOUT=1200")
+    connect = ctx.host.env.get("HCCL_CONNECT_TIMEOUT")
+    if connect is None and (ctx.peers_npu or ctx.peers_tcp):
+        return warn(
+            "; ".join(parts) + ": nodes that start more than 120 s apart fail to link",
+            "export HCCL_CONNECT_TIMEOUT larger than the gap between the nodes' start-ups (e.g. 1200) on every node",
+        )
+    return ok("; ".join(parts))
+
+
+def check_npu_peers(ctx: NetContext) -> Outcome:
+    if not ctx.peers_npu:
+        return skip("no --peer-npu address given")
+    if ctx.tool is None:
+        return skip("hccn_tool not found")
+    lossy, unknown, good = [], [], 0
+    for addr in ctx.peers_npu:
+        for n in ctx.nics:
+            out, why = _ask(ctx.host, ctx.tool, n.index, "-ping", "-g", "address", addr, timeout=30.0)
+            result = hccn.ping(out or "")
+            if result is None:
+                unknown.append(f"NIC {n.index} -> {addr}: {why or 'no ping summary'}")
+            elif result.received < result.sent:
+                lossy.append(f"NIC {n.index} -> {addr}: {result.loss_pct:g}% loss")
+            else:
+                good += 1
+    if lossy:
+        return error(
+            "; ".join(lossy + unknown),
+            "check the links, switch VLAN and routes between those NICs (`-gateway -g`, `-netdetect -g`)",
+        )
+    if unknown:
+        return warn("; ".join(unknown), "ping those addresses by hand: hccn_tool -i N -ping -g address X")
+    return ok(f"{good} NIC-to-peer ping(s) without loss")
+
+
+def _tcp_connect(host: str, port: int, timeout: float) -> None:
+    with socket.create_connection((host, port), timeout=timeout):
+        pass
+
+
+def check_tcp_peers(ctx: NetContext) -> Outcome:
+    if not ctx.peers_tcp:
+        return skip("no --peer HOST:PORT given")
+    if not ctx.live:
+        return skip("a recorded machine cannot reach its peers")
+    connect = ctx.connect or _tcp_connect
+    failed, good = [], []
+    for host, port in ctx.peers_tcp:
+        try:
+            connect(host, port, ctx.timeout)
+            good.append(f"{host}:{port}")
+        except OSError as exc:
+            failed.append(f"{host}:{port} ({exc.strerror or type(exc).__name__})")
+    if failed:
+        return error(
+            "cannot connect to " + ", ".join(failed),
+            "start the peer's listener first (vLLM's rank 0, Ray's head) and open the port in the firewall between nodes",
+        )
+    return ok("reached " + ", ".join(good))
+
+
+# id, category, needs NIC answers, function
+CHECKS: tuple[tuple[str, str, bool, Callable[[NetContext], Outcome]], ...] = (
+    ("hccn.tool", "npu-nic", False, check_tool),
+    ("nic.link", "npu-nic", True, check_link),
+    ("nic.net_health", "npu-nic", True, check_health),
+    ("nic.ip", "npu-nic", True, check_ip),
+    ("nic.gateway", "npu-nic", True, check_gateway),
+    ("nic.netdetect", "npu-nic", True, check_netdetect),
+    ("nic.lldp", "npu-nic", True, check_lldp),
+    ("nic.fec", "npu-nic", True, check_fec),
+    ("nic.tls", "npu-nic", True, check_tls),
+    ("nic.optical", "npu-nic", True, check_optical),
+    ("nic.link_flaps", "npu-nic", True, check_flaps),
+    ("hccn.conf", "npu-nic", True, check_hccn_conf),
+    ("env.hccl_if_ip", "host-net", False, check_if_ip),
+    ("env.socket_ifname", "host-net", False, check_ifnames),
+    ("env.hccl_timeouts", "host-net", False, check_timeouts),
+    ("peer.npu_ping", "peers", True, check_npu_peers),
+    ("peer.tcp", "peers", False, check_tcp_peers),
+)
+
+
+def _run_one(
+    ctx: NetContext, cid: str, category: str, needs_nics: bool, fn: Callable[[NetContext], Outcome]
+) -> CheckResult:
+    if needs_nics and ctx.tool is None:
+        return CheckResult(cid, category, Status.SKIP, "hccn_tool not found")
+    try:
+        out = fn(ctx)
+    except Exception as exc:  # one row, the report goes on
+        return CheckResult(
+            cid,
+            category,
+            Status.ERROR,
+            f"check crashed: {type(exc).__name__}: {exc}"[:300],
+            "run with --debug and report it",
+        )
+    return CheckResult(cid, category, out.status, out.summary, out.fix)
+
+
+def live_interfaces() -> dict[str, list[str]]:
+    import psutil
+
+    return {
+        name: [a.address.split("%")[0] for a in addrs if a.address] for name, addrs in psutil.net_if_addrs().items()
+    }
+
+
+def _recorded_interfaces(root: Path) -> dict[str, list[str]] | None:
+    """`.recorded/interfaces`: one `NAME ADDRESS...` a line (what `ip -brief addr` prints, state column allowed)."""
+    path = root / ".recorded" / "interfaces"
+    if not path.is_file():
+        return None
+    out: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        words = line.split()
+        if words:
+            out[words[0]] = [
+                w.split("/")[0] for w in words[1:] if any(c.isdigit() for c in w) and ("." in w or ":" in w)
+            ]
+    return out
+
+
+def parse_peer(value: str) -> tuple[str, int]:
+    from engine.errors import BadInput
+
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
+        raise BadInput(f"--peer {value!r} is not HOST:PORT", "give the peer as HOST:PORT, e.g. 10.0.0.2:13389")
+    return host.strip("[]"), int(port)
+
+
+def run_netcheck(
+    root: str | Path | None = None,
+    *,
+    host: Host | None = None,
+    nics: Sequence[int] | None = None,
+    peers_npu: Sequence[str] = (),
+    peers_tcp: Sequence[str] = (),
+    interfaces: Mapping[str, list[str]] | None = None,
+    connect: Callable[[str, int, float], None] | None = None,
+    live: bool | None = None,
+    timeout: float = 10.0,
+) -> DoctorReport:
+    """Every network check against this machine, a recorded tree (`root`) or `host`.
+
+    Raises Unreachable when `root` is not a recorded tree; BadInput for a malformed --peer.
+    """
+    tcp = [parse_peer(p) for p in peers_tcp]
+    # A Host handed in is a recording unless the caller says it is this machine (tests of peers).
+    live = (host is None and root is None) if live is None else live
+    if root is not None:
+        from engine.system.recorded import recorded_host, recorded_root
+
+        host, _ = recorded_host(root)
+        if interfaces is None:
+            interfaces = _recorded_interfaces(recorded_root(root))
+    elif host is None:
+        host = Host()
+    if interfaces is None and live:
+        interfaces = live_interfaces()
+    started = time.perf_counter()
+    tool = find_tool(host)
+    found = collect(host, tool, nic_indices(host, nics), timeout=timeout) if tool else []
+    ctx = NetContext(
+        host, live, found, tool, dict(interfaces) if interfaces is not None else None, tuple(peers_npu), tcp, connect
+    )
+    checks = [_run_one(ctx, *c) for c in CHECKS]
+    errors = sum(c.status is Status.ERROR for c in checks)
+    warns = sum(c.status is Status.WARN for c in checks)
+    state = (
+        f"{errors} error(s), {warns} warning(s): the network is not ready for multi-node serving"
+        if errors
+        else (f"{warns} warning(s), no errors" if warns else "ready for multi-node serving")
+    )
+    return DoctorReport(
+        platform="ascend" if tool else "unknown",
+        headline=f"{len(found)} NPU NIC(s); {state}",
+        root=str(root) if root is not None and Path(root).is_file() else str(host.root),
+        live=live,
+        checks=tuple(checks),
+        facts={
+            "host": host_name(host, live),
+            "nics": [n.fact() for n in found],
+            "unanswered": {n.index: n.problems for n in found if n.problems},
+            "elapsed_s": round(time.perf_counter() - started, 3),
+        },
+    )
+
+
+__all__ = ["CHECKS", "run_netcheck", "verdicts"]

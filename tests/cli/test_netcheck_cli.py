@@ -1,0 +1,101 @@
+"""`ascendctl netcheck` and `ascendctl doctor --compare` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import FIXTURES
+
+from ascendctl.cli import main
+
+NET = FIXTURES / "netcheck"
+HOSTS = FIXTURES / "hosts"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_netcheck_exit_codes_on_recorded_machines(capsys):
+    code, out, _ = run(capsys, "netcheck", "--root", str(NET / "faultdiag-kg-parse-910a"))
+    assert code == 1
+    assert "ERROR nic.net_health" in out and "Socket failed on NIC 0" in out
+    assert "fix: hccn_tool -i 0 -fec -s encoding rs" in out
+    guide = ("--root", str(NET / "multinode-guide-910b"), "--peer-npu", "11.12.165.80")
+    code, out, _ = run(capsys, "netcheck", *guide)
+    assert code == 0 and "ok    nic.link" in out
+    assert run(capsys, "netcheck", "--strict", *guide)[0] == 1  # the timeout warning fails it
+
+
+def test_netcheck_json(capsys):
+    code, out, _ = run(capsys, "netcheck", "--json", "--root", str(NET / "multinode-guide-910b"), "--nics", "0-3")
+    data = json.loads(out)
+    assert code == 0 and data["schema_version"] == 1
+    assert [n["nic"] for n in data["facts"]["nics"]] == [0, 1, 2, 3]
+    assert data["facts"]["nics"][0]["tls_switch"] == "0"
+    assert {c["id"] for c in data["checks"]} >= {"nic.link", "nic.net_health", "peer.tcp"}
+
+
+def test_netcheck_bad_input_and_nothing_to_probe(capsys, tmp_path):
+    assert run(capsys, "netcheck", "--root", str(NET / "multinode-guide-910b"), "--nics", "7-1")[0] == 2
+    code, _, err = run(capsys, "netcheck", "--root", str(NET / "multinode-guide-910b"), "--peer", "nope")
+    assert code == 2 and "HOST:PORT" in err
+    assert run(capsys, "netcheck", "--root", str(tmp_path / "absent"))[0] == 3
+
+
+def _doctor_json(capsys, tmp_path, tree: str) -> str:
+    code, out, _ = run(capsys, "doctor", "--json", "--root", str(HOSTS / tree))
+    path = tmp_path / f"{tree}.json"
+    path.write_text(out)
+    return str(path)
+
+
+def test_doctor_compare_names_the_host_that_differs(capsys, tmp_path):
+    a = _doctor_json(capsys, tmp_path, "vllm-ascend-2498-910b3-container")  # CANN 8.2.RC1
+    b = _doctor_json(capsys, tmp_path, "vllm-ascend-3906-910b2-image-0.9.2dev")  # CANN 8.2.RC1
+    c = _doctor_json(capsys, tmp_path, "vllm-ascend-5111-910b2-cann83rc2")  # CANN 8.3.RC2
+    code, out, _ = run(capsys, "doctor", "--compare", a, b, c)
+    assert code == 1
+    assert "CANN differs: vllm-ascend-5111-910b2-cann83rc2 has 8.3.RC2 (the others: 8.2.RC1)" in out
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", a, "--compare", c)
+    data = json.loads(out)
+    assert data["facts"]["table"]["CANN"] == {
+        "vllm-ascend-2498-910b3-container": "8.2.RC1",
+        "vllm-ascend-5111-910b2-cann83rc2": "8.3.RC2",
+    }
+    assert next(x for x in data["checks"] if x["id"] == "skew.cann")["status"] == "error"
+
+
+def test_doctor_compare_same_stack_is_clean(capsys, tmp_path):
+    a = _doctor_json(capsys, tmp_path, "healthy-910b")
+    b = tmp_path / "copy.json"
+    b.write_text(open(a).read())
+    code, out, _ = run(capsys, "doctor", "--compare", a, str(b))
+    assert code == 0 and "the same stack on every host" in out
+
+
+def test_doctor_compare_bad_input(capsys, tmp_path):
+    a = _doctor_json(capsys, tmp_path, "healthy-910b")
+    assert run(capsys, "doctor", "--compare", a)[0] == 2  # one report compares nothing
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"verdict": "ok"}')
+    code, _, err = run(capsys, "doctor", "--compare", a, str(junk))
+    assert code == 2 and "not a doctor report" in err
+    assert run(capsys, "doctor", "--compare", a, str(tmp_path / "missing.json"))[0] == 2
+    assert run(capsys, "doctor", "--cluster", "--compare", a, a)[0] == 2
+
+
+def test_compare_reads_the_nics_tls_from_netcheck_reports(capsys, tmp_path):
+    code, out, _ = run(capsys, "netcheck", "--json", "--root", str(NET / "multinode-guide-910b"))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(out)
+    b.write_text(out)
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", str(a), str(b))
+    data = json.loads(out)
+    tls = next(x for x in data["checks"] if x["id"] == "skew.tls")
+    assert tls["status"] == "ok" and tls["summary"] == "NPU NIC TLS 0 on all 2 hosts"
+    # netcheck's reports hold no versions: those rows are skipped, not errors
+    assert next(x for x in data["checks"] if x["id"] == "skew.cann")["status"] == "skip"
+    assert code == 0

@@ -1,0 +1,74 @@
+"""`doctor --cluster` against a real two-node Ray cluster on this machine (ray.cluster_utils: two
+raylets, one CPU each). Each node reports on a different recorded machine through
+ASCENDCTL_CLUSTER_ROOT, set in that raylet's environment, so the nodes' CANN differs and the skew
+must be reported naming the node. Every process the cluster started is gone at the end."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ascendctl.cli import main
+from engine.cluster import ROOT_ENV
+
+ray = pytest.importorskip("ray", reason="the cluster extra (Ray) is not installed")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = REPO / "tests" / "fixtures" / "hosts"
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+
+
+def _descendants() -> list[psutil.Process]:
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def test_cluster_reports_cann_skew_naming_the_node(monkeypatch, capsys):
+    before = {p.pid for p in _descendants()}
+    cluster = None
+    try:
+        node_env = {"PYTHONPATH": str(REPO)}
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "env_vars": {**node_env, ROOT_ENV: str(HOSTS / "healthy-910b")},
+            },
+        )
+        cluster.add_node(num_cpus=1, env_vars={**node_env, ROOT_ENV: str(HOSTS / "vllm-ascend-5111-910b2-cann83rc2")})
+        cluster.wait_for_nodes()
+        monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+
+        code = main(["doctor", "--cluster", "--json"])
+        data = json.loads(capsys.readouterr().out)
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        # Nothing the cluster started may outlive the test.
+        deadline = time.monotonic() + 20
+        left = [p for p in _descendants() if p.pid not in before]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        for p in left:
+            p.kill()
+    assert not left, f"processes left running: {[p.pid for p in left]}"
+
+    assert code == 1
+    assert sorted(data["facts"]["hosts"]) == ["healthy-910b", "vllm-ascend-5111-910b2-cann83rc2"]
+    assert data["facts"]["table"]["CANN"] == {"healthy-910b": "8.2.RC1", "vllm-ascend-5111-910b2-cann83rc2": "8.3.RC2"}
+    cann = next(c for c in data["checks"] if c["id"] == "skew.cann")
+    assert cann["status"] == "error"
+    assert "8.3.RC2" in cann["summary"] and "8.2.RC1" in cann["summary"]
+    # Each node ran its own doctor and netcheck, on the node it was pinned to.
+    assert len({r["facts"]["ray_node"]["id"] for r in data["reports"]}) == 2
+    assert all("netcheck" in r["facts"] for r in data["reports"])

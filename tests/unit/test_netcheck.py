@@ -1,0 +1,260 @@
+"""netcheck's parsers and checks on hccn_tool answers copied from public sources
+(tests/fixtures/netcheck/PROVENANCE.md), and its host checks on injected environments."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES
+
+from engine.doctor.model import Status
+from engine.errors import BadInput
+from engine.netcheck import hccn, parse_nics, run_netcheck, verdicts
+from engine.system.host import Host
+from engine.system.recorded import RecordedRunner, read_transcript
+
+NET = FIXTURES / "netcheck"
+SAMPLES = NET / "samples"
+
+
+def statuses(report) -> dict[str, str]:
+    return {c.id: c.status.value for c in report.checks}
+
+
+def row(report, cid: str):
+    return next(c for c in report.checks if c.id == cid)
+
+
+def test_transcript_blocks_are_keyed_like_recorded_commands():
+    text = (NET / "faultdiag-kg-parse-910a/.recorded/npu_info_before.txt").read_text()
+    blocks = read_transcript(text)
+    assert blocks["hccn_tool_-i_0_-net_health_-g"] == "net health status: Socket failed\n"
+    assert blocks["hccn_tool_-i_1_-ip_-g"] == "ipaddr:192.161.201.10\nnetmask:255.255.255.0\n"
+    assert blocks["hccn_tool_-i_2_-ip_-g"] == ""  # asked, answered nothing
+    # npu-smi prints blank lines inside one answer; they stay in its block
+    assert "HBM Capacity(MB)" in blocks["npu-smi_info_-i_0_-t_usages"]
+    # a piped command's output belongs to no block, and not to the one above it
+    assert not any("Processing accelerators" in v for v in blocks.values())
+
+
+def test_transcript_answers_a_recorded_runner(tmp_path):
+    (tmp_path / "t.txt").write_text((NET / "faultdiag-worker0-8nic/.recorded/npu_info_before.txt").read_text())
+    runner = RecordedRunner(tmp_path / "missing", tmp_path / "t.txt")
+    assert runner.which("hccn_tool")
+    # the recording wrote this command line without its leading slash: the program's directory never matters
+    out = runner.run(["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "0", "-link_stat", "-g"]).stdout
+    assert hccn.link_stat(out) == hccn.LinkStat(2, ("Tue Aug  1 14:43:40 2022",))
+
+
+def test_faultdiag_fixture_socket_failed_no_fec_optical_absent():
+    r = run_netcheck(NET / "faultdiag-kg-parse-910a")
+    s = statuses(r)
+    assert r.exit_code() == 1
+    assert s["nic.net_health"] == "error" and "Socket failed on NIC 0" in row(r, "nic.net_health").summary
+    assert s["nic.fec"] == "error" and row(r, "nic.fec").fix == "hccn_tool -i 0 -fec -s encoding rs"
+    assert s["nic.ip"] == "error" and "no address on NIC 2" in row(r, "nic.ip").summary
+    optical = row(r, "nic.optical")
+    assert optical.status is Status.ERROR
+    assert "not present" in optical.summary and "Rx LOS 0xff" in optical.summary
+    assert "Rx Power1 0.0054 mW < 0.1445 mW" in optical.summary
+    assert s["nic.link_flaps"] == "warning"
+    # the recording holds no -link, -gateway, ... answers: those rows are unknown, not failures
+    assert s["nic.link"] == s["nic.gateway"] == s["nic.lldp"] == "skip"
+    assert s["hccn.conf"] == "skip"  # a partial recording: a missing file is unknown
+    facts = r.facts["nics"]
+    assert [n["nic"] for n in facts] == list(range(8))  # from npu-smi info -m
+    assert facts[0]["net_health"] == "Socket failed" and facts[0]["fec"] == "no"
+
+
+def test_faultdiag_worker_fixture_eight_addresses_and_flaps():
+    r = run_netcheck(NET / "faultdiag-worker0-8nic")
+    assert row(r, "nic.ip").status is Status.OK
+    assert [n["ip"] for n in r.facts["nics"]] == [f"10.10.0.1{i}" for i in range(8)]
+    assert [n["link_up_count"] for n in r.facts["nics"]] == [2] * 8
+    assert row(r, "nic.link_flaps").status is Status.WARN
+    assert r.exit_code() == 0
+
+
+def test_multinode_guide_fixture_is_ready():
+    r = run_netcheck(NET / "multinode-guide-910b", peers_npu=["11.12.165.80"])
+    s = statuses(r)
+    for cid in ("nic.link", "nic.net_health", "nic.ip", "nic.gateway", "nic.netdetect", "nic.lldp", "nic.tls"):
+        assert s[cid] == "ok", (cid, row(r, cid).summary)
+    assert row(r, "nic.gateway").summary == "gateway: 11.12.165.1 on NIC 0-7"
+    assert row(r, "nic.lldp").summary.startswith("switch port (LLDP): 400GE1/1/5:1 on NIC 0")
+    assert s["peer.npu_ping"] == "ok" and row(r, "peer.npu_ping").summary == "8 NIC-to-peer ping(s) without loss"
+    # peers given and HCCL_CONNECT_TIMEOUT left at its 120 s default: a warning, not an error
+    assert s["env.hccl_timeouts"] == "warning"
+    assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
+
+
+def test_blog_fixture_hccn_conf_and_lldp():
+    conf = hccn.hccn_conf((NET / "blog-910b1-nic3/etc/hccn.conf").read_text())
+    assert conf[0] == {
+        "address": "29.1.137.205",
+        "netmask": "255.255.0.0",
+        "netdetect": "29.1.0.1",
+        "gateway": "29.1.0.1",
+        "send_arp_status": "1",
+    }
+    assert sorted(conf) == [0, 7]
+    r = run_netcheck(NET / "blog-910b1-nic3", nics=[3], peers_npu=["29.1.137.205"])
+    assert row(r, "nic.lldp").summary == "switch port (LLDP): 400GE1/1/20:2 on NIC 3"
+    assert row(r, "hccn.conf").status is Status.WARN and "NIC 3 has no address_3" in row(r, "hccn.conf").summary
+    assert row(r, "peer.npu_ping").status is Status.OK
+
+
+@pytest.mark.parametrize(
+    "sample, status",
+    [("net_health-success.txt", "ok"), ("net_health-init.txt", "error"), ("net_health-fault.txt", "error")],
+)
+def test_net_health_samples(tmp_path, sample, status):
+    r = _one_nic(tmp_path, net_health=(SAMPLES / sample).read_text())
+    assert row(r, "nic.net_health").status.value == status
+    if status == "error":
+        assert "hccn_tool -i 0" in row(r, "nic.net_health").fix
+
+
+def test_every_state_with_a_public_sample_is_in_a_fixture():
+    texts = "\n".join(p.read_text(errors="replace") for p in NET.rglob("*") if p.is_file())
+    for state, entry in verdicts()["net_health"].items():
+        if entry["sample"]:
+            assert f"net health status: {state}" in texts, state
+        else:  # listed so netcheck explains it, left untested: no public output shows it
+            assert f"net health status: {state}" not in texts, state
+
+
+def test_link_down_fec_rs_and_device_style_link_stat(tmp_path):
+    r = _one_nic(
+        tmp_path,
+        link=(SAMPLES / "link-down.txt").read_text(),
+        fec=(SAMPLES / "fec-rs.txt").read_text(),
+        link_stat=(SAMPLES / "link_stat-device.txt").read_text(),
+    )
+    assert row(r, "nic.link").status is Status.ERROR and "-cfg recovery" in row(r, "nic.link").fix
+    assert row(r, "nic.fec").status is Status.OK
+    flaps = row(r, "nic.link_flaps")
+    assert flaps.status is Status.WARN and "last at Tue Jun  6 16:32:10 2023" in flaps.summary
+
+
+def test_unknown_state_is_an_error_naming_it(tmp_path):
+    # Not an output of the tool: a word netcheck has never seen, to show how it is reported.
+    r = _one_nic(tmp_path, net_health="net health status: Something new\n")
+    assert row(r, "nic.net_health").status is Status.ERROR
+    assert "a state netcheck does not know" in row(r, "nic.net_health").summary
+
+
+def _one_nic(tmp_path: Path, **answers: str):
+    cmds = tmp_path / ".recorded" / "commands"
+    cmds.mkdir(parents=True)
+    for query, text in answers.items():
+        (cmds / f"hccn_tool_-i_0_-{query}_-g.out").write_text(text)
+    (tmp_path / ".recorded" / "partial").write_text("")
+    return run_netcheck(tmp_path, nics=[0])
+
+
+def _host(tmp_path: Path, **env: str) -> Host:
+    return Host(root=tmp_path, env=env, runner=RecordedRunner(tmp_path / "none"))
+
+
+IFACES = {"lo": ["127.0.0.1"], "enp189s0f0": ["192.168.0.128"], "bond0": ["10.0.0.5"]}
+
+
+def test_hccl_if_ip_must_be_an_address_of_this_host(tmp_path):
+    good = run_netcheck(host=_host(tmp_path, HCCL_IF_IP="10.0.0.5"), interfaces=IFACES)
+    assert row(good, "env.hccl_if_ip").summary == "HCCL_IF_IP=10.0.0.5 (bond0)"
+    bad = run_netcheck(host=_host(tmp_path, HCCL_IF_IP="10.0.0.9"), interfaces=IFACES)
+    assert row(bad, "env.hccl_if_ip").status is Status.ERROR
+
+
+def test_socket_ifname_variables_name_real_interfaces(tmp_path):
+    env = {"GLOO_SOCKET_IFNAME": "bond0", "TP_SOCKET_IFNAME": "bond0", "HCCL_SOCKET_IFNAME": "enp"}
+    assert row(run_netcheck(host=_host(tmp_path, **env), interfaces=IFACES), "env.socket_ifname").status is Status.OK
+    env["GLOO_SOCKET_IFNAME"] = "eth0"
+    r = run_netcheck(host=_host(tmp_path, **env), interfaces=IFACES)
+    assert row(r, "env.socket_ifname").status is Status.ERROR
+    assert "GLOO_SOCKET_IFNAME names eth0" in row(r, "env.socket_ifname").summary
+    # "=name" is exact, "^..." excludes and is not checked
+    env = {"HCCL_SOCKET_IFNAME": "=enp", "GLOO_SOCKET_IFNAME": "^docker0,bond0"}
+    r = run_netcheck(host=_host(tmp_path, **env), interfaces=IFACES)
+    assert "HCCL_SOCKET_IFNAME names enp" in row(r, "env.socket_ifname").summary
+    assert "GLOO" not in row(r, "env.socket_ifname").summary
+    # only HCCL takes a prefix
+    r = run_netcheck(host=_host(tmp_path, GLOO_SOCKET_IFNAME="bond"), interfaces=IFACES)
+    assert "GLOO_SOCKET_IFNAME names bond" in row(r, "env.socket_ifname").summary
+
+
+def test_timeouts(tmp_path):
+    r = run_netcheck(host=_host(tmp_path, HCCL_CONNECT_TIMEOUT="1200"), interfaces=IFACES, peers_tcp=["10.0.0.6:1"])
+    assert row(r, "env.hccl_timeouts").status is Status.OK
+    assert "HCCL_CONNECT_TIMEOUT 1200 s; HCCL_EXEC_TIMEOUT 1836 s (default)" == row(r, "env.hccl_timeouts").summary
+    r = run_netcheck(host=_host(tmp_path, HCCL_EXEC_TIMEOUT="30m"), interfaces=IFACES)
+    assert row(r, "env.hccl_timeouts").status is Status.ERROR
+
+
+def test_tcp_peers_live(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    closed_port = closed.getsockname()[1]
+    closed.close()
+    try:
+        host = _host(tmp_path)
+        ok = run_netcheck(host=host, interfaces=IFACES, peers_tcp=[f"127.0.0.1:{port}"], live=True)
+        assert row(ok, "peer.tcp").status is Status.OK
+        bad = run_netcheck(host=host, interfaces=IFACES, peers_tcp=[f"127.0.0.1:{closed_port}"], live=True)
+        assert row(bad, "peer.tcp").status is Status.ERROR
+        # a recording cannot reach anything
+        rec = run_netcheck(host=host, interfaces=IFACES, peers_tcp=[f"127.0.0.1:{port}"])
+        assert row(rec, "peer.tcp").status is Status.SKIP
+    finally:
+        server.close()
+
+
+def test_no_hccn_tool_is_one_error_and_the_nic_rows_skip(tmp_path):
+    r = run_netcheck(host=_host(tmp_path), interfaces=IFACES)
+    assert row(r, "hccn.tool").status is Status.ERROR
+    assert row(r, "nic.link").status is Status.SKIP
+    assert r.facts["nics"] == []
+
+
+def test_bad_input():
+    assert parse_nics("0-3,8") == [0, 1, 2, 3, 8]
+    for spec in ("x", "3-1", ""):
+        with pytest.raises(BadInput):
+            parse_nics(spec)
+    with pytest.raises(BadInput):
+        run_netcheck(NET / "multinode-guide-910b", peers_tcp=["nohostport"])
+
+
+def test_live_hccn_tool_on_path_and_a_hung_nic(tmp_path):
+    """A real program on PATH (replaying the guide's recorded answers), run through the subprocess
+    runner as on a node; NIC 5 hangs on its first question and is asked nothing more."""
+    from engine.system.runner import SubprocessRunner
+
+    answers = NET / "multinode-guide-910b" / ".recorded" / "commands"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "hccn_tool"
+    tool.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2" = "-i 5" ] && exec sleep 600\n'
+        'key=$(echo "hccn_tool $*" | tr " " "_")\n'
+        f'[ -f "{answers}/$key.out" ] && exec cat "{answers}/$key.out"\n'
+        'echo "unknown command" >&2; exit 1\n'
+    )
+    tool.chmod(0o755)
+    host = Host(root=tmp_path, env={}, runner=SubprocessRunner(path=str(bin_dir)))
+    r = run_netcheck(host=host, nics=list(range(8)), interfaces=IFACES, live=True, timeout=1.0)
+    assert row(r, "hccn.tool").summary == f"hccn_tool at {tool}; NIC(s) 0-7"
+    link = row(r, "nic.link")
+    assert link.status is Status.WARN and link.summary == "link UP on NIC 0-4, 6-7; no answer from NIC 5"
+    assert r.facts["unanswered"][5]["link"] == "no answer within the timeout"
+    assert r.facts["unanswered"][5]["net_health"] == "not asked after a timeout"
+    assert row(r, "nic.fec").status is Status.SKIP  # the guide shows no -fec answer: the tool fails, unknown
+    assert r.facts["unanswered"][0]["fec"] == "unknown command"

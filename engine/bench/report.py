@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -34,6 +35,7 @@ class PhaseFigures:
     failed: int
     request_rate: float | None  # completed requests/s within the phase
     output_tokens_per_s: float | None
+    start_s: float = 0.0  # run clock when the phase began
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,51 @@ class GeneratorFigures:
 
 
 @dataclass(frozen=True)
+class Goodput:
+    """Requests that met every per-request SLO, defined as `vllm bench serve --goodput` defines it
+    (vllm/benchmarks/serve.py, calculate_metrics): a finished request counts when its TTFT, its
+    TPOT (0 for an answer of one token) and its end-to-end latency are each at or under the
+    targets given; a failed request never counts. The rate is those requests per second of the
+    run, vLLM's `request_goodput`; the share is of all finished requests (ok + failed)."""
+
+    slo_ms: Mapping[str, float]  # ttft / tpot / e2el -> milliseconds, vLLM's names
+    good: int
+    share: float | None
+    rate: float | None
+
+
+@dataclass(frozen=True)
+class EngineSeries:
+    """The engine's gauges as sampled from /metrics during the run (run clock, seconds)."""
+
+    t_s: tuple[float, ...] = ()
+    waiting: tuple[float | None, ...] = ()
+    running: tuple[float | None, ...] = ()
+    kv_usage: tuple[float | None, ...] = ()  # 0..1 of the KV pool
+
+
+ITL_KEEP = 20_000  # inter-token gaps kept in the report; more are subsampled (seeded)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Per-request figures, one column each, one entry per finished request in send order: what
+    `bench compare` resamples and the HTML report plots. Milliseconds are rounded to 0.01 ms; a
+    failed request has `error` set and no latencies."""
+
+    sent_s: tuple[float, ...] = ()
+    phase: tuple[int, ...] = ()
+    error: tuple[str | None, ...] = ()
+    ttft_ms: tuple[float | None, ...] = ()
+    tpot_ms: tuple[float | None, ...] = ()  # None for answers of one token or none
+    e2e_ms: tuple[float | None, ...] = ()
+    output_tokens: tuple[int, ...] = ()
+    itl_ms: tuple[float, ...] = ()  # every gap, or ITL_KEEP of them drawn at random (seeded)
+    itl_count: int = 0  # gaps measured in all
+    engine: EngineSeries = field(default_factory=EngineSeries)
+
+
+@dataclass(frozen=True)
 class BenchReport:
     scenario: str
     description: str
@@ -102,6 +149,8 @@ class BenchReport:
     slo: tuple[Verdict, ...]
     passed: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    goodput: Goodput | None = None
+    samples: Samples = field(default_factory=Samples)
 
 
 def _rate(count: float, seconds: float) -> float | None:
@@ -162,6 +211,7 @@ def build_report(
     server: ServerCounters | None,
     queue: QueueFigures | None,
     notes: Sequence[str],
+    engine: EngineSeries | None = None,
 ) -> BenchReport:
     ok = [r for r in results if r.ok]
     bad = [r for r in results if not r.ok]
@@ -173,11 +223,7 @@ def build_report(
     error_rate = len(bad) / done if done else None
     out_tokens = sum(r.output_tokens for r in ok)
     itl = [g for r in ok for g in r.itl_s]
-    tpot = [
-        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
-        for r in ok
-        if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1
-    ]
+    tpot = [t for t in map(_tpot_s, ok) if t is not None]
     phases = []
     for w in windows:
         mine = [r for r in results if r.phase == w.index]
@@ -193,6 +239,7 @@ def build_report(
                 len(mine) - len(good),
                 _rate(len(good), span),
                 _rate(sum(r.output_tokens for r in good), span),
+                round(w.start_s, 3),
             )
         )
     rate_windows = [w for w in windows if w.phase.rate]
@@ -219,7 +266,9 @@ def build_report(
     e2e = summarize([r.e2e_s for r in ok if r.e2e_s is not None], 1000)
     ttft = summarize([r.ttft_s for r in ok if r.ttft_s is not None], 1000)
     itl_s = summarize(itl, 1000)
+    good = goodput_of(results, sc.goodput, load_s) if sc.goodput else None
     actual = {
+        "goodput_share": good.share if good else None,
         "ttft_p99_ms": ttft.p99,
         "itl_p99_ms": itl_s.p99,
         "e2e_p99_ms": e2e.p99,
@@ -263,4 +312,67 @@ def build_report(
         slo=verdicts,
         passed=all(v.ok is not False for v in verdicts) and not interrupted,
         notes=tuple(notes),
+        goodput=good,
+        samples=samples_of(results, itl, sc.seed, engine or EngineSeries()),
+    )
+
+
+def dumps_report(doc: Mapping, indent: int = 2) -> str:
+    """The report as JSON, indented for reading, with every list of plain values on one line: the
+    per-request samples stay a few lines instead of one line per number."""
+    import json
+
+    def walk(obj, depth: int) -> str:
+        pad = " " * (indent * (depth + 1))
+        if isinstance(obj, Mapping) and obj:
+            items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {walk(v, depth + 1)}" for k, v in obj.items()]
+            return "{\n" + ",\n".join(items) + "\n" + " " * (indent * depth) + "}"
+        if isinstance(obj, (list, tuple)) and obj and any(isinstance(v, (Mapping, list, tuple)) for v in obj):
+            return "[\n" + ",\n".join(pad + walk(v, depth + 1) for v in obj) + "\n" + " " * (indent * depth) + "]"
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":") if isinstance(obj, (list, tuple)) else None)
+
+    return walk(doc, 0) + "\n"
+
+
+def _tpot_s(r: RequestResult) -> float | None:
+    if r.e2e_s is None or r.ttft_s is None or r.output_tokens <= 1:
+        return None
+    return (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def is_good(ttft_s: float | None, tpot_s: float | None, e2e_s: float | None, slo_ms: Mapping[str, float]) -> bool:
+    """One finished request against the per-request SLOs, as `vllm bench serve --goodput` judges it."""
+    measured = {"ttft": ttft_s, "tpot": tpot_s or 0.0, "e2el": e2e_s}
+    for key, target_ms in slo_ms.items():
+        value = measured[key]
+        if value is None or value > target_ms / 1000.0:
+            return False
+    return True
+
+
+def goodput_of(results: Sequence[RequestResult], slo_ms: Mapping[str, float], load_s: float) -> Goodput:
+    good = sum(1 for r in results if r.ok and is_good(r.ttft_s, _tpot_s(r), r.e2e_s, slo_ms))
+    return Goodput(dict(slo_ms), good, good / len(results) if results else None, _rate(good, load_s))
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 2)
+
+
+def samples_of(results: Sequence[RequestResult], itl_s: Sequence[float], seed: int, engine: EngineSeries) -> Samples:
+    rows = sorted(results, key=lambda r: (r.sent_s, r.index))
+    itl = list(itl_s)
+    if len(itl) > ITL_KEEP:
+        itl = random.Random(seed).sample(itl, ITL_KEEP)
+    return Samples(
+        sent_s=tuple(round(r.sent_s, 3) for r in rows),
+        phase=tuple(r.phase for r in rows),
+        error=tuple(None if r.ok else (r.error or "unknown") for r in rows),
+        ttft_ms=tuple(_ms(r.ttft_s) if r.ok else None for r in rows),
+        tpot_ms=tuple(_ms(_tpot_s(r)) if r.ok else None for r in rows),
+        e2e_ms=tuple(_ms(r.e2e_s) if r.ok else None for r in rows),
+        output_tokens=tuple(r.output_tokens if r.ok else 0 for r in rows),
+        itl_ms=tuple(round(g * 1000.0, 2) for g in itl),
+        itl_count=len(itl_s),
+        engine=engine,
     )

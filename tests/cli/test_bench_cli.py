@@ -174,3 +174,39 @@ def test_a_burst_that_queues_nothing_reports_no_drain_time(capsys, stub):
     code, out, _ = _run(capsys, "bench", stub.url, "--scenario", "burst", "--scale", "0.05", "--duration", "3")
     assert "no queue formed, so no drain time (N/A)" in out and "back to that level" not in out
     assert "queue_drain_s" in out and "not applicable" in out
+
+
+def test_goodput_in_vllms_syntax_reaches_the_report_and_the_table(capsys, stub):
+    argv = ["bench", stub.url, "--scenario", "chat-qa", "--scale", "0.05", "--duration", "1.5"]
+    code, out, _ = _run(capsys, *argv, "--goodput", "ttft:60000", "tpot:60000", "e2el:60000", "--json")
+    report = json.loads(out)
+    g = report["goodput"]
+    assert g["slo_ms"] == {"ttft": 60000.0, "tpot": 60000.0, "e2el": 60000.0}
+    assert g["good"] == report["completed"] > 0 and g["share"] == 1.0
+    assert g["rate"] == pytest.approx(report["request_rate"])
+    s = report["samples"]
+    assert len(s["sent_s"]) == len(s["ttft_ms"]) == report["completed"] + report["failed"]
+    # The pairs may also come before the URL, and the human view shows the line.
+    code, out, _ = _run(capsys, "bench", "--goodput", "ttft:0.0001", "e2el:9000", *argv[1:])
+    assert "goodput (ttft:0.0001 e2el:9000 ms): 0 requests met every target (0.0%), 0.00 req/s" in out
+    code, _, err = _run(capsys, *argv, "--goodput", "itl:5")
+    assert code == 2 and "bad --goodput target 'itl:5'" in err
+    code, _, err = _run(capsys, *argv, "tpot:5")
+    assert code == 2 and "unexpected argument 'tpot:5'" in err
+
+
+def test_compare_exit_codes_and_json(capsys):
+    from helpers import FIXTURES
+
+    base, same, slow = (str(FIXTURES / "bench" / f"{n}.json") for n in ("base", "same", "slow"))
+    code, out, _ = _run(capsys, "bench", "compare", base, same, "--fail-if-worse", "10")
+    assert code == 0 and "nothing worse beyond noise by more than 10%" in out
+    code, out, err = _run(capsys, "bench", "compare", base, slow, "--fail-if-worse", "10", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["passed"] is False and "worse than the baseline" in err
+    itl = next(f for f in doc["figures"] if f["name"] == "itl_p50_ms")["changes"][0]
+    assert itl["verdict"] == "worse" and itl["ci_pct"][0] > 0
+    code, out, _ = _run(capsys, "bench", "compare", base, slow)
+    assert code == 0 and "worse" in out  # without --fail-if-worse the comparison only informs
+    code, _, err = _run(capsys, "bench", "compare", base)
+    assert code == 2 and "at least two reports" in err

@@ -8,8 +8,8 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
-GROUP_HELP = """Load-test a server (`bench URL --scenario S`, the same as `bench run ...`), or compare
-saved reports (`bench compare A.json B.json`)."""
+GROUP_HELP = """Load-test a server (`bench URL --scenario S`, the same as `bench run ...`; its options:
+`ascendctl bench run --help`), or compare saved reports (`bench compare A.json B.json`)."""
 
 HELP = """Load-test a server with a scenario and judge it against its SLOs.
 
@@ -25,10 +25,13 @@ Exit codes: 0 every SLO met; 1 an SLO missed; 2 bad scenario or flag; 3 server u
 
 COMPARE_HELP = """Compare saved bench reports (`--out FILE`) side by side; the first is the baseline.
 
-Each figure shows its change against the baseline and whether that change is beyond run-to-run
-noise: a 95% bootstrap confidence interval of the difference, from the per-request samples the
-reports keep (seeded, so the verdict repeats). Exit codes: 0 done; 1 with --fail-if-worse, a
-figure worse by more than PCT percent and beyond noise; 2 unreadable or not a bench report."""
+Each figure shows its change against the baseline and whether that change is beyond noise: a 95%
+bootstrap confidence interval of the difference, from the per-request samples the reports keep
+(seeded, so the verdict repeats). The interval covers the sampling noise of each run, not the drift
+between two runs of the same setup: set PCT above that drift (compare two such runs to see it).
+
+Exit codes: 0 done; 1 with --fail-if-worse, a figure worse by more than PCT percent and beyond
+noise; 2 unreadable or not a bench report."""
 
 
 class _RunByDefault(TyperGroup):

@@ -420,6 +420,20 @@ def render_report(console, r) -> None:
         else:
             tail = ", did not drain back to that level"
         console.print(f"{head}{tail} ({q.samples} samples)")
+        if q.kv_peak is not None:
+            head = (
+                f"KV cache (vllm:kv_cache_usage_perc): {_fmt(q.kv_baseline, '.0%')} used before the burst, "
+                f"peak {_fmt(q.kv_peak, '.0%')}"
+            )
+            if not q.kv_formed:
+                tail = "; the burst did not raise it, so no drain time (N/A)"
+            elif q.kv_drain_s is not None:
+                tail = f", back down (within 5 points) {q.kv_drain_s:.2f} s after it ended"
+            elif r.interrupted:
+                tail = "; drain time N/A (interrupted)"
+            else:
+                tail = ", [red]did not come back down[/] before the run ended"
+            console.print(head + tail)
     if r.server is not None:
         console.print(
             f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "

@@ -51,6 +51,7 @@ def _mark_phases(fig, doc: Mapping[str, Any], rows: int = 1) -> None:
         return
     for i, (name, start, end) in enumerate(phases):
         for row in range(1, rows + 1):
+            label = {"annotation_text": name, "annotation_position": "top left"} if row == 1 else {}
             fig.add_vrect(
                 x0=start,
                 x1=end,
@@ -59,8 +60,7 @@ def _mark_phases(fig, doc: Mapping[str, Any], rows: int = 1) -> None:
                 layer="below",
                 row=row,
                 col=1,
-                annotation_text=name if row == 1 else None,
-                annotation_position="top left",
+                **label,
             )
 
 
@@ -205,7 +205,15 @@ def html_report(doc: Mapping[str, Any]) -> str:
     if not parts:
         parts.append("<p>This report keeps no per-request samples: nothing to plot.</p>")
     notes = "".join(f"<li>{e(str(n))}</li>" for n in doc.get("notes") or [])
-    verdict = "PASS" if doc.get("passed") else "INCOMPLETE" if doc.get("interrupted") else "FAIL"
+    verdict = (
+        "INCOMPLETE"
+        if doc.get("interrupted")
+        else "no SLOs"
+        if not doc.get("slo")
+        else "PASS"
+        if doc.get("passed")
+        else "FAIL"
+    )
     title = f"bench {doc.get('scenario')} against {doc.get('url')}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>

@@ -50,6 +50,15 @@ class QueueFigures:
     # False: the queue never rose above its baseline during the burst, so nothing drained: the
     # first sample after the burst is no drain time.
     formed: bool = True
+    # The KV cache (vllm:kv_cache_usage_perc, 0..1) the same way: back within KV_TOLERANCE of
+    # its median before the burst; None when the engine does not report it.
+    kv_baseline: float | None = None
+    kv_peak: float | None = None
+    kv_drain_s: float | None = None
+    kv_formed: bool = False  # the burst raised KV usage beyond the tolerance
+
+
+KV_TOLERANCE = 0.05  # of the pool: "back down" means within 5 points of the level before the burst
 
 
 @dataclass(frozen=True)
@@ -177,23 +186,41 @@ def judge(
     return tuple(out)
 
 
-def queue_figures(sc: Scenario, samples: Sequence[tuple[float, float]], windows) -> QueueFigures | None:
-    """Drain time of the pending queue after the `drain_after` phase, from (time, waiting) samples."""
+def _kv_drain(kv: Sequence[tuple[float, float]], start: float, end: float) -> tuple:
+    before = sorted(v for t, v in kv if t < start)
+    during = [v for t, v in kv if start <= t < end]
+    if not during:
+        return None, None, None, False
+    baseline = percentile(before, 50) if before else 0.0
+    peak = max(during)
+    level = (baseline or 0.0) + KV_TOLERANCE
+    if peak <= level:
+        return baseline, peak, None, False
+    drain = next((t - end for t, v in kv if t >= end and v <= level), None)
+    return baseline, peak, drain, True
+
+
+def queue_figures(
+    sc: Scenario, samples: Sequence[tuple[float, float]], windows, kv: Sequence[tuple[float, float]] = ()
+) -> QueueFigures | None:
+    """Drain time of the pending queue after the `drain_after` phase, from (time, waiting) samples,
+    and of the KV cache's usage from (time, usage) samples."""
     if not sc.drain_after:
         return None
     burst = next(w for w in windows if w.phase.name == sc.drain_after)
+    kv_figures = _kv_drain(kv, burst.start_s, burst.end_s)
     before = [v for t, v in samples if t < burst.start_s]
     during = [v for t, v in samples if burst.start_s <= t < burst.end_s]
     baseline = percentile(sorted(before), 50) if before else 0.0
     peak = max(during) if during else None
     if peak is not None and peak <= (baseline or 0.0):
-        return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), formed=False)
+        return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), False, *kv_figures)
     drain = None
     for t, v in samples:
         if t >= burst.end_s and v <= (baseline or 0.0):
             drain = t - burst.end_s
             break
-    return QueueFigures(sc.drain_after, baseline, peak, drain, len(samples))
+    return QueueFigures(sc.drain_after, baseline, peak, drain, len(samples), True, *kv_figures)
 
 
 def build_report(
@@ -266,6 +293,7 @@ def build_report(
     e2e = summarize([r.e2e_s for r in ok if r.e2e_s is not None], 1000)
     ttft = summarize([r.ttft_s for r in ok if r.ttft_s is not None], 1000)
     itl_s = summarize(itl, 1000)
+    tpot_summary = summarize(tpot, 1000)
     good = goodput_of(results, sc.goodput, load_s) if sc.goodput else None
     actual = {
         "goodput_share": good.share if good else None,
@@ -275,11 +303,23 @@ def build_report(
         "error_rate": error_rate,
         "output_tokens_per_s": tput,
         "queue_drain_s": queue.drain_s if queue else None,
+        "kv_drain_s": queue.kv_drain_s if queue else None,
+        "ttft_mean_ms": ttft.mean,
+        "itl_mean_ms": itl_s.mean,
+        "tpot_mean_ms": tpot_summary.mean,
+        "e2e_mean_ms": e2e.mean,
     }
     # No queue formed: nothing to drain. Interrupted before the drain was seen: not measured.
     # Either way N/A, not a miss.
     no_drain = (queue is not None and not queue.formed) or (interrupted and (queue is None or queue.drain_s is None))
-    verdicts = judge(sc.slo, actual, frozenset({"queue_drain_s"} if no_drain else ()))
+    no_kv_drain = (queue is not None and queue.kv_peak is not None and not queue.kv_formed) or (
+        interrupted and (queue is None or queue.kv_drain_s is None)
+    )
+    verdicts = judge(
+        sc.slo,
+        actual,
+        frozenset({"queue_drain_s"} if no_drain else ()) | frozenset({"kv_drain_s"} if no_kv_drain else ()),
+    )
     return BenchReport(
         scenario=sc.name,
         description=sc.description,
@@ -298,7 +338,7 @@ def build_report(
         error_examples=examples,
         ttft_ms=ttft,
         itl_ms=itl_s,
-        tpot_ms=summarize(tpot, 1000),
+        tpot_ms=tpot_summary,
         e2e_ms=e2e,
         prompt_tokens=summarize([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
         prompt_tokens_sizing=sizing,

@@ -229,7 +229,8 @@ class BenchRunner:
             self._samples.append((load_s, after.waiting or 0.0))
             self._series.append((load_s, after.waiting, after.running, after.kv_usage))
         server = _deltas(before, after)
-        queue = queue_figures(sc, self._samples, self._windows) if before is not None else None
+        kv = [(t, k) for t, _, _, k in self._series if k is not None]
+        queue = queue_figures(sc, self._samples, self._windows, kv) if before is not None else None
         if sc.drain_after and before is None:
             self.notes.append("queue drain not measured: /metrics is not available")
         return build_report(

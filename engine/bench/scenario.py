@@ -28,9 +28,16 @@ SLOS: Mapping[str, tuple[str, str]] = {
     "ttft_p99_ms": ("ms", "max"),
     "itl_p99_ms": ("ms", "max"),
     "e2e_p99_ms": ("ms", "max"),
+    # means: what a user feels on average, where a p99 judges the tail
+    "ttft_mean_ms": ("ms", "max"),
+    "itl_mean_ms": ("ms", "max"),
+    "tpot_mean_ms": ("ms", "max"),
+    "e2e_mean_ms": ("ms", "max"),
     "error_rate": ("", "max"),
     "output_tokens_per_s": ("tok/s", "min"),
     "queue_drain_s": ("s", "max"),
+    # time after the burst until the KV cache is back to its level before it (needs drain_after)
+    "kv_drain_s": ("s", "max"),
     # share of finished requests meeting every per-request target of `goodput:`
     "goodput_share": ("", "min"),
 }
@@ -313,8 +320,9 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     drain_after = data.get("drain_after")
     if drain_after is not None and drain_after not in [ph.name for ph in phases]:
         p.add(data, "drain_after", f"names no phase (phases: {', '.join(ph.name for ph in phases)})")
-    if "queue_drain_s" in slo and drain_after is None:
-        p.add(raw_slo, "queue_drain_s", "needs `drain_after: PHASE` to know when the burst ends")
+    for key in ("queue_drain_s", "kv_drain_s"):
+        if key in slo and drain_after is None:
+            p.add(raw_slo, key, "needs `drain_after: PHASE` to know when the burst ends")
     ignore_eos = data.get("ignore_eos", True)
     if not isinstance(ignore_eos, bool):
         p.add(data, "ignore_eos", f"must be true or false, got {quote(ignore_eos)}")

@@ -210,3 +210,26 @@ def test_compare_exit_codes_and_json(capsys):
     assert code == 0 and "worse" in out  # without --fail-if-worse the comparison only informs
     code, _, err = _run(capsys, "bench", "compare", base)
     assert code == 2 and "at least two reports" in err
+
+
+def test_a_burst_that_queues_measures_the_queue_and_kv_drain(capsys, tmp_path):
+    f = tmp_path / "burst.yaml"
+    f.write_text("""\
+phases:
+  - {name: before, duration_s: 1, concurrency: 2}
+  - {name: burst, duration_s: 1.5, concurrency: 12}
+  - {name: after, duration_s: 2, concurrency: 2}
+drain_after: burst
+prompt_tokens: 16
+max_tokens: 10
+slo: {queue_drain_s: 5, kv_drain_s: 5, ttft_mean_ms: 60000}
+""")
+    # The stub answers 4 at a time: the burst queues, then drains.
+    with StubThread(StubConfig(token_delay_s=0.01, max_running=4, max_model_len=1024)) as stub:
+        code, out, _ = _run(capsys, "bench", stub.url, "--scenario", str(f), "--json")
+    report = json.loads(out)
+    q = report["queue"]
+    assert q["peak"] > 0 and q["drain_s"] is not None
+    assert q["kv_formed"] and q["kv_peak"] == 1.0 and q["kv_drain_s"] is not None
+    assert code == 0, report["slo"]
+    assert max(report["samples"]["engine"]["waiting"]) > 0

@@ -160,12 +160,13 @@ def _split_extras(url: Optional[str], extras: list[str], goodput: bool) -> tuple
             pairs.append(item)
         else:
             rest.append(item)
+    for item in rest:
+        if item.startswith("-"):
+            raise BadInput(f"no such option: {item}", "see `ascendctl bench run --help`")
     if len(rest) > 1:
         extra = rest[1]
         hint = "--goodput ttft:MS tpot:MS e2el:MS" if extra.partition(":")[0] in GOODPUT_KEYS else "--help"
         raise BadInput(f"unexpected argument {extra!r}", f"give one server URL; see {hint}")
-    if rest and rest[0].startswith("-"):
-        raise BadInput(f"no such option: {rest[0]}", "see `ascendctl bench run --help`")
     return (rest[0] if rest else None), pairs
 
 

@@ -233,3 +233,12 @@ slo: {queue_drain_s: 5, kv_drain_s: 5, ttft_mean_ms: 60000}
     assert q["kv_formed"] and q["kv_peak"] == 1.0 and q["kv_drain_s"] is not None
     assert code == 0, report["slo"]
     assert max(report["samples"]["engine"]["waiting"]) > 0
+
+
+def test_bench_without_run_and_with_a_bad_option(capsys):
+    code, _, err = _run(capsys, "bench")
+    assert code == 2 and "no scenario given" in err
+    code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--bogus")
+    assert code == 2 and "no such option: --bogus" in err
+    code, out, _ = _run(capsys, "bench", "run", "--list", "--json")
+    assert code == 0 and json.loads(out)["scenarios"]

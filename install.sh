@@ -2,7 +2,7 @@
 # Install ascendctl and the matching engine into ./.venv.
 #
 #   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
-#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus as root)
+#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus and chromium as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
 #
 # Ascend: --cann=V, --chip=A2|A3|310P|950 and --index=NAME=URL (a mirror; or the environment variable
@@ -56,6 +56,17 @@ if [ "$DEV" = 1 ] && ! command -v promtool >/dev/null; then
         if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
     else
         say "note: no promtool; the exporter's tests need Debian's prometheus (as root: apt-get install prometheus)"
+    fi
+fi
+# --dev: a real headless browser for the test of bench's HTML report (selenium drives it).
+if [ "$DEV" = 1 ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing Debian's chromium and chromium-driver (the HTML report's browser test)"
+        apt_chromium() { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1; }
+        apt_chromium || { apt-get update >/dev/null 2>&1 && apt_chromium; } \
+            || die "apt-get could not install chromium" "run: apt-get install chromium chromium-driver (the HTML report test needs them)"
+    else
+        say "note: no chromium; the HTML report's browser test needs Debian's chromium and chromium-driver (as root: apt-get install chromium chromium-driver)"
     fi
 fi
 

@@ -67,9 +67,14 @@ class Output:
         """True when a person watches: stderr is a terminal and we are not writing JSON."""
         return not self.json_mode and self.err_console.is_terminal
 
-    def emit(self, data: Any, render: Callable[[Console], None] | None = None) -> None:
-        """The command's result: JSON (with schema_version when a dict) or the human view."""
-        if self.json_mode or render is None:
+    def emit(self, data: Any, render: Callable[[Console], None] | None = None, text: str | None = None) -> None:
+        """The command's result: JSON (with schema_version when a dict) or the human view.
+
+        `text`: the JSON already written out, when the command lays it out itself."""
+        if (self.json_mode or render is None) and text is not None:
+            self._out.write(text)
+            self._out.flush()
+        elif self.json_mode or render is None:
             payload = to_jsonable(data)
             if isinstance(payload, dict) and "schema_version" not in payload:
                 payload = {"schema_version": SCHEMA_VERSION, **payload}

@@ -45,17 +45,26 @@ def require_engine() -> None:
         pytest.skip("the vLLM engine is not installed (./install.sh installs it)")
 
 
-def require_tool(name: str) -> str:
-    """A tool `./install.sh --dev` installs (promtool, prometheus): its path; skipped when absent,
-    except under ASCENDCTL_REQUIRE_E2E=1 (CI), where a missing tool fails the test."""
+def require_tool(name: str, package: str = "prometheus") -> str:
+    """A tool `./install.sh --dev` installs (promtool, prometheus, chromium): its path; skipped
+    when absent, except under ASCENDCTL_REQUIRE_E2E=1 (CI), where a missing tool fails the test.
+    `package`: the Debian package that brings it."""
     import shutil
 
     found = shutil.which(name)
     if found is None:
         if os.environ.get("ASCENDCTL_REQUIRE_E2E") == "1":
-            pytest.fail(f"{name} is not installed: run ./install.sh --dev (as root, it installs Debian's prometheus)")
+            pytest.fail(f"{name} is not installed: run ./install.sh --dev (as root, it installs Debian's {package})")
         pytest.skip(f"{name} is not installed (./install.sh --dev installs it)")
     return found
+
+
+def require_module(name: str) -> None:
+    """A Python package of the `dev` extra: skipped when absent, a failure under ASCENDCTL_REQUIRE_E2E=1."""
+    if importlib.util.find_spec(name) is None:
+        if os.environ.get("ASCENDCTL_REQUIRE_E2E") == "1":
+            pytest.fail(f"the {name} package is not installed: run ./install.sh --dev")
+        pytest.skip(f"the {name} package is not installed (./install.sh --dev installs it)")
 
 
 def engine_env(**extra: str) -> dict[str, str]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
+
+GROUP_HELP = """Load-test a server (`bench URL --scenario S`, the same as `bench run ...`; its options:
+`ascendctl bench run --help`), or compare saved reports (`bench compare A.json B.json`)."""
 
 HELP = """Load-test a server with a scenario and judge it against its SLOs.
 
@@ -13,21 +17,61 @@ Built-in scenarios: long-doc (long documents at 16 concurrent), chat-qa (~32 req
 questions), burst (16 concurrent, a jump to 64, back; times the pending queue's drain), or your
 own FILE.yaml (start from `--scenario chat-qa --print-scenario`).
 
+Goodput, as `vllm bench serve --goodput` counts it: requests meeting every per-request target
+given (`--goodput ttft:300 tpot:50 e2el:8000`, in ms, or the scenario's `goodput:`) per second.
+
 Exit codes: 0 every SLO met; 1 an SLO missed; 2 bad scenario or flag; 3 server unreachable;
 130 interrupted (the partial report is still printed). An API key is read from VLLM_API_KEY."""
 
+COMPARE_HELP = """Compare saved bench reports (`--out FILE`) side by side; the first is the baseline.
+
+Each figure shows its change against the baseline and whether that change is beyond noise: a 95%
+bootstrap confidence interval of the difference, from the per-request samples the reports keep
+(seeded, so the verdict repeats). The interval covers the sampling noise of each run, not the drift
+between two runs of the same setup: set PCT above that drift (compare two such runs to see it).
+
+Exit codes: 0 done; 1 with --fail-if-worse, a figure worse by more than PCT percent and beyond
+noise; 2 unreadable or not a bench report."""
+
+
+class _RunByDefault(TyperGroup):
+    """`bench URL ...` runs a scenario (the `run` subcommand); `bench compare ...` compares."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        elif not args:
+            args = ["run"]
+        return super().parse_args(ctx, args)
+
 
 def register(app: typer.Typer) -> None:
-    app.command("bench", help=HELP)(bench)
+    group = typer.Typer(cls=_RunByDefault, help=GROUP_HELP, add_completion=False)
+    group.command(
+        "run",
+        help=HELP,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(bench)
+    group.command("compare", help=COMPARE_HELP)(compare)
+    app.add_typer(group, name="bench")
 
 
 def bench(
+    ctx: typer.Context,
     url: Optional[str] = typer.Argument(None, help="Server root URL, e.g. http://127.0.0.1:8000"),
     scenario: Optional[str] = typer.Option(None, "--scenario", "-s", help="long-doc | chat-qa | burst | FILE.yaml"),
     scale: float = typer.Option(1.0, "--scale", help="Multiply concurrency, rate, durations and token lengths."),
     duration: Optional[float] = typer.Option(None, "--duration", help="Total seconds (phases keep their proportions)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name to send (default: the first one served)."),
     out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    html_file: Optional[Path] = typer.Option(
+        None, "--html", help="Also write a self-contained HTML report with plots (opens offline)."
+    ),
+    goodput: Optional[List[str]] = typer.Option(
+        None,
+        "--goodput",
+        help="Per-request targets in ms, vLLM's syntax: --goodput ttft:300 tpot:50 e2el:8000 (replaces the scenario's).",
+    ),
     print_scenario: bool = typer.Option(False, "--print-scenario", help="Print the scenario as YAML and exit."),
     list_scenarios: bool = typer.Option(False, "--list", help="List the built-in scenarios and exit."),
 ) -> None:
@@ -36,6 +80,7 @@ def bench(
     from engine.errors import BadInput
 
     out = get_output()
+    url, pairs = _split_extras(url, list(ctx.args), goodput is not None)
     if list_scenarios:
         items = [(n, scenarios.load_scenario(n)) for n in scenarios.list_scenarios()]
         out.emit(
@@ -50,6 +95,10 @@ def bench(
     sc = scenarios.scaled(scenarios.load_scenario(scenario), scale)
     if duration is not None:
         sc = scenarios.with_duration(sc, duration)
+    if goodput is not None:
+        import dataclasses
+
+        sc = dataclasses.replace(sc, goodput=scenarios.parse_goodput([*goodput, *pairs]))
     if print_scenario:
         out.console.out(scenarios.to_yaml(sc), end="", highlight=False)
         return
@@ -57,20 +106,33 @@ def bench(
         raise BadInput("no server URL given", f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
     if out_file is not None:
         _check_writable(out_file)
+    if html_file is not None:
+        from engine.bench.html import require_plotly
+
+        require_plotly()
+        _check_writable(html_file, "--html")
 
     report = _run(url, sc, model, out)
     from ascendctl.output import SCHEMA_VERSION, to_jsonable
+    from engine.bench.report import dumps_report
 
-    out.emit(report, lambda console: render_report(console, report))
-    if out_file is not None:
-        import json
+    doc = {"schema_version": SCHEMA_VERSION, **to_jsonable(report)}
+    text = dumps_report(doc)
+    out.emit(report, lambda console: render_report(console, report), text=text)
+    if html_file is not None:
+        from engine.bench.html import html_report
 
         try:
-            out_file.write_text(
-                json.dumps({"schema_version": SCHEMA_VERSION, **to_jsonable(report)}, indent=2, ensure_ascii=False)
-                + "\n",
-                encoding="utf-8",
-            )
+            html_file.write_text(html_report(doc), encoding="utf-8")
+        except OSError as exc:
+            raise BadInput(
+                f"cannot write the HTML report to {html_file}: {exc.strerror or exc}",
+                "give --html a writable path (the report above is complete)",
+            ) from None
+        out.info(f"HTML report written to {html_file}")
+    if out_file is not None:
+        try:
+            out_file.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise BadInput(
                 f"cannot write the report to {out_file}: {exc.strerror or exc}",
@@ -86,7 +148,29 @@ def bench(
         raise typer.Exit(1)
 
 
-def _check_writable(path: Path) -> None:
+def _split_extras(url: Optional[str], extras: list[str], goodput: bool) -> tuple[Optional[str], list[str]]:
+    """vLLM's `--goodput ttft:300 tpot:50` takes several values, Click options one: the values after
+    the first land among the positional arguments. Sort them out: pairs for --goodput, one URL."""
+    from engine.bench.scenario import GOODPUT_KEYS
+    from engine.errors import BadInput
+
+    pairs, rest = [], []
+    for item in [*([url] if url is not None else []), *extras]:
+        if goodput and item.partition(":")[0] in GOODPUT_KEYS:
+            pairs.append(item)
+        else:
+            rest.append(item)
+    for item in rest:
+        if item.startswith("-"):
+            raise BadInput(f"no such option: {item}", "see `ascendctl bench run --help`")
+    if len(rest) > 1:
+        extra = rest[1]
+        hint = "--goodput ttft:MS tpot:MS e2el:MS" if extra.partition(":")[0] in GOODPUT_KEYS else "--help"
+        raise BadInput(f"unexpected argument {extra!r}", f"give one server URL; see {hint}")
+    return (rest[0] if rest else None), pairs
+
+
+def _check_writable(path: Path, flag: str = "--out") -> None:
     """Before the run, not after it: an --out that cannot be written would otherwise be found
     only once the whole load test is over. The file is opened for writing the way the report
     will be (permissions, read-only file systems, a directory in the way), then left as it was."""
@@ -94,7 +178,7 @@ def _check_writable(path: Path) -> None:
 
     from engine.errors import BadInput
 
-    fix = "give --out a writable path in an existing directory"
+    fix = f"give {flag} a writable path in an existing directory"
     if not path.parent.is_dir():
         raise BadInput(f"cannot write the report to {path}: {path.parent} is not a directory", fix)
     if path.is_dir():
@@ -152,6 +236,98 @@ def _run(url: str, sc, model: Optional[str], out):
         return asyncio.run(main(update))
 
 
+def compare(
+    reports: List[Path] = typer.Argument(..., help="Saved reports (bench --out); the first is the baseline."),
+    fail_if_worse: Optional[float] = typer.Option(
+        None,
+        "--fail-if-worse",
+        metavar="PCT",
+        help="Exit 1 when a figure is worse than the baseline's by more than PCT percent and beyond noise.",
+    ),
+    resamples: int = typer.Option(1000, "--resamples", min=100, max=100_000, help="Bootstrap resamples."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the resampling (the same seed gives the same verdicts)."),
+) -> None:
+    from ascendctl.output import get_output
+    from engine.bench.compare import compare as compare_reports
+    from engine.bench.compare import load_report
+    from engine.errors import BadInput
+
+    out = get_output()
+    if len(reports) < 2:
+        raise BadInput("compare needs at least two reports", "ascendctl bench compare BASELINE.json OTHER.json")
+    if fail_if_worse is not None and (fail_if_worse < 0 or fail_if_worse != fail_if_worse):
+        raise BadInput(f"--fail-if-worse must be a percentage >= 0, got {fail_if_worse}", "e.g. --fail-if-worse 5")
+    docs = [load_report(p) for p in reports]
+    result = compare_reports(
+        docs, [str(p) for p in reports], resamples=resamples, seed=seed, fail_if_worse_pct=fail_if_worse
+    )
+    out.emit(result, lambda console: render_comparison(console, result))
+    if not result.passed:
+        if out.json_mode:
+            out.warn(
+                f"worse than the baseline beyond noise and by more than {fail_if_worse:g}%: {', '.join(result.worse)}"
+            )
+        raise typer.Exit(1)
+
+
+def render_comparison(console, c) -> None:
+    from rich.table import Table
+
+    from ascendctl.style import safe
+
+    console.print(
+        f"[bold]bench compare[/]: baseline {safe(c.baseline)} ({safe(c.scenarios[0])}); "
+        f"change ± half of its {c.confidence:.0%} bootstrap interval ({c.resamples:,} resamples, seed {c.seed}); "
+        "~ within noise"
+    )
+    for note in c.notes:
+        console.print(f"  [yellow]note:[/] {safe(note)}")
+    if c.goodput_slo_ms:
+        console.print("  goodput targets: " + " ".join(f"{k}:{v:g} ms" for k, v in c.goodput_slo_ms.items()))
+    short = _short_names(c.reports)
+    if short != list(c.reports):
+        console.print("  " + "; ".join(f"{s} = {safe(n)}" for s, n in zip(short, c.reports)))
+    t = Table(show_edge=False)
+    t.add_column("figure", no_wrap=True)
+    t.add_column(safe(short[0]), justify="right", no_wrap=True)
+    for name in short[1:]:
+        t.add_column(safe(name), justify="right", no_wrap=True)
+        t.add_column("change", justify="right", no_wrap=True)
+    for row in c.figures:
+        spec = ".2%" if row.unit == "" else ",.1f"
+        cells = [f"{row.label} {row.unit}" if row.unit else row.label, _fmt(row.baseline, spec)]
+        for ch in row.changes:
+            cells.append(_fmt(ch.value, spec))
+            cells.append(_change_cell(ch))
+        t.add_row(*cells)
+    console.print(t)
+    if c.fail_if_worse_pct is not None:
+        if c.worse:
+            console.print(
+                f"[bold red]worse beyond noise by more than {c.fail_if_worse_pct:g}%: {safe(', '.join(c.worse))}[/]"
+            )
+        else:
+            console.print(f"[bold green]nothing worse beyond noise by more than {c.fail_if_worse_pct:g}%[/]")
+
+
+def _short_names(paths) -> list[str]:
+    """File names without their folder when that keeps them apart, else the paths as given."""
+    names = [Path(p).name for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def _change_cell(ch) -> str:
+    if ch.change_pct is None:
+        text = "N/A" if ch.verdict == "N/A" else ch.verdict
+    else:
+        # The interval as a half-width: asymmetric ones are in the JSON (ci_pct).
+        ci = f"±{(ch.ci_pct[1] - ch.ci_pct[0]) / 2:.1f}" if ch.ci_pct else ""
+        text = f"{ch.change_pct:+.1f}{ci}%"
+    style = {"worse": "red", "better": "green"}.get(ch.verdict)
+    mark = {"worse": " worse", "better": " better", "same": " ~"}.get(ch.verdict, "")
+    return f"[{style}]{text}{mark}[/]" if style else f"{text}{mark}"
+
+
 # ---------------------------------------------------------------- the human view
 
 
@@ -197,6 +373,13 @@ def render_report(console, r) -> None:
         f"output {r.output_tokens:,} tokens, {_fmt(r.output_tokens_per_s, ',.1f')} tok/s; "
         f"prompts ~{_fmt(r.prompt_tokens.mean, ',.0f')} tokens (sized by {r.prompt_tokens_sizing})"
     )
+    if r.goodput is not None:
+        g = r.goodput
+        targets = " ".join(f"{k}:{v:g}" for k, v in g.slo_ms.items())
+        console.print(
+            f"goodput ({targets} ms): {g.good:,} requests met every target ({_fmt(g.share, '.1%')}), "
+            f"{_fmt(g.rate, ',.2f')} req/s"
+        )
     for kind, count in sorted(r.errors.items(), key=lambda kv: -kv[1]):
         console.print(f"  [red]{safe(kind)}[/] x{count}: {safe(r.error_examples.get(kind, ''))}")
 
@@ -238,6 +421,20 @@ def render_report(console, r) -> None:
         else:
             tail = ", did not drain back to that level"
         console.print(f"{head}{tail} ({q.samples} samples)")
+        if q.kv_peak is not None:
+            head = (
+                f"KV cache (vllm:kv_cache_usage_perc): {_fmt(q.kv_baseline, '.0%')} used before the burst, "
+                f"peak {_fmt(q.kv_peak, '.0%')}"
+            )
+            if not q.kv_formed:
+                tail = "; the burst did not raise it, so no drain time (N/A)"
+            elif q.kv_drain_s is not None:
+                tail = f", back down (within 5 points) {q.kv_drain_s:.2f} s after it ended"
+            elif r.interrupted:
+                tail = "; drain time N/A (interrupted)"
+            else:
+                tail = ", [red]did not come back down[/] before the run ended"
+            console.print(head + tail)
     if r.server is not None:
         console.print(
             f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
@@ -256,7 +453,7 @@ def render_report(console, r) -> None:
             t.add_column(col, justify="left" if col == "SLO" else "right")
         for v in r.slo:
             op = "<=" if v.bound == "max" else ">="
-            spec = ".2%" if v.name == "error_rate" else ",.1f"
+            spec = ".2%" if v.name in ("error_rate", "goodput_share") else ",.1f"
             unit = f" {v.unit}" if v.unit else ""
             t.add_row(
                 v.name,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -34,6 +35,7 @@ class PhaseFigures:
     failed: int
     request_rate: float | None  # completed requests/s within the phase
     output_tokens_per_s: float | None
+    start_s: float = 0.0  # run clock when the phase began
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,15 @@ class QueueFigures:
     # False: the queue never rose above its baseline during the burst, so nothing drained: the
     # first sample after the burst is no drain time.
     formed: bool = True
+    # The KV cache (vllm:kv_cache_usage_perc, 0..1) the same way: back within KV_TOLERANCE of
+    # its median before the burst; None when the engine does not report it.
+    kv_baseline: float | None = None
+    kv_peak: float | None = None
+    kv_drain_s: float | None = None
+    kv_formed: bool = False  # the burst raised KV usage beyond the tolerance
+
+
+KV_TOLERANCE = 0.05  # of the pool: "back down" means within 5 points of the level before the burst
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,51 @@ class GeneratorFigures:
     offered_rate: float | None
     lag_p99_ms: float | None
     behind: bool
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Requests that met every per-request SLO, defined as `vllm bench serve --goodput` defines it
+    (vllm/benchmarks/serve.py, calculate_metrics): a finished request counts when its TTFT, its
+    TPOT (0 for an answer of one token) and its end-to-end latency are each at or under the
+    targets given; a failed request never counts. The rate is those requests per second of the
+    run, vLLM's `request_goodput`; the share is of all finished requests (ok + failed)."""
+
+    slo_ms: Mapping[str, float]  # ttft / tpot / e2el -> milliseconds, vLLM's names
+    good: int
+    share: float | None
+    rate: float | None
+
+
+@dataclass(frozen=True)
+class EngineSeries:
+    """The engine's gauges as sampled from /metrics during the run (run clock, seconds)."""
+
+    t_s: tuple[float, ...] = ()
+    waiting: tuple[float | None, ...] = ()
+    running: tuple[float | None, ...] = ()
+    kv_usage: tuple[float | None, ...] = ()  # 0..1 of the KV pool
+
+
+ITL_KEEP = 20_000  # inter-token gaps kept in the report; more are subsampled (seeded)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Per-request figures, one column each, one entry per finished request in send order: what
+    `bench compare` resamples and the HTML report plots. Milliseconds are rounded to 0.01 ms; a
+    failed request has `error` set and no latencies."""
+
+    sent_s: tuple[float, ...] = ()
+    phase: tuple[int, ...] = ()
+    error: tuple[str | None, ...] = ()
+    ttft_ms: tuple[float | None, ...] = ()
+    tpot_ms: tuple[float | None, ...] = ()  # None for answers of one token or none
+    e2e_ms: tuple[float | None, ...] = ()
+    output_tokens: tuple[int, ...] = ()
+    itl_ms: tuple[float, ...] = ()  # every gap, or ITL_KEEP of them drawn at random (seeded)
+    itl_count: int = 0  # gaps measured in all
+    engine: EngineSeries = field(default_factory=EngineSeries)
 
 
 @dataclass(frozen=True)
@@ -102,6 +158,8 @@ class BenchReport:
     slo: tuple[Verdict, ...]
     passed: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    goodput: Goodput | None = None
+    samples: Samples = field(default_factory=Samples)
 
 
 def _rate(count: float, seconds: float) -> float | None:
@@ -128,23 +186,41 @@ def judge(
     return tuple(out)
 
 
-def queue_figures(sc: Scenario, samples: Sequence[tuple[float, float]], windows) -> QueueFigures | None:
-    """Drain time of the pending queue after the `drain_after` phase, from (time, waiting) samples."""
+def _kv_drain(kv: Sequence[tuple[float, float]], start: float, end: float) -> tuple:
+    before = sorted(v for t, v in kv if t < start)
+    during = [v for t, v in kv if start <= t < end]
+    if not during:
+        return None, None, None, False
+    baseline = percentile(before, 50) if before else 0.0
+    peak = max(during)
+    level = (baseline or 0.0) + KV_TOLERANCE
+    if peak <= level:
+        return baseline, peak, None, False
+    drain = next((t - end for t, v in kv if t >= end and v <= level), None)
+    return baseline, peak, drain, True
+
+
+def queue_figures(
+    sc: Scenario, samples: Sequence[tuple[float, float]], windows, kv: Sequence[tuple[float, float]] = ()
+) -> QueueFigures | None:
+    """Drain time of the pending queue after the `drain_after` phase, from (time, waiting) samples,
+    and of the KV cache's usage from (time, usage) samples."""
     if not sc.drain_after:
         return None
     burst = next(w for w in windows if w.phase.name == sc.drain_after)
+    kv_figures = _kv_drain(kv, burst.start_s, burst.end_s)
     before = [v for t, v in samples if t < burst.start_s]
     during = [v for t, v in samples if burst.start_s <= t < burst.end_s]
     baseline = percentile(sorted(before), 50) if before else 0.0
     peak = max(during) if during else None
     if peak is not None and peak <= (baseline or 0.0):
-        return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), formed=False)
+        return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), False, *kv_figures)
     drain = None
     for t, v in samples:
         if t >= burst.end_s and v <= (baseline or 0.0):
             drain = t - burst.end_s
             break
-    return QueueFigures(sc.drain_after, baseline, peak, drain, len(samples))
+    return QueueFigures(sc.drain_after, baseline, peak, drain, len(samples), True, *kv_figures)
 
 
 def build_report(
@@ -162,6 +238,7 @@ def build_report(
     server: ServerCounters | None,
     queue: QueueFigures | None,
     notes: Sequence[str],
+    engine: EngineSeries | None = None,
 ) -> BenchReport:
     ok = [r for r in results if r.ok]
     bad = [r for r in results if not r.ok]
@@ -173,11 +250,7 @@ def build_report(
     error_rate = len(bad) / done if done else None
     out_tokens = sum(r.output_tokens for r in ok)
     itl = [g for r in ok for g in r.itl_s]
-    tpot = [
-        (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
-        for r in ok
-        if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1
-    ]
+    tpot = [t for t in map(_tpot_s, ok) if t is not None]
     phases = []
     for w in windows:
         mine = [r for r in results if r.phase == w.index]
@@ -193,6 +266,7 @@ def build_report(
                 len(mine) - len(good),
                 _rate(len(good), span),
                 _rate(sum(r.output_tokens for r in good), span),
+                round(w.start_s, 3),
             )
         )
     rate_windows = [w for w in windows if w.phase.rate]
@@ -219,18 +293,33 @@ def build_report(
     e2e = summarize([r.e2e_s for r in ok if r.e2e_s is not None], 1000)
     ttft = summarize([r.ttft_s for r in ok if r.ttft_s is not None], 1000)
     itl_s = summarize(itl, 1000)
+    tpot_summary = summarize(tpot, 1000)
+    good = goodput_of(results, sc.goodput, load_s) if sc.goodput else None
     actual = {
+        "goodput_share": good.share if good else None,
         "ttft_p99_ms": ttft.p99,
         "itl_p99_ms": itl_s.p99,
         "e2e_p99_ms": e2e.p99,
         "error_rate": error_rate,
         "output_tokens_per_s": tput,
         "queue_drain_s": queue.drain_s if queue else None,
+        "kv_drain_s": queue.kv_drain_s if queue else None,
+        "ttft_mean_ms": ttft.mean,
+        "itl_mean_ms": itl_s.mean,
+        "tpot_mean_ms": tpot_summary.mean,
+        "e2e_mean_ms": e2e.mean,
     }
     # No queue formed: nothing to drain. Interrupted before the drain was seen: not measured.
     # Either way N/A, not a miss.
     no_drain = (queue is not None and not queue.formed) or (interrupted and (queue is None or queue.drain_s is None))
-    verdicts = judge(sc.slo, actual, frozenset({"queue_drain_s"} if no_drain else ()))
+    no_kv_drain = (queue is not None and queue.kv_peak is not None and not queue.kv_formed) or (
+        interrupted and (queue is None or queue.kv_drain_s is None)
+    )
+    verdicts = judge(
+        sc.slo,
+        actual,
+        frozenset({"queue_drain_s"} if no_drain else ()) | frozenset({"kv_drain_s"} if no_kv_drain else ()),
+    )
     return BenchReport(
         scenario=sc.name,
         description=sc.description,
@@ -249,7 +338,7 @@ def build_report(
         error_examples=examples,
         ttft_ms=ttft,
         itl_ms=itl_s,
-        tpot_ms=summarize(tpot, 1000),
+        tpot_ms=tpot_summary,
         e2e_ms=e2e,
         prompt_tokens=summarize([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
         prompt_tokens_sizing=sizing,
@@ -263,4 +352,67 @@ def build_report(
         slo=verdicts,
         passed=all(v.ok is not False for v in verdicts) and not interrupted,
         notes=tuple(notes),
+        goodput=good,
+        samples=samples_of(results, itl, sc.seed, engine or EngineSeries()),
+    )
+
+
+def dumps_report(doc: Mapping, indent: int = 2) -> str:
+    """The report as JSON, indented for reading, with every list of plain values on one line: the
+    per-request samples stay a few lines instead of one line per number."""
+    import json
+
+    def walk(obj, depth: int) -> str:
+        pad = " " * (indent * (depth + 1))
+        if isinstance(obj, Mapping) and obj:
+            items = [f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {walk(v, depth + 1)}" for k, v in obj.items()]
+            return "{\n" + ",\n".join(items) + "\n" + " " * (indent * depth) + "}"
+        if isinstance(obj, (list, tuple)) and obj and any(isinstance(v, (Mapping, list, tuple)) for v in obj):
+            return "[\n" + ",\n".join(pad + walk(v, depth + 1) for v in obj) + "\n" + " " * (indent * depth) + "]"
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":") if isinstance(obj, (list, tuple)) else None)
+
+    return walk(doc, 0) + "\n"
+
+
+def _tpot_s(r: RequestResult) -> float | None:
+    if r.e2e_s is None or r.ttft_s is None or r.output_tokens <= 1:
+        return None
+    return (r.e2e_s - r.ttft_s) / (r.output_tokens - 1)
+
+
+def is_good(ttft_s: float | None, tpot_s: float | None, e2e_s: float | None, slo_ms: Mapping[str, float]) -> bool:
+    """One finished request against the per-request SLOs, as `vllm bench serve --goodput` judges it."""
+    measured = {"ttft": ttft_s, "tpot": tpot_s or 0.0, "e2el": e2e_s}
+    for key, target_ms in slo_ms.items():
+        value = measured[key]
+        if value is None or value > target_ms / 1000.0:
+            return False
+    return True
+
+
+def goodput_of(results: Sequence[RequestResult], slo_ms: Mapping[str, float], load_s: float) -> Goodput:
+    good = sum(1 for r in results if r.ok and is_good(r.ttft_s, _tpot_s(r), r.e2e_s, slo_ms))
+    return Goodput(dict(slo_ms), good, good / len(results) if results else None, _rate(good, load_s))
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 2)
+
+
+def samples_of(results: Sequence[RequestResult], itl_s: Sequence[float], seed: int, engine: EngineSeries) -> Samples:
+    rows = sorted(results, key=lambda r: (r.sent_s, r.index))
+    itl = list(itl_s)
+    if len(itl) > ITL_KEEP:
+        itl = random.Random(seed).sample(itl, ITL_KEEP)
+    return Samples(
+        sent_s=tuple(round(r.sent_s, 3) for r in rows),
+        phase=tuple(r.phase for r in rows),
+        error=tuple(None if r.ok else (r.error or "unknown") for r in rows),
+        ttft_ms=tuple(_ms(r.ttft_s) if r.ok else None for r in rows),
+        tpot_ms=tuple(_ms(_tpot_s(r)) if r.ok else None for r in rows),
+        e2e_ms=tuple(_ms(r.e2e_s) if r.ok else None for r in rows),
+        output_tokens=tuple(r.output_tokens if r.ok else 0 for r in rows),
+        itl_ms=tuple(round(g * 1000.0, 2) for g in itl),
+        itl_count=len(itl_s),
+        engine=engine,
     )

@@ -21,7 +21,7 @@ import httpx
 
 from engine.bench.client import Endpoint, RequestResult, endpoint, request_body, stream_request
 from engine.bench.prompts import PromptMaker
-from engine.bench.report import BenchReport, ServerCounters, build_report, queue_figures
+from engine.bench.report import BenchReport, EngineSeries, ServerCounters, build_report, queue_figures
 from engine.bench.scenario import Scenario, fit_context
 from engine.bench.schedule import Window, arrivals, draw_length, window_at, windows
 from engine.bench.transport import LeanTransport
@@ -151,6 +151,7 @@ class BenchRunner:
         self._out_tokens = 0
         self._t0 = 0.0
         self._samples: list[tuple[float, float]] = []
+        self._series: list[tuple[float, float | None, float | None, float | None]] = []
         self._waiting: float | None = None
         self._client: httpx.AsyncClient | None = None
         self._endpoint: Endpoint | None = None
@@ -226,8 +227,10 @@ class BenchRunner:
             )
         if after is not None:
             self._samples.append((load_s, after.waiting or 0.0))
+            self._series.append((load_s, after.waiting, after.running, after.kv_usage))
         server = _deltas(before, after)
-        queue = queue_figures(sc, self._samples, self._windows) if before is not None else None
+        kv = [(t, k) for t, _, _, k in self._series if k is not None]
+        queue = queue_figures(sc, self._samples, self._windows, kv) if before is not None else None
         if sc.drain_after and before is None:
             self.notes.append("queue drain not measured: /metrics is not available")
         return build_report(
@@ -244,6 +247,12 @@ class BenchRunner:
             server=server,
             queue=queue,
             notes=self.notes,
+            engine=EngineSeries(
+                tuple(round(t, 3) for t, *_ in self._series),
+                tuple(w for _, w, _, _ in self._series),
+                tuple(r for _, _, r, _ in self._series),
+                tuple(k for _, _, _, k in self._series),
+            ),
         )
 
     async def _drive(self) -> bool:
@@ -409,9 +418,12 @@ class BenchRunner:
     async def _sample_metrics(self) -> None:
         while True:
             m = await self._scrape()
-            if m is not None and m.waiting is not None:
-                self._waiting = m.waiting
-                self._samples.append((self.clock() - self._t0, m.waiting))
+            if m is not None:
+                now = self.clock() - self._t0
+                self._series.append((now, m.waiting, m.running, m.kv_usage))
+                if m.waiting is not None:
+                    self._waiting = m.waiting
+                    self._samples.append((now, m.waiting))
             await asyncio.sleep(self.metrics_every_s)
 
     async def _report_progress(self) -> None:

@@ -28,10 +28,21 @@ SLOS: Mapping[str, tuple[str, str]] = {
     "ttft_p99_ms": ("ms", "max"),
     "itl_p99_ms": ("ms", "max"),
     "e2e_p99_ms": ("ms", "max"),
+    # means: what a user feels on average, where a p99 judges the tail
+    "ttft_mean_ms": ("ms", "max"),
+    "itl_mean_ms": ("ms", "max"),
+    "tpot_mean_ms": ("ms", "max"),
+    "e2e_mean_ms": ("ms", "max"),
     "error_rate": ("", "max"),
     "output_tokens_per_s": ("tok/s", "min"),
     "queue_drain_s": ("s", "max"),
+    # time after the burst until the KV cache is back to its level before it (needs drain_after)
+    "kv_drain_s": ("s", "max"),
+    # share of finished requests meeting every per-request target of `goodput:`
+    "goodput_share": ("", "min"),
 }
+# Per-request targets in milliseconds, under the names of `vllm bench serve --goodput`.
+GOODPUT_KEYS = ("ttft", "tpot", "e2el")
 # What one load generator can sensibly offer one server. Past these a figure is a typo or a
 # runaway --scale (1e9 grew a run to 24 GB in a minute): refused before anything is sent.
 MAX_CONCURRENCY = 4096  # requests in flight (concurrency, max_concurrency)
@@ -89,6 +100,7 @@ class Scenario:
     prompt_tokens: LengthDist
     max_tokens: int
     slo: Mapping[str, float] = field(default_factory=dict)
+    goodput: Mapping[str, float] = field(default_factory=dict)  # per-request targets (ms), GOODPUT_KEYS
     drain_after: str | None = None  # phase after which the pending-queue drain time is measured
     ignore_eos: bool = True  # every answer runs to max_tokens, so the load is what it says
     max_requests: int | None = None  # stop issuing after this many (comparisons with other tools)
@@ -253,6 +265,7 @@ def parse_scenario(data: Any, source: str) -> Scenario:
             "prompt_tokens",
             "max_tokens",
             "slo",
+            "goodput",
             "drain_after",
             "ignore_eos",
             "max_requests",
@@ -291,11 +304,25 @@ def parse_scenario(data: Any, source: str) -> Scenario:
                 v = _number(p, raw_slo, key, low=0, strict=False)
                 if v is not None:
                     slo[key] = v
+    goodput: dict[str, float] = {}
+    raw_goodput = data.get("goodput") or {}
+    if not isinstance(raw_goodput, dict):
+        p.add(data, "goodput", "must be a mapping of ttft / tpot / e2el to milliseconds")
+    else:
+        _unknown_keys(p, raw_goodput, GOODPUT_KEYS, "goodput")
+        for key in raw_goodput:
+            if key in GOODPUT_KEYS:
+                v = _number(p, raw_goodput, key, low=0, strict=False)
+                if v is not None:
+                    goodput[key] = v
+    if "goodput_share" in slo and not raw_goodput and isinstance(raw_slo, dict):
+        p.add(raw_slo, "goodput_share", "needs `goodput:` targets (ttft / tpot / e2el in ms) to count requests against")
     drain_after = data.get("drain_after")
     if drain_after is not None and drain_after not in [ph.name for ph in phases]:
         p.add(data, "drain_after", f"names no phase (phases: {', '.join(ph.name for ph in phases)})")
-    if "queue_drain_s" in slo and drain_after is None:
-        p.add(raw_slo, "queue_drain_s", "needs `drain_after: PHASE` to know when the burst ends")
+    for key in ("queue_drain_s", "kv_drain_s"):
+        if key in slo and drain_after is None:
+            p.add(raw_slo, key, "needs `drain_after: PHASE` to know when the burst ends")
     ignore_eos = data.get("ignore_eos", True)
     if not isinstance(ignore_eos, bool):
         p.add(data, "ignore_eos", f"must be true or false, got {quote(ignore_eos)}")
@@ -312,6 +339,7 @@ def parse_scenario(data: Any, source: str) -> Scenario:
         prompt_tokens=lengths,
         max_tokens=int(max_tokens),
         slo=slo,
+        goodput=goodput,
         drain_after=drain_after,
         ignore_eos=bool(ignore_eos),
         max_requests=int(max_requests) if max_requests is not None else None,
@@ -319,6 +347,26 @@ def parse_scenario(data: Any, source: str) -> Scenario:
         seed=int(seed) if seed is not None else 0,
         source=source,
     )
+
+
+def parse_goodput(pairs: Iterable[str]) -> dict[str, float]:
+    """`ttft:300 tpot:50 e2el:8000`, the syntax of `vllm bench serve --goodput` (milliseconds);
+    commas also separate pairs. Raises BadInput naming the bad pair."""
+    out: dict[str, float] = {}
+    fix = "give KEY:MS pairs, KEY one of ttft, tpot, e2el, e.g. --goodput ttft:300 tpot:50 e2el:8000"
+    for item in pairs:
+        for pair in item.replace(",", " ").split():
+            key, sep, value = pair.partition(":")
+            try:
+                ms = float(value) if sep else math.nan
+            except ValueError:
+                ms = math.nan
+            if key not in GOODPUT_KEYS or not math.isfinite(ms) or ms < 0:
+                raise BadInput(f"bad --goodput target {pair!r}", fix)
+            out[key] = ms
+    if not out:
+        raise BadInput("--goodput given without targets", fix)
+    return out
 
 
 def _builtin_dir() -> importlib.resources.abc.Traversable:
@@ -514,4 +562,6 @@ def to_yaml(sc: Scenario) -> str:
         doc["max_requests"] = sc.max_requests
     if sc.slo:
         doc["slo"] = {k: round(v, 4) for k, v in sc.slo.items()}
+    if sc.goodput:
+        doc["goodput"] = dict(sc.goodput)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

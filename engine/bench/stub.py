@@ -33,6 +33,9 @@ class StubConfig:
     fail_every: int = 0  # every k-th generation request gets HTTP 500
     drop_every: int = 0  # every k-th generation request loses its connection after two tokens
     tokenize: bool = True  # serve /tokenize (False: 404, like a server without it)
+    # At most this many paced answers at once, the rest wait (vllm:num_requests_waiting) as in an
+    # engine with max_num_seqs; the KV usage gauge is running / max_running. 0: no limit.
+    max_running: int = 0
 
 
 @dataclass
@@ -42,6 +45,7 @@ class StubCounters:
     prompt_tokens: int = 0
     succeeded: int = 0
     running: int = 0
+    waiting: int = 0
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -64,11 +68,14 @@ class StubServer:
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
         self.answering: set[asyncio.Future] = set()  # paced answers in flight
+        self.slots: asyncio.Semaphore | None = None  # made on the server's loop (max_running)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Conn(self), host, port, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.config.max_running:
+            self.slots = asyncio.Semaphore(self.config.max_running)
 
     @property
     def url(self) -> str:
@@ -88,7 +95,12 @@ class StubServer:
         lines = []
         for name, kind, value in (
             ("vllm:num_requests_running", "gauge", c.running),
-            ("vllm:num_requests_waiting", "gauge", 0),
+            ("vllm:num_requests_waiting", "gauge", c.waiting),
+            (
+                "vllm:kv_cache_usage_perc",
+                "gauge",
+                c.running / self.config.max_running if self.config.max_running else 0,
+            ),
             ("vllm:generation_tokens_total", "counter", c.generation_tokens),
             ("vllm:prompt_tokens_total", "counter", c.prompt_tokens),
             ("vllm:request_success_total", "counter", c.succeeded),
@@ -206,6 +218,13 @@ class _Conn(asyncio.Protocol):
     async def _paced(self, tok: bytes, tail: bytes, max_tokens: int, drop: bool) -> None:
         c, cfg = self.server.counters, self.server.config
         t = self.transport
+        slots = self.server.slots
+        if slots is not None:
+            c.waiting += 1
+            try:
+                await slots.acquire()
+            finally:
+                c.waiting -= 1
         c.running += 1
         try:
             t.write(_STREAM_HEAD)
@@ -225,6 +244,8 @@ class _Conn(asyncio.Protocol):
             c.succeeded += 1
         finally:
             c.running -= 1
+            if slots is not None:
+                slots.release()
             self.busy = False
         self._next()
 
@@ -266,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fail-every", type=int, default=0)
     ap.add_argument("--drop-every", type=int, default=0)
     ap.add_argument("--max-model-len", type=int, default=4096)
+    ap.add_argument("--max-running", type=int, default=0, help="answers at once; the rest wait (0: no limit)")
     args = ap.parse_args(argv)
     cfg = StubConfig(
         token_delay_s=args.token_delay,
@@ -273,6 +295,7 @@ def main(argv: list[str] | None = None) -> None:
         fail_every=args.fail_every,
         drop_every=args.drop_every,
         max_model_len=args.max_model_len,
+        max_running=args.max_running,
     )
 
     async def serve() -> None:

@@ -174,3 +174,71 @@ def test_a_burst_that_queues_nothing_reports_no_drain_time(capsys, stub):
     code, out, _ = _run(capsys, "bench", stub.url, "--scenario", "burst", "--scale", "0.05", "--duration", "3")
     assert "no queue formed, so no drain time (N/A)" in out and "back to that level" not in out
     assert "queue_drain_s" in out and "not applicable" in out
+
+
+def test_goodput_in_vllms_syntax_reaches_the_report_and_the_table(capsys, stub):
+    argv = ["bench", stub.url, "--scenario", "chat-qa", "--scale", "0.05", "--duration", "1.5"]
+    code, out, _ = _run(capsys, *argv, "--goodput", "ttft:60000", "tpot:60000", "e2el:60000", "--json")
+    report = json.loads(out)
+    g = report["goodput"]
+    assert g["slo_ms"] == {"ttft": 60000.0, "tpot": 60000.0, "e2el": 60000.0}
+    assert g["good"] == report["completed"] > 0 and g["share"] == 1.0
+    assert g["rate"] == pytest.approx(report["request_rate"])
+    s = report["samples"]
+    assert len(s["sent_s"]) == len(s["ttft_ms"]) == report["completed"] + report["failed"]
+    # The pairs may also come before the URL, and the human view shows the line.
+    code, out, _ = _run(capsys, "bench", "--goodput", "ttft:0.0001", "e2el:9000", *argv[1:])
+    assert "goodput (ttft:0.0001 e2el:9000 ms): 0 requests met every target (0.0%), 0.00 req/s" in out
+    code, _, err = _run(capsys, *argv, "--goodput", "itl:5")
+    assert code == 2 and "bad --goodput target 'itl:5'" in err
+    code, _, err = _run(capsys, *argv, "tpot:5")
+    assert code == 2 and "unexpected argument 'tpot:5'" in err
+
+
+def test_compare_exit_codes_and_json(capsys):
+    from helpers import FIXTURES
+
+    base, same, slow = (str(FIXTURES / "bench" / f"{n}.json") for n in ("base", "same", "slow"))
+    code, out, _ = _run(capsys, "bench", "compare", base, same, "--fail-if-worse", "10")
+    assert code == 0 and "nothing worse beyond noise by more than 10%" in out
+    code, out, err = _run(capsys, "bench", "compare", base, slow, "--fail-if-worse", "10", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["passed"] is False and "worse than the baseline" in err
+    itl = next(f for f in doc["figures"] if f["name"] == "itl_p50_ms")["changes"][0]
+    assert itl["verdict"] == "worse" and itl["ci_pct"][0] > 0
+    code, out, _ = _run(capsys, "bench", "compare", base, slow)
+    assert code == 0 and "worse" in out  # without --fail-if-worse the comparison only informs
+    code, _, err = _run(capsys, "bench", "compare", base)
+    assert code == 2 and "at least two reports" in err
+
+
+def test_a_burst_that_queues_measures_the_queue_and_kv_drain(capsys, tmp_path):
+    f = tmp_path / "burst.yaml"
+    f.write_text("""\
+phases:
+  - {name: before, duration_s: 1, concurrency: 2}
+  - {name: burst, duration_s: 1.5, concurrency: 12}
+  - {name: after, duration_s: 2, concurrency: 2}
+drain_after: burst
+prompt_tokens: 16
+max_tokens: 10
+slo: {queue_drain_s: 5, kv_drain_s: 5, ttft_mean_ms: 60000}
+""")
+    # The stub answers 4 at a time: the burst queues, then drains.
+    with StubThread(StubConfig(token_delay_s=0.01, max_running=4, max_model_len=1024)) as stub:
+        code, out, _ = _run(capsys, "bench", stub.url, "--scenario", str(f), "--json")
+    report = json.loads(out)
+    q = report["queue"]
+    assert q["peak"] > 0 and q["drain_s"] is not None
+    assert q["kv_formed"] and q["kv_peak"] == 1.0 and q["kv_drain_s"] is not None
+    assert code == 0, report["slo"]
+    assert max(report["samples"]["engine"]["waiting"]) > 0
+
+
+def test_bench_without_run_and_with_a_bad_option(capsys):
+    code, _, err = _run(capsys, "bench")
+    assert code == 2 and "no scenario given" in err
+    code, _, err = _run(capsys, "bench", "http://127.0.0.1:1", "--bogus")
+    assert code == 2 and "no such option: --bogus" in err
+    code, out, _ = _run(capsys, "bench", "run", "--list", "--json")
+    assert code == 0 and json.loads(out)["scenarios"]

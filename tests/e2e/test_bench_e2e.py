@@ -58,3 +58,6 @@ def test_burst_small_measures_the_queue(capsys, vllm_server):
     assert q["peak"] >= 1
     assert q["drain_s"] is not None and q["drain_s"] >= 0
     assert [p["load"] for p in r["phases"]] == ["8 concurrent", "32 concurrent", "8 concurrent"]
+    # vLLM reports its KV cache usage: the burst's figure is measured (N/A only when it stayed flat).
+    assert q["kv_peak"] is not None and (q["kv_drain_s"] is not None or not q["kv_formed"])
+    assert len(r["samples"]["sent_s"]) == r["completed"] + r["failed"]

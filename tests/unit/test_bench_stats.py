@@ -135,3 +135,25 @@ def test_an_interrupted_run_has_no_drain_verdict():
     q = queue_figures(sc, [(1.0, 0.0), (12.0, 30.0)], windows(sc))  # stopped during the burst
     report = _report(sc, q, interrupted=True)
     assert {v.name: v.ok for v in report.slo}["queue_drain_s"] is None and report.passed is False
+
+
+def test_kv_usage_must_come_back_down_after_the_burst():
+    sc = with_duration(load_scenario("burst"), 30)  # phases 0-10, 10-20, 20-30
+    waiting = [(1.0, 0.0), (12.0, 5.0), (21.0, 0.0)]
+    kv = [(1.0, 0.30), (5.0, 0.32), (12.0, 0.95), (19.0, 0.97), (21.0, 0.80), (23.0, 0.36), (26.0, 0.31)]
+    q = queue_figures(sc, waiting, windows(sc), kv)
+    assert q.kv_baseline == pytest.approx(0.31) and q.kv_peak == 0.97 and q.kv_formed
+    assert q.kv_drain_s == pytest.approx(3.0)  # 0.36 is within 5 points of 0.31
+    stuck = queue_figures(sc, waiting, windows(sc), kv[:5])
+    assert stuck.kv_drain_s is None and stuck.kv_formed
+    flat = queue_figures(sc, waiting, windows(sc), [(1.0, 0.3), (12.0, 0.33), (22.0, 0.3)])
+    assert not flat.kv_formed and flat.kv_drain_s is None
+    assert queue_figures(sc, waiting, windows(sc)).kv_peak is None  # the engine reports no KV usage
+
+
+def test_mean_latency_slos_are_judged():
+    v = {
+        x.name: x.ok
+        for x in judge({"ttft_mean_ms": 100, "e2e_mean_ms": 50}, {"ttft_mean_ms": 90.0, "e2e_mean_ms": 51.0})
+    }
+    assert v == {"ttft_mean_ms": True, "e2e_mean_ms": False}

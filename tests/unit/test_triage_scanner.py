@@ -59,10 +59,12 @@ def test_kv_cache_failure_is_one_issue_per_traceback_with_its_fix():
 def test_runtime_engine_death_names_the_root_cause_and_clusters_the_rest():
     report = diagnose_lines(read_lines(VLLM / "fail_runtime_engine_dead_headdim16.log"))
     found = ids(report)
-    assert {"vllm-cpu-attention-unsupported", "vllm-engine-dead"} <= set(found)
+    assert {"vllm-cpu-attention-unsupported", "vllm-engine-dead", "vllm-engine-core-fatal"} <= set(found)
+    # The root cause leads; the wrappers (symptoms) follow it.
+    assert report.issues[0].id == "vllm-cpu-attention-unsupported"
     templates = [t.template for t in report.unknown]
     # Unmatched ERROR lines surface as templates with ids and paths masked.
-    assert "EngineCore encountered a fatal error." in templates
+    assert "WorkerProc hit an exception." in templates
     assert any(t.startswith("Dumping input data for V1 LLM engine") and "<path>" in t for t in templates)
     assert all(t.count >= 1 and t.example for t in report.unknown)
 

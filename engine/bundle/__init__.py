@@ -48,7 +48,7 @@ SMALL_FILE = 256 * 1024
 # /dev and the toolkit's version folders, not /usr/lib64.
 LIST_LIMIT = 1024
 # Per-card npu-smi views worth having beside `npu-smi info`.
-NPU_SMI_VIEWS = ("usages", "health")
+NPU_SMI_VIEWS = ("usages", "health", "board")  # board: versions and serial numbers (masked)
 
 Progress = Callable[[str], None]
 
@@ -224,6 +224,18 @@ class _Builder:
         report = run_doctor(host=self.host, env_known=self.env_known)
         src.rc = report.exit_code()
         self.stage.write("doctor.json", self.text(json.dumps(_plain(report.to_dict()), indent=2) + "\n"), src)
+
+    def netcheck(self, src: Source) -> None:
+        """netcheck's report; its hccn_tool answers are recorded, so `netcheck --root` replays them."""
+        from engine.netcheck import HCCN_TOOL, run_netcheck
+        from engine.system import paths
+
+        if not self.recorder.which("hccn_tool") and not paths.exists(self.base, HCCN_TOOL):
+            src.status, src.why = "skipped", "hccn_tool not found (no NPU NICs to check)"
+            return
+        report = run_netcheck(host=self.host, live=self.live, timeout=self.opts.timeout_s)
+        src.rc = report.exit_code()
+        self.stage.write("netcheck.json", self.text(json.dumps(_plain(report.to_dict()), indent=2) + "\n"), src)
 
     def env_report(self, src: Source) -> None:
         from engine.doctor.envreport import env_report
@@ -474,6 +486,7 @@ class _Builder:
         self.collect("env", "report", "ascendctl env --json", self.env_report, timeout=t * 3)
         self.collect("versions files", "file", "driver, firmware and CANN version files", self.version_files)
         self.npu_smi()
+        self.collect("netcheck", "report", "ascendctl netcheck --json (hccn_tool per NIC)", self.netcheck, timeout=t * 6)
         from engine.system.enginepy import engine_interpreter
 
         py = engine_interpreter(self.base)

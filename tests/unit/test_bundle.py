@@ -253,3 +253,17 @@ def test_two_python_queries_keep_two_answers_and_old_recordings_still_answer(tmp
     assert runner.run(first).stdout == "1\n" and runner.run(second).stdout == "2\n"
     (commands / "python_-c.out").write_text("old\n")  # a recording made before scripts were told apart
     assert runner.run(["python3", "-c", "print(3)"]).stdout == "old\n"
+
+
+def test_the_bundle_carries_netcheck_and_replays_it(tmp_path, capsys):
+    """hccn_tool's answers go into the recorded machine: `netcheck --root bundle` gives the same verdicts."""
+    tree = FIXTURES / "netcheck" / "faultdiag-worker0-8nic"
+    main(["netcheck", "--json", "--root", str(tree)])
+    original = json.loads(capsys.readouterr().out)
+    manifest, top = bundle_of(tree, tmp_path / "b.tar.gz")
+    row = next(s for s in manifest["sources"] if s["name"] == "netcheck")
+    assert row["status"] == "ok" and (top / "netcheck.json").is_file()
+    main(["netcheck", "--json", "--root", str(tmp_path / "b.tar.gz")])
+    replayed = json.loads(capsys.readouterr().out)
+    verdicts = lambda r: {c["id"]: c["status"] for c in r["checks"]}  # noqa: E731
+    assert verdicts(replayed) == verdicts(original) and any(s != "ok" for s in verdicts(original).values())

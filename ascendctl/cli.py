@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import typer
 
 from ascendctl import __version__
-from ascendctl.commands import bench, bundle, demo, doctor, exporter, plan, profile, serve, top, triage
+from ascendctl.commands import bench, bundle, demo, doctor, engine, exporter, plan, profile, serve, top, triage
 from ascendctl.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
 from engine.errors import AscendctlError
@@ -64,7 +64,7 @@ def _root(
     out.debug = out.debug or debug
 
 
-for module in (doctor, plan, serve, profile, top, triage, bench, demo, bundle, exporter):
+for module in (doctor, plan, serve, profile, top, triage, bench, demo, bundle, exporter, engine):
     module.register(app)
 
 

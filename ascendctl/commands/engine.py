@@ -127,7 +127,7 @@ def _download(
         raise BadInput(str(exc), "see the plan's steps: ascendctl engine plan --cann ...") from None
     data = {**manifest.to_json(), "dest": str(Path(dest).resolve())}
     out.emit(data, lambda console: console.print(summary(manifest), markup=False, highlight=False, soft_wrap=True))
-    failed = [s for s in manifest.steps if s.status != "ok"]
+    failed = [s for s in manifest.steps if s.status == "failed"]
     if failed or manifest.missing:
         what = [f"step {s.id}" + (f" ({s.package})" if s.package else "") for s in failed]
         what += [m.requirement for m in manifest.missing]
@@ -135,8 +135,8 @@ def _download(
             "the wheelhouse is incomplete: " + ", ".join(what),
             "fix what is named above (a mirror: --index NAME=URL) and run the same command again",
         )
-    if not out.json_mode:
-        out.info(f"next, on the target host: ./install.sh --wheelhouse {dest}")
+    if manifest.complete:
+        out.info(f"next: copy {dest} to the target host and there run ./install.sh --wheelhouse DIR")
 
 
 def register(app: typer.Typer) -> None:

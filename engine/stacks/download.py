@@ -357,10 +357,11 @@ def download_plan(
                 for package in step.packages:
                     req = package.requirement
                     if package.source in unreachable:
-                        if not file_for(req, have) and req not in {m.requirement for m in missing}:
-                            missing.append(
-                                Missing(req, step.id, plan.indexes[package.source], unreachable[package.source])
-                            )
+                        if not file_for(req, have):
+                            result.status = "incomplete"
+                            if req not in {m.requirement for m in missing}:
+                                index = plan.indexes[package.source]
+                                missing.append(Missing(req, step.id, index, unreachable[package.source]))
                         cpu = package.source == "pytorch_cpu" and "==" in req
                         stubbed.add(stub_wheel(stubs, req + ("+cpu" if cpu else "")))
                         reqs.append(req)

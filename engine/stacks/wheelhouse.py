@@ -91,7 +91,7 @@ class Missing:
 class StepResult:
     id: str
     title: str
-    status: str = "ok"  # ok, failed, skipped
+    status: str = "ok"  # ok; incomplete: a package is in `missing`; failed: pip or the index failed
     files: list[str] = field(default_factory=list)
     error: str = ""
     package: str = ""  # the requirement pip named when it failed

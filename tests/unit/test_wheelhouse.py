@@ -81,8 +81,11 @@ class FakeIndex:
         for stub in stubs.glob("*.whl"):  # pip copies stand-ins it resolved to
             shutil.copy(stub, dest / stub.name)
             lines.append(f"Saved {dest / stub.name}")
+        stood_in = {stub.name.split("-")[0].lower() for stub in stubs.glob("*.whl")}
         for req in reqs:
             name = re.split(r"[<>=!~; ]", req)[0].replace("-", "_").lower()
+            if name in stood_in:  # pip takes the stand-in
+                continue
             wheel = dest / f"{name}-1.0-cp311-cp311-manylinux_2_28_aarch64.whl"
             wheel.write_bytes(req.encode())
             lines.append(f"Saved {wheel}")
@@ -173,6 +176,22 @@ def test_download_fetches_each_step_for_the_target_and_lists_what_an_unreachable
     )
     text = download.summary(manifest)
     assert "missing: triton-ascend==3.2.2" in text and ASCEND_INDEX in text
+
+
+def test_on_x86_64_an_unreachable_cpu_index_leaves_torch_missing_and_pinned(tmp_path):
+    cpu = "https://download.pytorch.org/whl/cpu"
+    fake = FakeIndex(down=(cpu,))
+    plan = build_plan("9.1.0", chip="A2", arch="x86_64")
+    manifest = download.download_plan(
+        plan, Target("x86_64", "3.11", "2.34"), tmp_path / "wh", pip=fake.pip, fetch=fake.fetch, probe=fake.probe
+    )
+    assert [m.requirement for m in manifest.missing] == ["torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0"]
+    assert all(m.index == cpu for m in manifest.missing)
+    assert not any(cpu in argv for argv in fake.calls)
+    # vLLM's requirements still resolve against the set's torch (a stand-in), not PyPI's newest (CUDA) one
+    vllm_deps = fake.calls[1]
+    assert "torch==2.10.0" in _reqs(vllm_deps) and "regex" in _reqs(vllm_deps)
+    assert not list((tmp_path / "wh").glob("torch-*"))
 
 
 def test_a_failing_step_names_the_package_and_the_rest_still_runs(tmp_path):

@@ -39,7 +39,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from engine.stacks.plan import Plan, Step, requirement_name
+from engine.stacks.plan import Package, Plan, Step, requirement_name
 from engine.stacks.wheelhouse import (
     FileEntry,
     Manifest,
@@ -259,6 +259,13 @@ def stub_wheel(folder: Path, requirement: str) -> str:
     return filename
 
 
+def _stand_in(stubs: Path, package: Package) -> str:
+    """The stand-in of a package an unreachable index serves. The PyTorch CPU index labels its
+    builds `+cpu`, and torch_npu for x86_64 asks for that label."""
+    cpu = package.source == "pytorch_cpu" and "==" in package.requirement
+    return stub_wheel(stubs, package.requirement + ("+cpu" if cpu else ""))
+
+
 # --- the download ---------------------------------------------------------------------------------
 
 
@@ -362,8 +369,7 @@ def download_plan(
                             if req not in {m.requirement for m in missing}:
                                 index = plan.indexes[package.source]
                                 missing.append(Missing(req, step.id, index, unreachable[package.source]))
-                        cpu = package.source == "pytorch_cpu" and "==" in req
-                        stubbed.add(stub_wheel(stubs, req + ("+cpu" if cpu else "")))
+                        stubbed.add(_stand_in(stubs, package))
                         reqs.append(req)
                     elif _normal(requirement_name(req)) in no_binary:
                         index = pypi if package.source == "pypi" else plan.indexes[package.source]
@@ -377,9 +383,7 @@ def download_plan(
                     # torch through xgrammar) resolve against it, not against the newest torch
                     for p in torch_step.packages:
                         if p.source in unreachable:
-                            stubbed.add(
-                                stub_wheel(stubs, p.requirement + ("+cpu" if p.source == "pytorch_cpu" else ""))
-                            )
+                            stubbed.add(_stand_in(stubs, p))
                         reqs.append(p.requirement)
             builds: list[tuple[str, list[str]]] = []
             for index, req, empty in sdists:

@@ -88,6 +88,7 @@ def _download(
     from pathlib import Path
 
     from ascendctl.output import get_output
+    from ascendctl.style import safe
     from engine.errors import BadInput, ProblemsFound
     from engine.stacks.download import download_plan, summary
     from engine.stacks.pins import ascend_sets
@@ -114,6 +115,12 @@ def _download(
     steps = [s.strip() for item in only or [] for s in item.split(",") if s.strip()]
     target = Target(arch=arch, python=python, glibc=glibc)
     out.info(f"wheelhouse for vllm-ascend {plan.vllm_ascend} (CANN {plan.set_cann}, {chip}, {arch}, Python {python})")
+
+    def progress(line: str) -> None:
+        # steps, source archives, warnings and failures always; pip's own lines on a terminal
+        if out.interactive or not line.startswith("   ") or "failed" in line:
+            out.info(safe(line))
+
     try:
         manifest = download_plan(
             plan,
@@ -121,7 +128,7 @@ def _download(
             Path(dest),
             only=steps or None,
             built_from_source=ascend_sets()[plan.set_cann].get("built_from_source", []),
-            progress=out.info,
+            progress=progress,
         )
     except ValueError as exc:
         raise BadInput(str(exc), "see the plan's steps: ascendctl engine plan --cann ...") from None
@@ -136,7 +143,7 @@ def _download(
             "fix what is named above (a mirror: --index NAME=URL) and run the same command again",
         )
     if manifest.complete:
-        out.info(f"next: copy {dest} to the target host and there run ./install.sh --wheelhouse DIR")
+        out.info(safe(f"next: copy {dest} to the target host and there run ./install.sh --wheelhouse DIR"))
 
 
 def register(app: typer.Typer) -> None:

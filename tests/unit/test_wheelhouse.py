@@ -429,3 +429,30 @@ def test_engine_commands_check_their_input_before_any_download(tmp_path, capsys)
     assert "need glibc 2.34 or newer" in capsys.readouterr().err
     assert main([*args, "--chip", "A9"]) == 2 and main([*args, "--index", "nope"]) == 2
     assert not dest.exists()
+
+
+def test_engine_download_reports_progress_json_and_exit_1_when_incomplete(tmp_path, capsys, monkeypatch):
+    from ascendctl.cli import main
+
+    seen = {}
+
+    def fake_download(plan, target, dest, only=None, built_from_source=(), progress=print, **_):
+        seen.update(target=target, only=only, compiled=list(built_from_source))
+        progress("[1/1] torch 2.10.0")
+        progress("   Collecting fastapi[standard]>=0.115.0")
+        progress("   failed (pip exited 1): No matching distribution found for x[y]")
+        miss = Missing("triton-ascend==3.2.2", "triton-ascend", ASCEND_INDEX, "cannot reach it")
+        return Manifest(plan.to_json(), target, [StepResult("torch", "torch")], [], [miss], only=only)
+
+    monkeypatch.setattr(download, "download_plan", fake_download)
+    args = ["engine", "download", "--cann", "9.1.0", "--dest", str(tmp_path), "--only", "torch,ascendctl"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "[1/1] torch 2.10.0" in err and "found for x[y]" in err  # brackets stay literal
+    assert "Collecting" not in err  # pip's own lines only on a terminal
+    assert "the wheelhouse is incomplete: triton-ascend==3.2.2" in err
+    assert seen["target"] == Target("aarch64", "3.11", "2.34") and seen["only"] == ["torch", "ascendctl"]
+    assert seen["compiled"] == ["arctic-inference==0.1.1"]
+    assert main([*args, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["missing"][0]["index"] == ASCEND_INDEX and data["complete"] is False and data["dest"]

@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
         --wheelhouse=*) WHEELHOUSE=${arg#*=} ;;
         --wheelhouse) [ $# -gt 0 ] || { echo "install.sh: --wheelhouse needs a folder" >&2; exit 2; }
                       WHEELHOUSE=$1; shift ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install.sh: unknown option $arg (use --dev, --no-engine, --cann=V, --chip=C, --index=NAME=URL, --wheelhouse DIR)" >&2; exit 2 ;;
     esac
 done

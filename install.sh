@@ -4,6 +4,8 @@
 #   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
 #   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus and chromium as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
+#   ./install.sh --wheelhouse DIR   no network: ascendctl and the Ascend engine from a folder made by
+#                             `ascendctl engine download` on a connected machine (docs/engine.md)
 #
 # Ascend: --cann=V, --chip=A2|A3|310P|950 and --index=NAME=URL (a mirror; or the environment variable
 # ASCENDCTL_INDEX_<NAME>) choose the plan; see it first: python -m engine.stacks.pins ascend plan
@@ -15,18 +17,34 @@ cd "$(dirname "$0")"
 DEV=0
 ENGINE=1
 PLAN_ARGS=()
-for arg in "$@"; do
+WHEELHOUSE=
+while [ $# -gt 0 ]; do
+    arg=$1
+    shift
     case "$arg" in
         --dev) DEV=1 ;;
         --no-engine) ENGINE=0 ;;
         --cann=*|--chip=*|--index=*) PLAN_ARGS+=("${arg%%=*}" "${arg#*=}") ;;
-        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install.sh: unknown option $arg (use --dev, --no-engine, --cann=V, --chip=C, --index=NAME=URL)" >&2; exit 2 ;;
+        --wheelhouse=*) WHEELHOUSE=${arg#*=} ;;
+        --wheelhouse) [ $# -gt 0 ] || { echo "install.sh: --wheelhouse needs a folder" >&2; exit 2; }
+                      WHEELHOUSE=$1; shift ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install.sh: unknown option $arg (use --dev, --no-engine, --cann=V, --chip=C, --index=NAME=URL, --wheelhouse DIR)" >&2; exit 2 ;;
     esac
 done
 
 say() { printf '==> %s\n' "$*"; }
 die() { printf 'install.sh: %s\n' "$1" >&2; [ -n "${2:-}" ] && printf '  fix: %s\n' "$2" >&2; exit 1; }
+
+OFFLINE=()
+if [ -n "$WHEELHOUSE" ]; then
+    [ -f "$WHEELHOUSE/ascendctl-wheelhouse.json" ] \
+        || die "$WHEELHOUSE is not a wheelhouse (no ascendctl-wheelhouse.json)" \
+            "make one on a connected machine: ascendctl engine download --cann V --chip C --arch A --dest DIR"
+    [ "$DEV" = 0 ] || die "--dev needs the network (the test tools are not in a wheelhouse)" "drop --dev"
+    WHEELHOUSE=$(cd "$WHEELHOUSE" && pwd)
+    OFFLINE=(--no-index --find-links "$WHEELHOUSE")
+fi
 
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || die "no $PY on PATH" "install Python 3.10 or newer, or set PYTHON=/path/to/python3"
@@ -75,13 +93,20 @@ extras=fast
 stamp="$VENV/.ascendctl-install"
 want="$(cat pyproject.toml engine/stacks/engines.yaml | cksum) extras=$extras engine=$ENGINE platform=$PLATFORM"
 [ "${#PLAN_ARGS[@]}" -gt 0 ] && want="$want plan=${PLAN_ARGS[*]}"
+[ -n "$WHEELHOUSE" ] && want="$want wheelhouse=$(cksum < "$WHEELHOUSE/ascendctl-wheelhouse.json")"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import ascendctl' 2>/dev/null; then
     say "ascendctl and its engine are already installed and up to date ($VENV)"
     exit 0
 fi
 
-say "installing ascendctl ($extras) into $VENV"
-"${PIP[@]}" install --quiet -e ".[$extras]" \
+if [ -n "$WHEELHOUSE" ]; then
+    # Before any pip call: the wheelhouse's architecture, Python and glibc against this host's
+    # (standard library only; nothing is installed yet).
+    "$VPY" -m engine.stacks.wheelhouse --check-host "$WHEELHOUSE" || exit 1
+fi
+
+say "installing ascendctl ($extras) into $VENV${WHEELHOUSE:+ from $WHEELHOUSE}"
+"${PIP[@]}" install --quiet ${OFFLINE[@]+"${OFFLINE[@]}"} -e ".[$extras]" \
     || die "pip could not install ascendctl" "read pip's message above; behind a proxy set HTTPS_PROXY"
 
 # Requirements (name==version) not installed at that version: reinstalling the engine would
@@ -116,7 +141,12 @@ for req in sys.argv[1:]:
 PY
 }
 
-if [ "$ENGINE" = 1 ] && [ "$PLATFORM" = ascend ]; then
+if [ "$ENGINE" = 1 ] && [ -n "$WHEELHOUSE" ]; then
+    # Air-gapped: the plan the wheelhouse was made for, each step with --no-index --find-links;
+    # its target (architecture, Python, glibc), checksums and this host's CANN are checked first.
+    say "installing the Ascend engine from $WHEELHOUSE (no network)"
+    "$VPY" -m engine.stacks.pins ascend install --wheelhouse "$WHEELHOUSE" ${PLAN_ARGS[@]+"${PLAN_ARGS[@]}"} || exit 1
+elif [ "$ENGINE" = 1 ] && [ "$PLATFORM" = ascend ]; then
     # The Ascend stack must match the CANN toolkit, the chip and the CPU architecture. The plan
     # runs its pip steps in the order of the official Dockerfiles, numbered; a failing step names
     # itself, why it is there and the fix. Exit 3: no set for this host (no CANN found).

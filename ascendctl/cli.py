@@ -19,6 +19,7 @@ from ascendctl.commands import (
     demo,
     deploy,
     doctor,
+    engine,
     exporter,
     netcheck,
     plan,
@@ -77,7 +78,7 @@ def _root(
     out.debug = out.debug or debug
 
 
-for module in (doctor, netcheck, plan, serve, profile, top, triage, bench, demo, bundle, exporter, deploy):
+for module in (doctor, netcheck, plan, serve, profile, top, triage, bench, demo, bundle, exporter, deploy, engine):
     module.register(app)
 
 

@@ -486,7 +486,9 @@ class _Builder:
         self.collect("env", "report", "ascendctl env --json", self.env_report, timeout=t * 3)
         self.collect("versions files", "file", "driver, firmware and CANN version files", self.version_files)
         self.npu_smi()
-        self.collect("netcheck", "report", "ascendctl netcheck --json (hccn_tool per NIC)", self.netcheck, timeout=t * 6)
+        self.collect(
+            "netcheck", "report", "ascendctl netcheck --json (hccn_tool per NIC)", self.netcheck, timeout=t * 6
+        )
         from engine.system.enginepy import engine_interpreter
 
         py = engine_interpreter(self.base)

@@ -97,7 +97,9 @@ def built_device_type() -> str | None:
     return None
 
 
-def run_step(step: Step, python: str, run: Run, environ: Mapping[str, str], plan: Plan) -> int:
+def run_step(
+    step: Step, python: str, run: Run, environ: Mapping[str, str], plan: Plan, wheelhouse: str | None = None
+) -> int:
     if step.kind == "check":
         have = built_device_type()
         if plan.device_type and have and have != plan.device_type:
@@ -105,7 +107,13 @@ def run_step(step: Step, python: str, run: Run, environ: Mapping[str, str], plan
             return 1
         return 0
     env = {**environ, **dict(step.env)}
-    return run([python, "-m", "pip", "--disable-pip-version-check", *step.pip_args()], env=env).returncode
+    if wheelhouse:
+        from engine.stacks.wheelhouse import offline_args
+
+        args = offline_args(step, wheelhouse)
+    else:
+        args = step.pip_args()
+    return run([python, "-m", "pip", "--disable-pip-version-check", *args], env=env).returncode
 
 
 def run_plan(
@@ -115,8 +123,11 @@ def run_plan(
     environ: Mapping[str, str] | None = None,
     glibc: str | None = None,
     force: bool = False,
+    wheelhouse: str | None = None,
 ) -> int:
-    """0 when every step succeeded (or the pins were already installed), 1 on the first failure."""
+    """0 when every step succeeded (or the pins were already installed), 1 on the first failure.
+    With `wheelhouse` (a folder engine/stacks/download.py filled) every step installs from it
+    alone: no index is asked."""
     environ = dict(os.environ if environ is None else environ)
     for w in plan.warnings:
         print(f"install.sh: warning: {w}", file=sys.stderr)
@@ -129,13 +140,19 @@ def run_plan(
     n = len(plan.steps)
     for i, step in enumerate(plan.steps, 1):
         _say(f"[{i}/{n}] {step.title}")
-        rc = run_step(step, python, run, environ, plan)
+        rc = run_step(step, python, run, environ, plan, wheelhouse)
         if rc != 0:
             what = "the check failed" if step.kind == "check" else f"pip exited {rc}"
+            fix = step.fix
+            if wheelhouse and step.kind == "install":
+                fix = (
+                    f"where pip found no file: the wheelhouse lacks it; download again and copy it into {wheelhouse}"
+                    + (f"; else {fix}" if fix else "")
+                )
             return _fail(
                 f"step {i}/{n} ({step.title}) failed: {what}"
                 + (f"; it is there because {step.why}" if step.why else ""),
-                step.fix or "read pip's message above; the whole plan: python -m engine.stacks.pins ascend plan",
+                fix or "read pip's message above; the whole plan: python -m engine.stacks.pins ascend plan",
             )
     return 0
 

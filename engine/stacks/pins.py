@@ -7,6 +7,7 @@
     python -m engine.stacks.pins ascend requirements --root DIR     (a recorded machine)
     python -m engine.stacks.pins ascend plan [--cann V] [--chip A2|A3|310P|950] [--arch aarch64|x86_64] [--json]
     python -m engine.stacks.pins ascend install [same options] [--force]   (runs the plan; install.sh)
+    python -m engine.stacks.pins ascend install --wheelhouse DIR  (the plan a wheelhouse holds, no network)
 
 `--index NAME=URL` (repeatable) replaces a package index of the plan; so does the environment
 variable ASCENDCTL_INDEX_<NAME> (NAME: PYTORCH_CPU, ASCEND, ASCEND_VARIANT), the flag winning.
@@ -21,6 +22,7 @@ found, 2 on bad usage.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from engine.data import load_yaml
@@ -135,6 +137,63 @@ def _plan(key: str, cann: str, root: str | None, chip: str | None, arch: str | N
     return 0
 
 
+def _install_wheelhouse(
+    folder: str, root: str | None, cann: str | None, chip: str | None, force: bool, run: Any = None
+) -> int:
+    """Install the plan of a wheelhouse (engine/stacks/download.py made it) with no index: its
+    target, its files' checksums and the host's CANN checked first, every problem named."""
+    import platform as _platform
+
+    from engine.stacks.install import run_plan
+    from engine.stacks.plan import PlanError, resolve_cann
+    from engine.stacks.wheelhouse import WheelhouseError, content_problems, host_problems, plan_of, read_manifest
+    from engine.system.host import Host
+    from engine.system.libc import glibc_version
+
+    def fail(problems: list[tuple[str, str]]) -> int:
+        for cause, fix in problems:
+            print(f"install.sh: {cause}", file=sys.stderr)
+            print(f"  fix: {fix}", file=sys.stderr)
+        return 1
+
+    try:
+        manifest = read_manifest(folder)
+        plan = plan_of(manifest)
+    except (WheelhouseError, PlanError) as exc:
+        return fail([(exc.cause, exc.fix)])
+    glibc = glibc_version(Host())
+    python = ".".join(str(x) for x in sys.version_info[:3])
+    problems = host_problems(manifest.target, _platform.machine(), python, glibc)
+    if chip and chip != plan.chip:
+        problems.append(
+            (f"the wheelhouse is for {plan.chip}, --chip says {chip}", f"download again with --chip {chip}")
+        )
+    try:
+        here = cann or _detect_cann(root)
+        here_set = resolve_cann(here)[0] if here else None
+    except Exception:  # no readable CANN tree here (a container build): the manifest decides
+        here, here_set = None, None
+    if here_set and here_set != plan.set_cann:
+        problems.append(
+            (
+                f"the wheelhouse holds the set for CANN {plan.set_cann}, this host has CANN {here}",
+                f"download again with --cann {here}",
+            )
+        )
+    elif not here:
+        print(f"pins: no CANN toolkit found; installing the wheelhouse's set for CANN {plan.set_cann}", file=sys.stderr)
+    problems += content_problems(Path(folder), manifest)
+    if problems:
+        return fail(problems)
+    print(
+        f"==> installing from the wheelhouse {folder} (no network): vllm-ascend {plan.vllm_ascend}, {plan.chip}, "
+        f"{plan.arch}, Python {manifest.target.python}",
+        flush=True,
+    )
+    extra = {"run": run} if run is not None else {}
+    return run_plan(plan, glibc=glibc, force=force, wheelhouse=str(Path(folder).resolve()), **extra)
+
+
 def _option(argv: list[str], name: str) -> tuple[list[str], str | None]:
     if name in argv:
         i = argv.index(name)
@@ -153,6 +212,7 @@ def main(argv: list[str]) -> int:
         argv, indexes = _indexes(argv)
         argv, as_json = _flag(argv, "--json")
         argv, force = _flag(argv, "--force")
+        argv, wheelhouse = _option(argv, "--wheelhouse")
     except ValueError as exc:
         print(f"pins: {exc}", file=sys.stderr)
         return 2
@@ -160,7 +220,8 @@ def main(argv: list[str]) -> int:
         print(
             "usage: python -m engine.stacks.pins PLATFORM FIELD [--cann VERSION] [--root DIR]\n"
             "       python -m engine.stacks.pins ascend plan|install [--cann V] [--chip C] [--arch A] "
-            "[--index NAME=URL] [--json] [--force]",
+            "[--index NAME=URL] [--json] [--force]\n"
+            "       python -m engine.stacks.pins ascend install --wheelhouse DIR [--force]",
             file=sys.stderr,
         )
         return 2
@@ -170,6 +231,11 @@ def main(argv: list[str]) -> int:
         print(f"no pinned engine for platform {platform!r} (known: {', '.join(sets)})", file=sys.stderr)
         return 2
     chosen = sets[platform]
+    if wheelhouse and (platform, key) != ("ascend", "install"):
+        print("pins: --wheelhouse goes with `ascend install`", file=sys.stderr)
+        return 2
+    if wheelhouse:
+        return _install_wheelhouse(wheelhouse, root, cann, chip, force)
     if platform == "ascend":
         try:
             cann = cann or _detect_cann(root)

@@ -63,28 +63,28 @@ PIP=("$VPY" -m pip --disable-pip-version-check)
 PLATFORM=$("$PY" -m engine.system.platform) || die "could not tell the platform" "run: $PY -m engine.system.platform"
 say "platform: $PLATFORM"
 
-# --dev: the real Prometheus the exporter's tests scrape with (Debian's package brings promtool).
-if [ "$DEV" = 1 ] && ! command -v promtool >/dev/null; then
+# --dev as root: the real tools the tests drive, from Debian: prometheus (promtool, and a server for
+# the exporter's tests) and chromium with chromium-driver (the browser test of bench's HTML report).
+dev_apt() {  # dev_apt WHY PACKAGE...
+    local why=$1
+    shift
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        say "installing Debian's prometheus (promtool and a server for the exporter's tests)"
-        apt_prom() { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1; }
-        apt_prom || { apt-get update >/dev/null 2>&1 && apt_prom; } \
-            || die "apt-get could not install prometheus" "run: apt-get install prometheus (the exporter tests need it)"
+        say "installing Debian's $* ($why)"
+        local install=(env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@")
+        "${install[@]}" >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && "${install[@]}" >/dev/null 2>&1; } \
+            || die "apt-get could not install $*" "run: apt-get install $* ($why need it)"
+    else
+        say "note: $why need Debian's $* (as root: apt-get install $*)"
+    fi
+}
+if [ "$DEV" = 1 ]; then
+    if ! command -v promtool >/dev/null; then
+        dev_apt "the exporter's tests" prometheus
         # The package starts its own service where systemd runs: the tests start theirs.
         if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
-    else
-        say "note: no promtool; the exporter's tests need Debian's prometheus (as root: apt-get install prometheus)"
     fi
-fi
-# --dev: a real headless browser for the test of bench's HTML report (selenium drives it).
-if [ "$DEV" = 1 ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        say "installing Debian's chromium and chromium-driver (the HTML report's browser test)"
-        apt_chromium() { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1; }
-        apt_chromium || { apt-get update >/dev/null 2>&1 && apt_chromium; } \
-            || die "apt-get could not install chromium" "run: apt-get install chromium chromium-driver (the HTML report test needs them)"
-    else
-        say "note: no chromium; the HTML report's browser test needs Debian's chromium and chromium-driver (as root: apt-get install chromium chromium-driver)"
+    if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+        dev_apt "the HTML report's browser test" chromium chromium-driver
     fi
 fi
 

@@ -171,3 +171,13 @@ def fake_npu_smi(
     )
     tool.chmod(0o755)
     return tool
+
+
+def require_pypi() -> None:
+    """Skip a `network` test when PyPI cannot be reached (deselect them offline: -m 'not network')."""
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20).close()
+    except OSError as exc:
+        pytest.skip(f"PyPI cannot be reached ({exc}); these tests need it")

@@ -120,13 +120,7 @@ def serve(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
     )
-    view.begin(supervisor.run_dir, supervisor.url)
-    try:
-        with supervisor.forwarding_signals():
-            outcome = supervisor.run()
-    finally:
-        view.end()
-    raise typer.Exit(finish(out, outcome))
+    _supervise(out, view, supervisor)
 
 
 def serve_node(
@@ -196,13 +190,7 @@ def serve_node(
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
         health=launch.serves_api,
     )
-    view.begin(supervisor.run_dir, supervisor.url)
-    try:
-        with supervisor.forwarding_signals():
-            outcome = supervisor.run()
-    finally:
-        view.end()
-    raise typer.Exit(finish(out, outcome))
+    _supervise(out, view, supervisor)
 
 
 def _layout_warnings(out: Output, prof: Profile) -> None:
@@ -344,3 +332,14 @@ def _jsonable(outcome: Outcome) -> dict:
     data = to_jsonable(outcome)
     data["failed"] = outcome.failed
     return data
+
+
+def _supervise(out, view, supervisor) -> None:
+    """Run the engine under the supervisor, the launch view showing it; exit with its outcome."""
+    view.begin(supervisor.run_dir, supervisor.url)
+    try:
+        with supervisor.forwarding_signals():
+            outcome = supervisor.run()
+    finally:
+        view.end()
+    raise typer.Exit(finish(out, outcome))

@@ -35,6 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from helpers import require_pypi
 
 from engine.stacks.pins import ascend_sets
 from engine.stacks.plan import ARCHES, build_plan, requirement_name
@@ -45,10 +46,7 @@ pytestmark = pytest.mark.network
 
 @pytest.fixture(scope="module", autouse=True)
 def _pypi_reachable():
-    try:
-        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20).close()
-    except OSError as exc:
-        pytest.skip(f"PyPI cannot be reached ({exc}); these tests need it")
+    require_pypi()
 
 
 PYTHON = "3.11"

@@ -14,11 +14,10 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, require_pypi
 
 from engine.stacks.download import PIP_MAIN, own_requirements, sdist_requirements
 from engine.stacks.plan import build_plan
@@ -31,10 +30,7 @@ CANN, ARCH, PYTHON = "8.1.RC1", "aarch64", "3.11"
 
 @pytest.fixture(scope="module", autouse=True)
 def _pypi_reachable():
-    try:
-        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20).close()
-    except OSError as exc:
-        pytest.skip(f"PyPI cannot be reached ({exc}); these tests need it")
+    require_pypi()
 
 
 def _clean_env() -> dict[str, str]:

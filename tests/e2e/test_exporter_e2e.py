@@ -63,11 +63,17 @@ def _wait(url: str, proc: subprocess.Popen, what: str, timeout: float = 60) -> N
     raise AssertionError(f"{what} did not answer {url} within {timeout} s")
 
 
-def _query(prom: str, expr: str) -> list:
-    resp = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
-    body = resp.json()
-    assert body.get("status") == "success", f"{expr}: {body}"
-    return body["data"]["result"]
+def _query(prom: str, expr: str, patience: float = 10.0) -> list:
+    """The query's result; an empty one is asked again for up to `patience` seconds: on a loaded
+    runner one scrape may miss Prometheus's 1 s timeout, and every series is stale until the next."""
+    deadline = time.monotonic() + patience
+    while True:
+        resp = httpx.get(f"{prom}/api/v1/query", params={"query": expr}, timeout=10)
+        body = resp.json()
+        assert body.get("status") == "success", f"{expr}: {body}"
+        if body["data"]["result"] or time.monotonic() > deadline:
+            return body["data"]["result"]
+        time.sleep(0.5)
 
 
 @pytest.mark.e2e
@@ -125,8 +131,8 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         # Wait until Prometheus holds a minute of the engine's token counters (rates need two points).
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if _query(prom_url, "rate(vllm:generation_tokens_total[1m]) > 0") and _query(
-                prom_url, "ascendctl_doctor_check_status"
+            if _query(prom_url, "rate(vllm:generation_tokens_total[1m]) > 0", 0) and _query(
+                prom_url, "ascendctl_doctor_check_status", 0
             ):
                 break
             time.sleep(1)

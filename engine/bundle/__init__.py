@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import posixpath
+import re
 import shutil
 import stat
 import tarfile
@@ -48,6 +49,12 @@ SMALL_FILE = 256 * 1024
 # /dev and the toolkit's version folders, not /usr/lib64.
 LIST_LIMIT = 1024
 # Per-card npu-smi views worth having beside `npu-smi info`.
+# Kernel lines worth a support engineer's time: the NPU driver's modules, OOM kills, crashes.
+_DMESG_KEEP = re.compile(
+    r"davinci|npu|hisi|ascend|drv_|devmm|hdc|tsdrv|out of memory|oom[-_ ]kill|oom_reaper|killed process"
+    r"|segfault|general protection|call trace|hung_task|blocked for more than|lockup",
+    re.I,
+)
 NPU_SMI_VIEWS = ("usages", "health", "board")  # board: versions and serial numbers (masked)
 
 Progress = Callable[[str], None]
@@ -224,6 +231,25 @@ class _Builder:
         report = run_doctor(host=self.host, env_known=self.env_known)
         src.rc = report.exit_code()
         self.stage.write("doctor.json", self.text(json.dumps(_plain(report.to_dict()), indent=2) + "\n"), src)
+
+    def dmesg(self, src: Source) -> None:
+        """The kernel's lines about the NPU driver, OOM kills and crashes: only those, so the rest
+        of the kernel log (other devices, other tenants) stays on the machine."""
+        try:
+            result = self.base.runner.run(["dmesg"], timeout=self.opts.timeout_s)
+        except ToolMissing as exc:
+            src.status, src.why = "skipped", _why(exc)
+            return
+        src.rc = result.returncode
+        if not result.ok:  # as a non-root user: "Operation not permitted" (kernel.dmesg_restrict)
+            src.status, src.why = "failed", (result.stderr.strip().splitlines() or [f"exit {result.returncode}"])[-1]
+            return
+        lines = [line for line in result.stdout.splitlines() if _DMESG_KEEP.search(line)]
+        if not lines:
+            src.status, src.why = "skipped", "no kernel line about the NPU driver, OOM kills or crashes"
+            return
+        self.stage.write("dmesg.txt", self.text("\n".join(lines) + "\n"), src)
+        self.logs.append("dmesg.txt")
 
     def netcheck(self, src: Source) -> None:
         """netcheck's report; its hccn_tool answers are recorded, so `netcheck --root` replays them."""
@@ -486,6 +512,7 @@ class _Builder:
         self.collect("env", "report", "ascendctl env --json", self.env_report, timeout=t * 3)
         self.collect("versions files", "file", "driver, firmware and CANN version files", self.version_files)
         self.npu_smi()
+        self.collect("dmesg", "command", "dmesg (NPU driver, OOM and crash lines only)", self.dmesg)
         self.collect(
             "netcheck", "report", "ascendctl netcheck --json (hccn_tool per NIC)", self.netcheck, timeout=t * 6
         )

@@ -267,3 +267,32 @@ def test_the_bundle_carries_netcheck_and_replays_it(tmp_path, capsys):
     replayed = json.loads(capsys.readouterr().out)
     verdicts = lambda r: {c["id"]: c["status"] for c in r["checks"]}  # noqa: E731
     assert verdicts(replayed) == verdicts(original) and any(s != "ok" for s in verdicts(original).values())
+
+
+def test_dmesg_keeps_only_npu_oom_and_crash_lines_and_triage_reads_them(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(HOSTS / "cpu-host", tree, symlinks=True)
+    commands = tree / ".recorded" / "commands"
+    commands.mkdir(parents=True, exist_ok=True)
+    # Real kernel lines: the OOM rule's sample and counter-sample (engine/triage/rules.yaml), and the
+    # two lines of MindCluster FaultDiag's vmcore-dmesg.txt test input (Ascend/mind-cluster,
+    # component/ascend-faultdiag/test/st_module_testcase/kg_parse/): a lockup, kept, and the line
+    # after it, which names no NPU, OOM or crash and stays on the machine.
+    kernel = [
+        "[Sun Mar 30 08:24:00 2025] Out of memory: Killed process 7899 (python) total-vm:26,184,840kB, "
+        "anon-rss:153,700,88kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:38964kB oom_score_adj:0",
+        "[441281.626336] oom_reaper: reaped process 698405 (python), now anon-rss:0kB, file-rss:68664kB, "
+        "shmem-rss:53172kB",
+        "[  293.039556] NMI watchdog: Watchdog detected hard LOCKUP on cpu 34",
+        "[  293.039558] CPU: 34 PID: 9452 Comm: insmod Kdump: loaded Tainted: G           OE    --------- -  - "
+        "4.18.0-147.5.2.15.h1109.eulerosv2r10.x86_64 #11",
+    ]
+    (commands / "dmesg.out").write_text("\n".join(kernel) + "\n")
+    manifest, top = bundle_of(tree, tmp_path / "b.tar.gz")
+    row = next(s for s in manifest["sources"] if s["name"] == "dmesg")
+    assert row["status"] == "ok"
+    kept = (top / "dmesg.txt").read_text()
+    assert "Killed process 7899" in kept and "oom_reaper" in kept and "hard LOCKUP" in kept
+    assert "Comm: insmod" not in kept
+    triage = json.loads((top / "triage.json").read_text())
+    assert "os-oom-killed" in {i["id"] for i in triage["issues"]}

@@ -13,21 +13,20 @@ import typer
 
 DEFAULT_LISTEN = "127.0.0.1:9108"
 
-HELP = f"""Serve /metrics for Prometheus: every NPU under MindCluster npu-exporter's names (dcgm-exporter's
-on CUDA), each engine's vllm:* series with an `engine` label, and what only ascendctl knows (engine
-up / phase / time to ready / restarts / stall, planned vs actual KV blocks, active diagnostics, known-issue
-events, CANN error codes in the plogs, doctor checks, source health).
-
-Engines: the live runs `ascendctl serve` started, plus any URLs given. Collection runs in the
-background (devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s; --interval
-GROUP=SECONDS); a scrape never waits on npu-smi.
-
-  ascendctl exporter                       serve on {DEFAULT_LISTEN}
-  ascendctl exporter dashboard > ascendctl.json     the Grafana dashboard
-  ascendctl exporter rules > ascendctl-rules.yml    the Prometheus alerting rules (--profile: its thresholds)
-
-Listens on 127.0.0.1 unless --listen says otherwise; TLS and basic auth come from --web-config, the
-exporter-toolkit file node_exporter reads."""
+HELP = (
+    "Serve /metrics for Prometheus: every NPU under MindCluster npu-exporter's names (dcgm-exporter's on CUDA), "
+    "each engine's vllm:* series with an `engine` label, and what only ascendctl knows (engine up / phase / time "
+    "to ready / restarts / stall, planned vs actual KV blocks, active diagnostics, known-issue events, CANN error "
+    "codes in the plogs, doctor checks, source health).\n\n"
+    "Engines: the live runs `ascendctl serve` started, plus any URLs given. Collection runs in the background "
+    "(devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s; --interval GROUP=SECONDS); a "
+    "scrape never waits on npu-smi.\n\n"
+    f"  ascendctl exporter                                serve on {DEFAULT_LISTEN}\n\n"
+    "  ascendctl exporter dashboard > ascendctl.json     the Grafana dashboard\n\n"
+    "  ascendctl exporter rules > ascendctl-rules.yml    the alerting rules\n\n"
+    "Listens on 127.0.0.1 unless --listen says otherwise; TLS and basic auth come from --web-config, the "
+    "exporter-toolkit file node_exporter reads."
+)
 
 
 def register(app: typer.Typer) -> None:

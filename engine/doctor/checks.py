@@ -786,6 +786,9 @@ def check_chip(ctx: Context) -> Outcome:
                 "serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware",
             )
         described.append(f"{name} ({chip.family}: {', '.join(chip.dtypes)})")
+        wrong_build = _wrong_build(ctx, name, chip.family)
+        if wrong_build is not None:
+            return wrong_build
         if row is not None and chip.family not in row.hardware:
             problems.append(f"vllm-ascend {row.vllm_ascend} does not support {chip.family} ({name})")
     if problems:
@@ -794,6 +797,24 @@ def check_chip(ctx: Context) -> Outcome:
             "install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)",
         )
     return ok(", ".join(described))
+
+
+def _wrong_build(ctx: Context, name: str, family: str) -> Outcome | None:
+    """vllm-ascend installs, then refuses the chip at start-up when it is another family's build
+    (PyPI's wheel is the A2 build): read what the installed build says it is for."""
+    from engine.stacks.plan import build_device_types, soc_versions
+
+    built = None if ctx.engine.error else ctx.engine.vllm_ascend_device_type
+    types = build_device_types()
+    want = types.get(family)
+    if not built or not want or built == want:
+        return None
+    made_for = {v: k for k, v in types.items()}.get(built, built)
+    return error(
+        f"vllm-ascend here is the {made_for} build (its _build_info.py says {built}); this host's {name} is {family}",
+        f"install the {family} build: `ascendctl engine plan --chip {family}` lists the steps (the per-chip "
+        f"index from v0.22.1rc1, else a source build with SOC_VERSION={soc_versions().get(family, '?')})",
+    )
 
 
 # -- system -------------------------------------------------------------------------------------

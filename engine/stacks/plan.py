@@ -329,6 +329,16 @@ def build_plan(
     )
 
 
+def build_device_types() -> dict[str, str]:
+    """Chip family -> the `__device_type__` vllm-ascend's build writes for it (engines.yaml)."""
+    return {str(k): str(v) for k, v in (engine_sets()["ascend"].get("device_type") or {}).items()}
+
+
+def soc_versions() -> dict[str, str]:
+    """Chip family -> the SOC_VERSION a source build of vllm-ascend takes (engines.yaml)."""
+    return {str(k): str(v) for k, v in (engine_sets()["ascend"].get("soc_version") or {}).items()}
+
+
 def render(plan: Plan) -> str:
     """The plan as an operator reads it: the set, what the host needs, then one command a step."""
     lines = [

@@ -76,10 +76,26 @@ QUERY = (
     "        if m:\n"
     "            return int(m.group(1))\n"
     "    return None\n"
+    # The chip family vllm-ascend was built for (`__device_type__` in its _build_info.py: the PyPI
+    # wheel is the A2 build), read from the file: importing vllm_ascend would load torch_npu.
+    "def ascend_build():\n"
+    "    from importlib.util import find_spec\n"
+    "    try:\n"
+    "        spec = find_spec('vllm_ascend')\n"
+    "    except (ImportError, ValueError):\n"
+    "        return None\n"
+    "    for d in (spec.submodule_search_locations or []) if spec else []:\n"
+    "        try:\n"
+    "            with open(os.path.join(d, '_build_info.py')) as f:\n"
+    "                m = re.search(r'__device_type__\\s*=\\s*[\\'\"]([^\\'\"]+)', f.read())\n"
+    "        except OSError:\n"
+    "            continue\n"
+    "        return m.group(1) if m else None\n"
+    "    return None\n"
     f"names = {list(DISTRIBUTIONS)!r}\n"
     "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
     " 'machine': platform.machine(), 'packages': {n: v(n) for n in names},"
-    " 'torch_cxx11_abi': torch_abi()}))\n"
+    " 'torch_cxx11_abi': torch_abi(), 'vllm_ascend_device_type': ascend_build()}))\n"
 )
 
 # Newer torch wheels no longer write the ABI into their CMake config: then torch itself is asked,
@@ -104,6 +120,8 @@ class EnginePython:
     fix: str | None = None
     # torch's _GLIBCXX_USE_CXX11_ABI (0 or 1): NNAL's libatb.so must be the build for the same ABI.
     torch_cxx11_abi: int | None = None
+    # `__device_type__` of the installed vllm-ascend build (A2, A3, _310P, A5), when it says.
+    vllm_ascend_device_type: str | None = None
 
     @property
     def vllm(self) -> str | None:
@@ -166,6 +184,9 @@ def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
         machine=data.get("machine"),
         packages=packages,
         torch_cxx11_abi=abi,
+        vllm_ascend_device_type=str(data["vllm_ascend_device_type"])[:16]
+        if data.get("vllm_ascend_device_type")
+        else None,
     )
 
 

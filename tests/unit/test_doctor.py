@@ -495,3 +495,24 @@ def test_driver_pairing_follows_huaweis_table_when_files_carry_no_codes():
     assert m.driver_compatible("25.0.rc1.1", "9.0.1") is True
     assert m.driver_compatible("26.0.RC1", "8.5.2") is True
     assert m.driver_compatible("24.1.0", "8.1.RC1") is None  # the table does not cover it
+
+
+def _built_for(tmp_path, name: str, device_type: str):
+    """A recorded host whose vllm-ascend build says it is for `device_type` (_build_info.py)."""
+    root = _engine_variant(tmp_path, name)
+    commands = root / ".recorded/commands"
+    data = json.loads((commands / "python_-c.out").read_text())
+    data["vllm_ascend_device_type"] = device_type
+    (commands / "python_-c.out").write_text(json.dumps(data))
+    return root
+
+
+def test_an_a2_build_of_vllm_ascend_on_other_chips_is_an_error(tmp_path):
+    # The 310P host with PyPI's A2 wheel: it installs, then refuses the chip at start-up.
+    wrong = by_id(run_doctor(_built_for(tmp_path / "a", "atlas-300i-310p", "A2")))["devices.chip"]
+    assert wrong.status is Status.ERROR and "the A2 build" in wrong.summary and "is 310P" in wrong.summary
+    assert "ascendctl engine plan --chip 310P" in wrong.fix and "SOC_VERSION=ascend310p1" in wrong.fix
+    right = by_id(run_doctor(_built_for(tmp_path / "b", "healthy-910b", "A2")))["devices.chip"]
+    assert right.status is Status.OK
+    unknown = by_id(run_doctor(HOSTS / "healthy-910b"))["devices.chip"]  # a recording without the field
+    assert unknown.status is Status.OK

@@ -6,8 +6,9 @@ is run over whole blocks of bytes; only the lines it hits are decoded and checke
 few rules whose keywords they contain.
 
 Engines for the pre-filter, fastest first: Hyperscan (x86_64, the `fast` extra), RE2 (the
-`fast` extra), Python's `re` (always there, e.g. on aarch64 without wheels). They find the same
-lines; `ASCENDCTL_TRIAGE_ENGINE=hyperscan|re2|re` forces one.
+`fast` extra; with an RE2 Set of the same pieces it also says which pieces a candidate line
+holds, like Hyperscan), Python's `re` (always there, e.g. on aarch64 without wheels). They find
+the same lines; `ASCENDCTL_TRIAGE_ENGINE=hyperscan|re2|re` forces one.
 """
 
 from __future__ import annotations
@@ -97,6 +98,35 @@ class _Regex:
         return out
 
 
+class _Re2Set(_Regex):
+    """RE2 with a `re2.Set` of the same pieces: the combined pattern finds the candidate lines in
+    the block, then the Set says which pieces each of those lines holds (RE2 Set Match returns
+    pattern indices), so a line is tried only against its pieces' rules, as with Hyperscan."""
+
+    def __init__(self, re2: Any, parts: Sequence[str], pattern: str) -> None:
+        super().__init__(re2.compile, pattern)
+        options = re2.Options()
+        options.max_mem = 64 << 20  # the DFA of ~400 pieces; RE2's 8 MiB default can run out
+        self._set = re2.Set.SearchSet(options)
+        for piece in parts:
+            self._set.Add(piece.encode("utf-8"))
+        self._set.Compile()
+
+    def hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        match = self._set.Match
+        find, rfind = data.find, data.rfind
+        for h in self.offsets(data, start, end):
+            first = rfind(b"\n", start, h) + 1 or start
+            stop = find(b"\n", h, end)
+            ids = match(data[max(first, start) : end if stop < 0 else stop])
+            if ids:
+                out.extend((h, i) for i in ids)
+            else:  # cannot say (should not happen): the line is checked against every rule
+                out.append((h, -1))
+        return out
+
+
 class _Literals:
     """Pure Python: `bytes.find` per keyword (C speed each) instead of one big `re` alternation,
     which Python's engine tries position by position (100x slower). Lines found this way are
@@ -181,7 +211,10 @@ class RuleIndex:
                 except Exception:  # noqa: BLE001 - a CPU without SSSE3 or an odd build: use the next engine
                     continue
             if name == "re2" and (re2 := _import("re2")) is not None:
-                return name, _Regex(re2.compile, self.prefilter_pattern)
+                try:
+                    return name, _Re2Set(re2, self.parts, self.prefilter_pattern)
+                except Exception:  # noqa: BLE001 - an RE2 build without Set: pieces unknown, same results
+                    return name, _Regex(re2.compile, self.prefilter_pattern)
             if name == "re":
                 return name, self._pure_python()
         if wanted in ENGINES:
@@ -198,7 +231,7 @@ class RuleIndex:
     def hits(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
         """Sorted (offset, piece id) pairs; the id is -1 when the engine cannot say which piece."""
         finder = self._finder()[1]
-        if isinstance(finder, _Hyperscan):
+        if isinstance(finder, (_Hyperscan, _Re2Set)):
             return finder.hits(data, start, end)
         return [(h, -1) for h in finder.offsets(data, start, end)]
 

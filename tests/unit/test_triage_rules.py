@@ -143,3 +143,21 @@ def test_rule_ids_are_unique_and_stable_shape():
     ids = [r.id for r in RULES]
     assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"[a-z0-9][a-z0-9-]*[a-z0-9]", i) for i in ids)
+
+
+def test_re2_path_names_the_pieces_of_each_candidate_line():
+    # RE2 Set Match returns which pre-filter pieces a line holds, so the block scan can hand each
+    # line only its own rules (as Hyperscan does) instead of every keyword.
+    index = RuleIndex(RULES, engine="re2")
+    try:
+        index.engine
+    except RuntimeError:
+        pytest.skip("re2 is not installed")
+    data = b"INFO all good\nValueError: Unknown speculative decoding method: mlp_speculator\n"
+    hits = index.hits(data, 0, len(data))
+    assert hits and all(off >= data.index(b"ValueError") for off, _ in hits)
+    parts = frozenset(i for _, i in hits)
+    assert -1 not in parts
+    line = data.decode().splitlines()[1]
+    assert [r.id for r in index.matching(line, parts)] == [r.id for r in index.matching(line)]
+    assert "spec-decode-method-unknown" in {r.id for r in index.matching(line, parts)}

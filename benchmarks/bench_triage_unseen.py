@@ -1,15 +1,18 @@
 """Triage on failures it was never shown: the unseen split in tests/fixtures/logs/unseen/.
 
 Each log there is a real failure excerpt from a public report; INDEX.yaml names the issue that
-should lead the report (a rule or code id) or `none`. No rule was written from these logs. For
-each log the scanner's leading issue (what `serve` prints on a crash) is compared:
+should lead the report (a rule or code id), `none`, or `none-fitting` (a real cause no rule names).
+No rule was written from these logs. For each log the scanner's leading issue (what `serve` prints
+on a crash) is compared:
 
-    right    the leading issue is the expected one (for `none`: nothing, or only consequences)
-    wrong    it names another issue (for `none`: any root-cause issue at all)
+    right    the leading issue is the expected one (for `none` / `none-fitting`: nothing, or only
+             consequences)
+    wrong    it names another issue (for `none` / `none-fitting`: any root-cause issue at all)
     silent   nothing, or only consequences (engine died, start-up failed), for an expected issue
 
     .venv/bin/python benchmarks/bench_triage_unseen.py           # the table and the shares
     .venv/bin/python benchmarks/bench_triage_unseen.py --quiet   # the shares only
+    .venv/bin/python benchmarks/bench_triage_unseen.py --split tests/fixtures/logs/unseen2
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ def leading(report: TriageReport) -> str | None:
     return None if top is None or top.kind == "symptom" else top.id
 
 
+NO_ISSUE = {"none", "none-fitting"}  # nothing known should be named (none-fitting: no rule fits)
+
+
 def verdict(expect: str, got: str | None) -> str:
-    if expect == "none":
+    if expect in NO_ISSUE:
         return "right" if got is None else "wrong"
     if got is None:
         return "silent"
@@ -46,11 +52,21 @@ def verdict(expect: str, got: str | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quiet", action="store_true", help="print only the summary")
+    ap.add_argument(
+        "--split",
+        type=Path,
+        default=UNSEEN,
+        metavar="DIR",
+        help="folder holding the logs and their INDEX.yaml (default: tests/fixtures/logs/unseen)",
+    )
     args = ap.parse_args()
-    index = yaml.safe_load((UNSEEN / "INDEX.yaml").read_text(encoding="utf-8"))
+    split = args.split if args.split.is_absolute() else Path.cwd() / args.split
+    if not split.is_dir():  # a path relative to the repository root, run from elsewhere
+        split = ROOT / args.split
+    index = yaml.safe_load((split / "INDEX.yaml").read_text(encoding="utf-8"))
     counts = {"right": 0, "wrong": 0, "silent": 0}
     for entry in index["logs"]:
-        report = scan_paths([str(UNSEEN / entry["file"])])
+        report = scan_paths([str(split / entry["file"])])
         got = leading(report)
         v = verdict(entry["expect"], got)
         counts[v] += 1
@@ -58,7 +74,7 @@ def main() -> int:
             print(f"{v:6}  {entry['file']:52}  expect {entry['expect']:36} got {got or '-'}")
     n = sum(counts.values())
     print(
-        f"{n} unseen logs (split fixed at {index['rules_when_fixed']} rules): "
+        f"{n} unseen logs in {split.name} (split fixed at {index['rules_when_fixed']} rules): "
         + ", ".join(f"{k} {v} ({100 * v / n:.0f}%)" for k, v in counts.items())
         + " -- goal: right >= 90%, wrong <= 2%"
     )

@@ -24,7 +24,7 @@ import httpx
 from engine.devices.sample import DeviceSample
 from engine.errors import AscendctlError, Unreachable
 from engine.metrics.prom import LeanParser, scrape
-from engine.telemetry.collector import Collector, Target, targets_from_runs
+from engine.telemetry.collector import Collector, Target, target_of
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
@@ -40,11 +40,9 @@ class GroupStatus:
     name: str
     interval: float
     last_ok: float | None = None  # wall-clock time of the last good run
-    last_run: float | None = None
     error: str | None = None
     duration_s: float | None = None
-    runs: int = 0
-    failures: int = 0
+    runs: int = 0  # runs so far: a scrape renders again only when a group has run since
 
     @property
     def up(self) -> bool:
@@ -76,9 +74,7 @@ class _Group:
             status.last_ok = time.time()
         except Exception as exc:  # noqa: BLE001 - one failing source must not stop the others
             status.error = exc.cause if isinstance(exc, AscendctlError) else f"{type(exc).__name__}: {exc}"
-            status.failures += 1
         status.runs += 1
-        status.last_run = time.time()
         status.duration_s = time.monotonic() - started
         self._done_once.set()
 
@@ -112,7 +108,6 @@ class ExporterState:
 
     host: str
     devices: tuple[DeviceSample, ...] = ()
-    device_source: str = "devices"
     snapshot: Snapshot | None = None
     engines: Mapping[str, EngineExtra] = field(default_factory=dict)
     doctor: Any = None  # engine.doctor.DoctorReport
@@ -181,8 +176,7 @@ class Exporter:
             self._devices = _LatestDevices(self._device_group, getattr(devices, "name", "devices"))
         else:
             self._devices = None
-        self._engine_group = _Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines")
-        self._groups.append(self._engine_group)
+        self._groups.append(_Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines"))
         self._plog_group = None
         if plogs:
             from engine.exporter.plogs import PlogCounter
@@ -230,7 +224,6 @@ class Exporter:
         return ExporterState(
             host=self.host,
             devices=tuple(dev.value or ()) if dev is not None else (),
-            device_source=dev.status.name if dev is not None else "devices",
             snapshot=self._snapshot,
             engines=dict(self._extras),
             doctor=self._doctor_group.value if self._doctor_group is not None else None,
@@ -242,14 +235,13 @@ class Exporter:
 
     def _targets_now(self) -> tuple[Target, ...]:
         targets = [Target(u) for u in self.urls]
-        self._runs = {}
+        runs = []
         if self.with_runs:
             from engine.runs import list_runs
 
-            for run in list_runs(live_only=True):
-                self._runs[run.run_id] = run
-            seen = set(self.urls)
-            targets += [t for t in targets_from_runs() if t.url.rstrip("/") not in seen]
+            runs = list_runs(live_only=True)
+            targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
+        self._runs = {r.run_id: r for r in runs}
         return tuple(targets)
 
     def _scrape(self, url: str):

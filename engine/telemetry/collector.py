@@ -54,12 +54,17 @@ class Target:
 def targets_from_runs(skipped: list[str] | None = None) -> list[Target]:
     """The live runs `ascendctl serve` started (newest first); damaged run records are left out
     and said in `skipped`."""
-    from engine.runs import PROFILE_FILE, list_runs
+    from engine.runs import list_runs
 
-    return [
-        Target(r.url, r.run_id, str(r.log_path), *_profile_limits(Path(r.directory) / PROFILE_FILE))
-        for r in list_runs(live_only=True, skipped=skipped)
-    ]
+    return [target_of(r) for r in list_runs(live_only=True, skipped=skipped)]
+
+
+def target_of(run) -> Target:
+    """A run (engine.runs.RunInfo) as a target: its URL, its id as the label, its log, and the
+    limits its resolved profile sets."""
+    from engine.runs import PROFILE_FILE
+
+    return Target(run.url, run.run_id, str(run.log_path), *_profile_limits(Path(run.directory) / PROFILE_FILE))
 
 
 def _profile_limits(path: Path) -> tuple[float | None, float | None]:

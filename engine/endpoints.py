@@ -30,4 +30,15 @@ def normalize_base_url(text: str) -> str:
     return url
 
 
-__all__ = ["normalize_base_url"]
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """HOST:PORT or [IPv6]:PORT -> (host without brackets, port); None when the text has no port
+    in 1..65535 after its last colon. The host may be empty (`:9108`); callers decide."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+__all__ = ["normalize_base_url", "split_host_port"]

@@ -87,19 +87,20 @@ def _artifact(words: list[str], thresholds) -> None:
 
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT or :PORT (all addresses, said loudly). BadInput otherwise."""
+    from engine.endpoints import split_host_port
     from engine.errors import BadInput
 
     fix = f"use --listen HOST:PORT, e.g. --listen {DEFAULT_LISTEN} or --listen [::1]:9108"
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    split = split_host_port(text)
+    if split is None:
         raise BadInput(f"--listen {text!r} is not HOST:PORT", fix)
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    host, port = split
     if host and ":" in host:
         try:
             ipaddress.IPv6Address(host)
         except ValueError:
             raise BadInput(f"--listen {text!r}: {host!r} is not an IPv6 address", fix) from None
-    return host, int(port)
+    return host, port
 
 
 def _intervals(items: list[str]) -> dict[str, float]:

@@ -590,12 +590,13 @@ def _recorded_interfaces(root: Path) -> dict[str, list[str]] | None:
 
 
 def parse_peer(value: str) -> tuple[str, int]:
+    from engine.endpoints import split_host_port
     from engine.errors import BadInput
 
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host or not 0 < int(port) < 65536:
+    split = split_host_port(value)
+    if split is None or not split[0]:
         raise BadInput(f"--peer {value!r} is not HOST:PORT", "give the peer as HOST:PORT, e.g. 10.0.0.2:13389")
-    return host.strip("[]"), int(port)
+    return split
 
 
 def run_netcheck(

@@ -13,7 +13,7 @@ import importlib.resources
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 import yaml
 
@@ -170,6 +170,22 @@ def _number(
     return int(v) if integer else float(v)
 
 
+def _targets(p: _Problems, data: Mapping[str, Any], key: str, known: Collection[str], what: str) -> dict[str, float]:
+    """A section mapping known names to non-negative numbers (`slo`, `goodput`); problems go to `p`."""
+    raw = data.get(key) or {}
+    out: dict[str, float] = {}
+    if not isinstance(raw, dict):
+        p.add(data, key, f"must be a mapping of {what}")
+        return out
+    _unknown_keys(p, raw, known, key)
+    for name in raw:
+        if name in known:
+            v = _number(p, raw, name, low=0, strict=False)
+            if v is not None:
+                out[name] = v
+    return out
+
+
 def _unknown_keys(p: _Problems, m: Mapping[str, Any], allowed: Iterable[str], what: str) -> None:
     allowed = set(allowed)
     for key in m:
@@ -293,28 +309,10 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     if "prompt_tokens" not in data:
         p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
     max_tokens = _number(p, data, "max_tokens", integer=True, high=MAX_TOKENS)
-    slo: dict[str, float] = {}
     raw_slo = data.get("slo") or {}
-    if not isinstance(raw_slo, dict) and raw_slo != {}:
-        p.add(data, "slo", "must be a mapping of SLO name to target")
-    elif raw_slo:
-        _unknown_keys(p, raw_slo, SLOS, "slo")
-        for key in raw_slo:
-            if key in SLOS:
-                v = _number(p, raw_slo, key, low=0, strict=False)
-                if v is not None:
-                    slo[key] = v
-    goodput: dict[str, float] = {}
+    slo = _targets(p, data, "slo", SLOS, "SLO name to target")
     raw_goodput = data.get("goodput") or {}
-    if not isinstance(raw_goodput, dict):
-        p.add(data, "goodput", "must be a mapping of ttft / tpot / e2el to milliseconds")
-    else:
-        _unknown_keys(p, raw_goodput, GOODPUT_KEYS, "goodput")
-        for key in raw_goodput:
-            if key in GOODPUT_KEYS:
-                v = _number(p, raw_goodput, key, low=0, strict=False)
-                if v is not None:
-                    goodput[key] = v
+    goodput = _targets(p, data, "goodput", GOODPUT_KEYS, "ttft / tpot / e2el to milliseconds")
     if "goodput_share" in slo and not raw_goodput and isinstance(raw_slo, dict):
         p.add(raw_slo, "goodput_share", "needs `goodput:` targets (ttft / tpot / e2el in ms) to count requests against")
     drain_after = data.get("drain_after")

@@ -99,21 +99,20 @@ def write_run(info: RunInfo) -> None:
         f.truncate()
 
 
-def _damage(data: object) -> str | None:
-    """Why a loaded run.json cannot be a RunInfo; None when it can. Each field is checked against
-    its type hint (engine.typed): a hand-edited or damaged file ("pid": "abc") must not reach
-    os.kill() or a sort."""
+def _decode_run(data: object) -> tuple[RunInfo | None, str | None]:
+    """(the RunInfo a loaded run.json holds, None) or (None, why it cannot be one). Each field is
+    checked against its type hint (engine.typed): a hand-edited or damaged file ("pid": "abc")
+    must not reach os.kill() or a sort. Keys a newer ascendctl may record are left out."""
     if not isinstance(data, dict):
-        return "not a JSON object"
+        return None, "not a JSON object"
     required = [f.name for f in fields(RunInfo) if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in data]
     if missing:
-        return f"missing {', '.join(missing)}"
+        return None, f"missing {', '.join(missing)}"
     try:
-        decode(RunInfo, data)
+        return decode(RunInfo, data), None
     except (TypeError, ValueError) as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
 
 
 def load_run(directory: Path) -> tuple[RunInfo | None, str | None]:
@@ -128,11 +127,8 @@ def load_run(directory: Path) -> tuple[RunInfo | None, str | None]:
         return None, f"{path}: {exc.strerror or exc}"
     except ValueError as exc:  # not JSON, or not UTF-8
         return None, f"{path}: not valid JSON ({exc})"
-    why = _damage(data)
-    if why is not None:
-        return None, f"{path}: {why}"
-    known = {f.name for f in fields(RunInfo)}  # a newer ascendctl may record more
-    return RunInfo(**{k: v for k, v in data.items() if k in known}), None
+    run, why = _decode_run(data)
+    return (run, None) if run is not None else (None, f"{path}: {why}")
 
 
 def read_run(directory: Path) -> RunInfo | None:

@@ -79,7 +79,7 @@ def child(kind: str) -> None:
         Thresholds.defaults(),
         scrape_fn=scrape,
     )
-    TopApp(collector.poll, interval=1.0).run()
+    TopApp(collector.poll, interval=1.0, charts=kind == "charts").run()
 
 
 def measure(kind: str, seconds: float) -> tuple[float, float]:
@@ -131,7 +131,7 @@ def measure(kind: str, seconds: float) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--child", choices=("dashboard", "baseline"))
+    ap.add_argument("--child", choices=("dashboard", "charts", "baseline"))
     args = ap.parse_args()
     if args.child:
         child(args.child)

@@ -134,3 +134,62 @@ class MetricsServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def chart_feed(
+    info: str = "info/s02_910b2_25.2.0_vllm_dp.txt",
+    engines: Sequence[str] = ("engine-1", "engine-2"),
+    seconds: int = 900,
+    t0: float = 1_800_000_000.0,
+    down: tuple[int, int] = (400, 460),
+) -> list:
+    """One snapshot a second with known series for the charts: the chips of a recorded npu-smi
+    table, their figures and the engines' set by formulas (waves of 5 minutes, each chip a little
+    later than the one before); the last engine is down for the `down` seconds."""
+    import dataclasses
+    import math
+
+    from engine.devices import NpuSmiSource
+    from engine.metrics.rates import EngineRates, KvPool, Percentiles
+    from engine.telemetry.snapshot import EngineView, Snapshot, SourceStatus
+
+    chips = NpuSmiSource(ReplayRunner(npu_text(info), None)).sample()
+    out = []
+    for s in range(seconds):
+        t = t0 + s
+
+        def wave(shift: float, s: int = s) -> float:
+            return math.sin(2 * math.pi * s / 300 + shift)
+
+        devices = tuple(
+            dataclasses.replace(
+                d,
+                mem_used_mb=(d.mem_total_mb or 65536) * (0.86 + 0.04 * wave(i / 4)),
+                mem_bw_pct=50 + 40 * wave(i / 4),
+                util_pct=60 + 30 * wave(i / 4 + 1),
+            )
+            for i, d in enumerate(chips)
+        )
+        views = []
+        for k, label in enumerate(engines):
+            if k == len(engines) - 1 and down[0] <= s < down[1]:
+                views.append(EngineView(url=f"http://{label}", label=label, status=SourceStatus(label, False)))
+                continue
+            views.append(
+                EngineView(
+                    url=f"http://{label}",
+                    label=label,
+                    status=SourceStatus(label, True),
+                    running=round(12 + 10 * wave(k)),
+                    waiting=max(0, round(20 * wave(k + 2))),
+                    kv=KvPool(8192, None, 0.5 + 0.4 * wave(k + 1)),
+                    rates=EngineRates(
+                        prompt_tps=1500 + 1000 * wave(k),
+                        generation_tps=600 + 300 * wave(k + 0.5),
+                        ttft=Percentiles(p99=0.4 + 0.3 * wave(k + 2)),
+                        itl=Percentiles(p99=0.05 + 0.02 * wave(k)),
+                    ),
+                )
+            )
+        out.append(Snapshot(t, s + 1, devices=devices, engines=tuple(views)))
+    return out

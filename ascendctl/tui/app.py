@@ -25,13 +25,19 @@ from textual.widgets import DataTable, Footer, Static
 
 from ascendctl.style import clean, severity_style
 from ascendctl.tui import render
+from ascendctl.tui.chart import ChartPanel
 from ascendctl.tui.panel import TextPanel
 from engine.severity import Severity
+from engine.telemetry.history import WINDOWS, History
+from engine.telemetry.replay import JUMP_S, Replay
 from engine.telemetry.snapshot import Diagnostic, Snapshot
 from engine.telemetry.thresholds import Thresholds
 
 # A feed gives the next snapshot; None means "no more" (a replay that ended).
 Feed = Callable[[], "Snapshot | None"]
+
+# Below this width the charts do not fit: the table view stays, with a note.
+CHARTS_MIN_COLUMNS = 80
 
 
 class SnapshotReady(Message):
@@ -85,10 +91,15 @@ class HelpScreen(ModalScreen[None]):
             ("p", "pause the display (collection goes on)"),
             ("r", "refresh now"),
             ("s", "save the current snapshot as JSON"),
+            ("c", "charts view / table view"),
+            ("w", "chart window: 5, 15, 60 minutes"),
+            ("+ -", "replay: faster / slower (1x, 10x, 60x)"),
+            ("] [", f"replay: jump {JUMP_S / 60:g} min ahead / back"),
+            ("home end", "replay: to the start / the end"),
             ("enter", "details of the selected diagnostic"),
             ("?", "this help"),
         ):
-            body.append(f"  {key:<6} {what}\n")
+            body.append(f"  {key:<8} {what}\n")
         body.append(f"\nRefresh every {self.interval:g} s\n" if self.interval else "\nManual refresh\n")
         body.append("\nThresholds in force\n", style="bold")
         for key, value in sorted(self.thresholds.as_dict().items()):
@@ -106,6 +117,14 @@ class TopApp(App[None]):
         Binding("r", "refresh", "refresh"),
         Binding("s", "save", "save snapshot"),
         Binding("question_mark", "help", "help"),
+        Binding("c", "toggle_charts", "charts"),
+        Binding("w", "cycle_window", "window"),
+        Binding("plus", "replay_speed(1)", "faster"),
+        Binding("minus", "replay_speed(-1)", "slower"),
+        Binding("right_square_bracket", f"replay_jump({JUMP_S})", f"+{JUMP_S / 60:g}m"),
+        Binding("left_square_bracket", f"replay_jump({-JUMP_S})", f"-{JUMP_S / 60:g}m"),
+        Binding("home", "replay_seek('start')", "start", show=False),
+        Binding("end", "replay_seek('end')", "end", show=False),
     ]
 
     def __init__(
@@ -114,10 +133,19 @@ class TopApp(App[None]):
         interval: float | None = 1.0,
         thresholds: Thresholds | None = None,
         save_dir: Path | None = None,
+        replay: Replay | None = None,
+        charts: bool = False,
     ) -> None:
-        """`interval` None: poll once at start and then only on `r` (tests drive it that way)."""
+        """`interval` None: poll once at start and then only on `r` (tests drive it that way).
+        With `replay`, frames come from it (at its speed) and `feed` is not used."""
         super().__init__()
-        self.feed = feed
+        self.feed = feed if replay is None else self._replay_feed
+        self.replay = replay
+        # Every snapshot goes into the history, shown or not, so the charts miss nothing.
+        self.history = History()
+        self.charts_view = charts
+        self.window = WINDOWS[0]
+        self._chart_subjects: tuple | None = None
         self.interval = interval
         self.thresholds = thresholds or Thresholds.defaults()
         self.save_dir = save_dir or Path.cwd()
@@ -142,9 +170,11 @@ class TopApp(App[None]):
             table = DataTable(id="diagnostics", cursor_type="row", zebra_stripes=False)
             table.add_columns("severity", "on", "issue", "fix")
             yield table
+        yield VerticalScroll(id="charts")
         yield Footer()
 
     def on_mount(self) -> None:
+        self._apply_view()
         self._poller.start()
         self._start_poll()
 
@@ -171,6 +201,8 @@ class TopApp(App[None]):
             start = time.monotonic()
             try:
                 snapshot, error = self.feed(), None
+                if snapshot is not None and self.replay is None:
+                    self.history.add(snapshot)
             except Exception as exc:  # noqa: BLE001 - the collector already turns source failures into rows
                 snapshot, error = None, f"{type(exc).__name__}: {exc}"
             self.post_message(SnapshotReady(snapshot, time.monotonic() - start, error))
@@ -186,6 +218,7 @@ class TopApp(App[None]):
             self.latest, self.note = message.snapshot, ""
             if not self.paused:
                 self.show(message.snapshot)
+                self._show_charts()
         self._update_status()
         if self.interval is not None and not self.ended:
             self._timer = self.set_timer(max(0.05, self.interval - message.elapsed), self._start_poll)
@@ -193,6 +226,9 @@ class TopApp(App[None]):
     # --- rendering (main thread) --------------------------------------------------------------
 
     def show(self, snap: Snapshot) -> None:
+        if self._charts_shown():
+            self.shown = snap  # the tables are hidden: drawn when they come back (_apply_view)
+            return
         try:
             self._show(snap)
         except Exception as exc:  # noqa: BLE001 - one bad sample must not take the dashboard down
@@ -218,12 +254,114 @@ class TopApp(App[None]):
             table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
 
     def _update_status(self) -> None:
-        self.query_one("#status", TextPanel).update(render.header_line(self.latest, self.paused, self.note))
+        self.query_one("#status", TextPanel).update(
+            render.header_line(self.latest, self.paused, self.note, self._mode_text())
+        )
+
+    def _mode_text(self) -> str:
+        """Replay position (the recorded clock), speed and end; the chart window; the narrow note."""
+        parts = []
+        if self.replay is not None:
+            r = self.replay
+            at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.position))
+            parts.append(f"replay {at} x{r.speed:g}" + (" (end)" if r.at_end else ""))
+        if self.charts_view:
+            if self._charts_fit():
+                parts.append(f"charts {self.window / 60:g} min")
+            else:
+                parts.append(f"charts need {CHARTS_MIN_COLUMNS} columns: table view")
+        return "  ".join(parts)
+
+    # --- charts (a second view, over the same snapshots) --------------------------------------
+
+    def _charts_fit(self) -> bool:
+        return self.size.width >= CHARTS_MIN_COLUMNS
+
+    def _charts_shown(self) -> bool:
+        return self.charts_view and self._charts_fit()
+
+    def _apply_view(self) -> None:
+        on = self._charts_shown()
+        self.query_one("#charts").display = on
+        self.query_one("#main").display = not on
+        if on:
+            self._show_charts()
+        elif self.shown is not None:
+            self.show(self.shown)
+
+    def on_resize(self) -> None:
+        if self.charts_view:
+            self._apply_view()
+            self._update_status()
+
+    def _show_charts(self) -> None:
+        """Redraw the charts; rebuild them when the chips or engines changed."""
+        if not self._charts_shown():
+            return
+        subjects = (self.history.subjects("device"), self.history.subjects("engine"))
+        box = self.query_one("#charts", VerticalScroll)
+        if subjects != self._chart_subjects:
+            self._chart_subjects = subjects
+            box.remove_children()
+            panels = [ChartPanel(self.history, "device", window=self.window)] if subjects[0] else []
+            panels += [ChartPanel(self.history, "engine", label, self.window) for label in subjects[1]]
+            if panels:
+                box.mount_all(panels)
+            else:
+                box.mount(TextPanel(Text("no history yet", style="dim")))
+            return
+        for panel in box.query(ChartPanel):
+            panel.changed()
+
+    def action_toggle_charts(self) -> None:
+        self.charts_view = not self.charts_view
+        self._apply_view()
+        self._update_status()
+
+    def action_cycle_window(self) -> None:
+        self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
+        for panel in self.query(ChartPanel):
+            panel.set_window(self.window)
+        self._update_status()
+
+    # --- replay --------------------------------------------------------------------------------
+
+    def _replay_feed(self) -> Snapshot | None:
+        """The frame to show now; every frame passed since the last call goes to the history."""
+        assert self.replay is not None
+        step = self.replay.take()
+        if step.reset:
+            self.history.clear()
+        for frame in step.frames:
+            self.history.add(frame)
+        return step.current
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action.startswith("replay_") and self.replay is None:
+            return False  # live: the replay keys do nothing and leave the footer
+        return True
+
+    def action_replay_speed(self, direction: int) -> None:
+        assert self.replay is not None
+        self.replay.faster() if direction > 0 else self.replay.slower()
+        self._update_status()
+
+    def action_replay_jump(self, seconds: float) -> None:
+        assert self.replay is not None
+        self.replay.jump(seconds)
+        self.action_refresh()
+
+    def action_replay_seek(self, where: str) -> None:
+        assert self.replay is not None
+        self.replay.seek(self.replay.start if where == "start" else self.replay.end)
+        self.action_refresh()
 
     # --- keys ----------------------------------------------------------------------------------
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
+        if self.replay is not None:
+            self.replay.set_paused(self.paused)  # a paused replay stops its clock too
         if not self.paused and self.latest is not None and self.latest is not self.shown:
             self.show(self.latest)
         self._update_status()

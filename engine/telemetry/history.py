@@ -2,8 +2,8 @@
 snapshots by the snapshot's own time, so a replay at any speed draws the same time axis as the
 live view did.
 
-Each series is a few rings of time buckets (every second for the last 16 minutes, every 5 s for
-the last hour): a sample lands in the bucket of its time in every ring, merged by the figure's
+Each series is a few rings of time buckets (every second for the last 5 minutes, every 3 s for
+15, every 12 s for the hour): a sample lands in the bucket of its time in every ring, merged by the figure's
 rule (mean, or max where a spike must stay visible). Rings never grow, so memory is the same
 after a minute and after a month. Which figures, and how they merge, is figures.yaml.
 """
@@ -18,8 +18,10 @@ from typing import Any, Iterable
 
 from engine.data import load_yaml
 
-# (bucket seconds, buckets kept): the 5 and 15 minute windows read the first, the hour the second.
-TIERS: tuple[tuple[float, int], ...] = ((1.0, 960), (5.0, 744))
+# (bucket seconds, buckets kept): 5.5 minutes of 1 s, 16.5 of 3 s, 66 of 12 s. A chart reads the
+# coarsest ring still as fine as one dot of its width, so it draws 100-300 points per line
+# whichever the window: that keeps a redraw cheap.
+TIERS: tuple[tuple[float, int], ...] = ((1.0, 330), (3.0, 330), (12.0, 330))
 WINDOWS: tuple[float, ...] = (300.0, 900.0, 3600.0)
 # A subject (a chip, an engine) not seen for this long is forgotten: engines come and go over days.
 FORGET_S = max(step * size for step, size in TIERS)
@@ -148,10 +150,12 @@ class History:
         self.latest: float | None = None  # the time of the newest snapshot
         self.interval: float | None = None  # the last gap between two snapshots
         self._next_forget = -math.inf
+        self.generation = 0  # counts clear(): a chart drawn before it must be drawn again
 
     def clear(self) -> None:
         """Forget everything (a replay that jumps back refills from the recording)."""
         with self._lock:
+            self.generation += 1
             self._series.clear()
             self._seen.clear()
             self.latest = self.interval = None
@@ -199,18 +203,33 @@ class History:
             return tuple(s for o, s in self._seen if o == of)
 
     def series(
-        self, subject: str, figure: str, window_s: float, end: float | None = None
+        self, subject: str, figure: str, window_s: float, end: float | None = None, resolution: float = 0.0
     ) -> tuple[list[float], list[float]]:
         """(times, values) of the last `window_s` seconds up to `end` (default: the newest
-        snapshot), from the finest ring that spans the window. NaN values break the line."""
+        snapshot), from the coarsest ring that spans the window and is still as fine as
+        `resolution` seconds (else the finest that spans it). NaN values break the line."""
         with self._lock:
             rings = self._series.get((subject, figure))
             end = self.latest if end is None else end
             if rings is None or end is None:
                 return [], []
-            ring = next((r for r in rings if r.step * r.size >= window_s), rings[-1])
+            spanning = [r for r in rings if r.step * r.size >= window_s] or [rings[-1]]
+            ring = ([r for r in spanning if r.step <= resolution] or spanning[:1])[-1]
             gap_s = max(2.5 * (self.interval or ring.step), 2.0 * ring.step)
             return ring.points(end - window_s, end, gap_s)
+
+    def last(self, subject: str, figure: str) -> float | None:
+        """The newest value of a series (None when its newest sample was a gap)."""
+        with self._lock:
+            rings = self._series.get((subject, figure))
+            if rings is None or self.latest is None:
+                return None
+            ring = rings[0]
+            b = math.floor(self.latest / ring.step)
+            i = b % ring.size
+            if ring.ids[i] != b or ring.count[i] == 0:
+                return None
+            return ring.agg[i] if ring.use_max else ring.agg[i] / ring.count[i]
 
     def series_count(self) -> int:
         with self._lock:

@@ -64,10 +64,12 @@ def run_dashboard(
             recorder.close()
 
 
-def run_app(feed, interval: float | None, thresholds: "Thresholds") -> None:
+def run_app(feed, interval: float | None, thresholds: "Thresholds", replay=None, charts: bool = False) -> None:
+    """The dashboard on `feed` (a callable giving the next snapshot), or on a `replay`
+    (engine.telemetry.replay.Replay, played at its speed)."""
     from ascendctl.tui.app import TopApp
 
-    TopApp(feed, interval, thresholds).run()
+    TopApp(feed, interval, thresholds, replay=replay, charts=charts).run()
 
 
 def resolve_thresholds(profile: str | None, path: Path | None, sets: Sequence[str]) -> "Thresholds":

@@ -191,5 +191,6 @@ def chart_feed(
                     ),
                 )
             )
-        out.append(Snapshot(t, s + 1, devices=devices, engines=tuple(views)))
+        source = SourceStatus("npu-smi", True, t, 0.0)
+        out.append(Snapshot(t, s + 1, devices=devices, device_source=source, engines=tuple(views)))
     return out

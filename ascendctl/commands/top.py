@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -35,7 +35,12 @@ it prints one frame (as --once). --json prints one snapshot, or NDJSON every --i
 Thresholds: built-in defaults, then --profile's diagnostics section, then --thresholds FILE
 (YAML, any subset of keys), then --set. A run started by `ascendctl serve` also brings its own
 profile's pending-requests threshold.
-Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, ? help and thresholds."""
+Charts: c switches to history charts (per chip HBM used, bandwidth and AI Core; per engine
+tokens/s, requests, KV cache and p99 latencies), w cycles their window (5, 15, 60 min).
+
+--replay FILE plays a --record file back at --speed (1, 10, 60 or any factor above 0): keys
++ / - change the speed, ] / [ jump 5 min ahead / back, home / end, p pauses the replay.
+Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, c charts, w window, ? help."""
 
 
 def register(app: typer.Typer) -> None:
@@ -55,6 +60,10 @@ def top(
     ),
     record: Optional[Path] = typer.Option(None, "--record", help="Append every snapshot to FILE as NDJSON."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Play back a recording instead of polling."),
+    speed: Optional[float] = typer.Option(
+        None, "--speed", help="With --replay: recorded seconds played per second, e.g. 10 or 60 [default: 1]."
+    ),
+    charts: bool = typer.Option(False, "--charts", help="Open on the charts view (the c key)."),
     thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="YAML file overriding thresholds."),
     set_: Optional[List[str]] = typer.Option(
         None, "--set", help="Override one threshold, e.g. --set pending_requests=32."
@@ -71,15 +80,19 @@ def top(
     thresholds = resolve_thresholds(profile, thresholds_file, set_ or ())
     if replay is not None and urls:
         raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
+    if speed is not None and replay is None:
+        raise BadInput("--speed is the speed of a replay", "add --replay FILE, or drop --speed")
+    if speed is not None and not (speed > 0 and speed < float("inf")):
+        raise BadInput(f"--speed {speed:g} is not a speed", "give a factor above 0: 1, 10 or 60")
     headless = once or out.json_mode or not sys.stdout.isatty()
     if replay is not None:
-        _replay(replay, headless, interval)
+        _replay(replay, headless, interval, speed or 1.0, charts)
         return
     collector = make_collector(urls or (), thresholds, None if no_devices else default_devices())
     recorder = open_recorder(record)
     try:
         if not headless:
-            run_app(lambda: poll_and_record(collector, recorder), interval or 1.0, thresholds)
+            run_app(lambda: poll_and_record(collector, recorder), interval or 1.0, thresholds, charts=charts)
             return
         if out.json_mode and interval is not None and not once:
             _stream(collector, recorder, interval, count)
@@ -138,7 +151,7 @@ def _document(snap: "Snapshot") -> dict:
     return {"schema_version": SCHEMA_VERSION, **snap.to_dict()}
 
 
-def _replay(path: Path, headless: bool, interval: float | None) -> None:
+def _replay(path: Path, headless: bool, interval: float | None, speed: float, charts: bool) -> None:
     from ascendctl.output import SCHEMA_VERSION, get_output
     from ascendctl.style import safe
     from engine.telemetry import load_recording
@@ -159,5 +172,7 @@ def _replay(path: Path, headless: bool, interval: float | None) -> None:
 
         out.console.print(frame(snaps[-1]))
         return
-    it: Iterator = iter(snaps)
-    run_app(lambda: next(it, None), interval or 1.0, snaps[0].thresholds)
+    from engine.telemetry.replay import Replay
+
+    snaps.sort(key=lambda s: s.time)  # two recordings appended to one file: played in time order
+    run_app(None, interval or 1.0, snaps[0].thresholds, replay=Replay(snaps, speed), charts=charts)

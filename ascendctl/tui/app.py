@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -129,7 +129,7 @@ class TopApp(App[None]):
 
     def __init__(
         self,
-        feed: Feed,
+        feed: Feed | None,
         interval: float | None = 1.0,
         thresholds: Thresholds | None = None,
         save_dir: Path | None = None,
@@ -146,6 +146,7 @@ class TopApp(App[None]):
         self.charts_view = charts
         self.window = WINDOWS[0]
         self._chart_subjects: tuple | None = None
+        self._width: int | None = None
         self.interval = interval
         self.thresholds = thresholds or Thresholds.defaults()
         self.save_dir = save_dir or Path.cwd()
@@ -269,13 +270,13 @@ class TopApp(App[None]):
             if self._charts_fit():
                 parts.append(f"charts {self.window / 60:g} min")
             else:
-                parts.append(f"charts need {CHARTS_MIN_COLUMNS} columns: table view")
+                parts.append(f"charts need {CHARTS_MIN_COLUMNS} columns")
         return "  ".join(parts)
 
     # --- charts (a second view, over the same snapshots) --------------------------------------
 
     def _charts_fit(self) -> bool:
-        return self.size.width >= CHARTS_MIN_COLUMNS
+        return (self._width or self.size.width) >= CHARTS_MIN_COLUMNS
 
     def _charts_shown(self) -> bool:
         return self.charts_view and self._charts_fit()
@@ -289,7 +290,8 @@ class TopApp(App[None]):
         elif self.shown is not None:
             self.show(self.shown)
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
+        self._width = event.size.width  # self.size is updated after this handler
         if self.charts_view:
             self._apply_view()
             self._update_status()

@@ -400,5 +400,3 @@ class ChartPanel(Container):
         if any(shares_legend(c, self.subjects) for c in self.charts):
             text.append_text(legend(self.subjects))
         return text
-
-

@@ -174,11 +174,11 @@ def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
 
 def header_line(snap: Snapshot | None, paused: bool = False, note: str = "", mode: str = "") -> Text:
     text = Text("ascendctl top", style="bold")
+    if mode:  # the replay position, the charts' window: first, so a narrow terminal still shows it
+        text.append(f"  {mode}", style="bold")
     if snap is not None:
         text.append(f"  {time.strftime('%H:%M:%S', time.localtime(snap.time))}  tick {snap.seq}")
         text.append(f"  {len(snap.devices)} devices  {len(snap.engines)} engines")
-    if mode:
-        text.append(f"  {mode}", style="bold")
     if paused:
         text.append("  PAUSED ", style="bold black on yellow")
     if note:

@@ -107,6 +107,9 @@ def test_an_endpoint_returning_garbage_is_reported_not_crashed(capsys):
         (["top", "--replay", "missing.ndjson"], "cannot read the recording"),
         (["top", "--set", "nope=1", "--once"], "unknown threshold"),
         (["top", "--replay", "x.ndjson", "http://a:1"], "takes no URL"),
+        (["top", "--speed", "10", "--once"], "--speed is the speed of a replay"),
+        (["top", "--replay", "x.ndjson", "--speed", "0"], "not a speed"),
+        (["top", "--replay", "x.ndjson", "--speed", "-5"], "not a speed"),
     ],
 )
 def test_bad_input_exits_2_with_a_fix(argv, words, capsys):

@@ -4,10 +4,11 @@ of our own.
 Why not textual-plotext: plotext builds each chart as an ANSI string that Textual parses back,
 about 50 ms for one 70x12 chart of 8 lines (95 ms for 16), so the charts view of 8 NPUs and 2
 engines would take 15-20% of a core at a 1 s refresh against a 2% goal; it also pins plotext < 6.
-Here a chart is a bytearray of braille dots turned into strips. The plot is drawn again only when
-the time axis moves by one dot (every 3 s in the 5 minute window at 100 dots, not every tick), and
-only when the chart is on screen; between, only the title line with the newest values changes.
-docs/top.md has the figures.
+Here a chart is a bytearray of braille dots turned into strips. A chart is drawn again when its
+time axis has moved by a sixtieth of the window (5 s in the 5 minute window, 1 min in the hour)
+or by one dot if that is more, all charts at the same tick, and only when it is on screen: a
+chart cannot show a finer step, and drawing it every second cost more than the whole table view
+(docs/top.md has the figures).
 
 `ChartPanel(history, "device")` is the charts of every chip (one line per chip, or max / mean /
 min when there are more chips than colours); `ChartPanel(history, "engine", subject=label)` is
@@ -26,7 +27,6 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Container
-from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -40,6 +40,8 @@ ENVELOPE = (("max", "#f0a030"), ("mean", "#4ea1ff"), ("min", "#a0a0a0"))
 CHART_HEIGHT = 9  # title, 7 rows of plot (28 dots high), time labels
 CHART_MIN_WIDTH = 38
 LABEL_W = 6  # y labels and the axis
+# A chart is redrawn when its time axis moved by this share of the window (or a dot, if more).
+REDRAW_SHARE = 1 / 60
 # Time-axis ticks per window: a label every so many seconds.
 TICKS = {300.0: 60.0, 900.0: 300.0, 3600.0: 900.0}
 
@@ -154,6 +156,11 @@ def legend(subjects: Sequence[str]) -> Text:
 def resolution(window: float, width: int) -> float:
     """Seconds per braille dot of a chart `width` cells wide."""
     return window / max(1, (width - LABEL_W) * 2 - 1)
+
+
+def redraw_step(window: float, width: int) -> float:
+    """How far the time axis moves between two drawings of a chart."""
+    return max(window * REDRAW_SHARE, resolution(window, width))
 
 
 def draw(
@@ -286,7 +293,7 @@ def _time_axis(end: float, window: float, plot_w: int, width: int, dim: Style) -
 
 
 class ChartView(Widget):
-    """One chart. The plot is drawn when painted after the time axis moved by a dot (or the
+    """One chart. It is drawn when painted after its time axis moved by a redraw step (or the
     size, window or history changed); a chart scrolled out of view costs nothing."""
 
     DEFAULT_CSS = f"ChartView {{ height: {CHART_HEIGHT}; }}"
@@ -294,36 +301,24 @@ class ChartView(Widget):
     def __init__(self, history: History, chart: Chart, subjects: Sequence[str], window: float) -> None:
         super().__init__()
         self.history, self.chart, self.subjects, self.window = history, chart, tuple(subjects), window
-        self._title: Strip | None = None
-        self._plot: list[Strip] = []
+        self._strips: list[Strip] = []
         self._plot_for: tuple | None = None
         self._base: Style | None = None
 
     def _plot_key(self) -> tuple:
-        """What the plot depends on: its size and style, the window, the history's generation,
-        and the newest time rounded up to a whole dot."""
+        """What the drawing depends on: its size and style, the window, the history's generation,
+        and the newest time rounded up to a whole redraw step."""
         width = self.size.width
         end = self.history.latest
-        step = resolution(self.window, width)
+        step = redraw_step(self.window, width)
         end_q = None if end is None else math.ceil(end / step) * step
-        return (width, self.size.height, self._base, self.window, self.history.generation, end_q, step)
+        return (width, self.size.height, self._base, self.window, self.history.generation, end_q)
 
     def changed(self) -> None:
-        """New data: the title line when its values changed, the plot only when its key moved."""
-        if self._plot_for is not None and self._plot_key() == self._plot_for:
-            old, self._title = self._title, self._make_title()
-            if old != self._title:
-                self.refresh(Region(0, 0, self.size.width, 1))
-        else:
-            self._title = None
+        """New data: drawn again only once the time axis has moved by a redraw step."""
+        if self._plot_for is None or self._plot_key() != self._plot_for:
             self._plot_for = None
             self.refresh()
-
-    def _make_title(self) -> Strip | None:
-        if self._base is None:
-            return None
-        entries = entries_for(self.history, self.chart, self.subjects)
-        return title(self.chart, entries, self.size.width, self._base, shares_legend(self.chart, self.subjects))
 
     def render_line(self, y: int) -> Strip:
         if y == 0 or self._base is None:
@@ -331,20 +326,19 @@ class ChartView(Widget):
         width = self.size.width
         if self.history.latest is None:
             return Strip([Segment("collecting…" if y == 0 else "", self._base)]).extend_cell_length(width)
-        if y == 0:
-            if self._title is None:
-                self._title = self._make_title()
-            return self._title or Strip.blank(width, self._base)
         key = self._plot_key()
         if self._plot_for != key:
-            end_q, step = key[5], key[6]
-            lines = lines_for(self.history, self.chart, self.subjects, self.window, end_q, step)
-            self._plot = plot(self.chart, lines, end_q, self.window, width, self.size.height, self._base)
+            end_q = key[5]
+            shared = shares_legend(self.chart, self.subjects)
+            entries = entries_for(self.history, self.chart, self.subjects)
+            lines = lines_for(
+                self.history, self.chart, self.subjects, self.window, end_q, resolution(self.window, width)
+            )
+            self._strips = draw(
+                self.chart, lines, entries, end_q, self.window, width, self.size.height, self._base, shared
+            )
             self._plot_for = key
-        return self._plot[y - 1] if y - 1 < len(self._plot) else Strip.blank(width, self._base)
-
-    def on_resize(self) -> None:
-        self._title = None
+        return self._strips[y] if y < len(self._strips) else Strip.blank(width, self._base)
 
 
 class ChartPanel(Container):

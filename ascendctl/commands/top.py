@@ -53,7 +53,7 @@ def top(
         False, "--once", help="Print one frame and exit (the default when stdout is not a terminal)."
     ),
     interval: Optional[float] = typer.Option(
-        None, "--interval", "-n", min=0.1, help="Seconds between polls [default: 1]. With --json: stream NDJSON."
+        None, "--interval", "-n", min=0.1, help="Seconds between polls (1 when not given). With --json: stream NDJSON."
     ),
     count: Optional[int] = typer.Option(
         None, "--count", min=1, help="With --json --interval: stop after this many snapshots."
@@ -61,7 +61,7 @@ def top(
     record: Optional[Path] = typer.Option(None, "--record", help="Append every snapshot to FILE as NDJSON."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Play back a recording instead of polling."),
     speed: Optional[float] = typer.Option(
-        None, "--speed", help="With --replay: recorded seconds played per second, e.g. 10 or 60 [default: 1]."
+        None, "--speed", help="With --replay: recorded seconds played per second, e.g. 10 or 60 (1 when not given)."
     ),
     charts: bool = typer.Option(False, "--charts", help="Open on the charts view (the c key)."),
     thresholds_file: Optional[Path] = typer.Option(None, "--thresholds", help="YAML file overriding thresholds."),

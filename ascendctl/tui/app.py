@@ -269,6 +269,10 @@ class TopApp(App[None]):
         if self.charts_view:
             if self._charts_fit():
                 parts.append(f"charts {self.window / 60:g} min")
+                # The diagnostics table is under the tables: say that it has rows.
+                count = len(self.latest.diagnostics) if self.latest else 0
+                if count:
+                    parts.append(f"{count} diagnostic{'s' if count > 1 else ''} (c: tables)")
             else:
                 parts.append(f"charts need {CHARTS_MIN_COLUMNS} columns")
         return "  ".join(parts)

@@ -250,3 +250,29 @@ def test_an_html_page_is_named_as_such_and_not_quoted_whole(capsys):
 def test_malformed_urls_are_usage_errors(url, capsys):
     assert main(["top", url, "--once", "--no-devices"]) == 2
     assert "is not an http(s) URL" in capsys.readouterr().err
+
+
+def test_replay_opens_the_dashboard_at_the_speed_asked(tmp_path, monkeypatch):
+    """--replay --speed --charts on a terminal: the dashboard gets the recording, in time order,
+    behind a replay clock at that speed, on the charts view."""
+    import sys
+
+    from top_fakes import chart_feed
+
+    from ascendctl.commands import top as top_command
+    from ascendctl.output import SCHEMA_VERSION
+    from engine.telemetry import Recorder
+
+    rec = tmp_path / "day.ndjson"
+    recorder = Recorder(rec, SCHEMA_VERSION)
+    snaps = chart_feed(seconds=40)
+    for snap in snaps[20:] + snaps[:20]:  # two recordings appended out of order
+        recorder.write(snap)
+    recorder.close()
+    opened = {}
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(top_command, "run_app", lambda feed, interval, thresholds, **kw: opened.update(kw))
+    assert main(["top", "--replay", str(rec), "--speed", "60", "--charts"]) == 0
+    replay = opened["replay"]
+    assert opened["charts"] and replay.speed == 60.0
+    assert [s.seq for s in replay.snaps] == list(range(1, 41)) and replay.start == snaps[0].time

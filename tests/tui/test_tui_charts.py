@@ -193,3 +193,20 @@ def test_a_line_connects_its_points_and_stays_inside_the_axes():
     assert all(row[6:].strip() for row in body)
     top = [x for x, ch in enumerate(body[0][6:]) if ch != " "]
     assert top and min(top) >= 6 and max(top) <= 13
+
+
+async def test_the_charts_view_says_when_the_diagnostics_table_has_rows(utc):
+    import dataclasses
+
+    from engine.telemetry.snapshot import Diagnostic
+
+    snaps = chart_feed(seconds=60)
+    down = Diagnostic("engine-unreachable", "critical", "engine-2", "engine-2 unreachable", "c", "start it")
+    last = dataclasses.replace(snaps[-1], diagnostics=(down,))
+    app = TopApp(lambda: last, interval=None, charts=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app)
+        assert "1 diagnostic (c: tables)" in text_of(app.query_one("#status"))
+        await pilot.press("question_mark")
+        help_text = text_of(app.screen.query_one("#help"))
+        assert "chart window: 5, 15, 60 minutes" in help_text and "replay: jump 5 min ahead / back" in help_text

@@ -153,26 +153,46 @@ def _document(snap: "Snapshot") -> dict:
 
 def _replay(path: Path, headless: bool, interval: float | None, speed: float, charts: bool) -> None:
     from ascendctl.output import SCHEMA_VERSION, get_output
-    from ascendctl.style import safe
     from engine.telemetry import load_recording
 
     out = get_output()
     skipped: list[str] = []
-    snaps = load_recording(path, SCHEMA_VERSION, skipped)
-    for note in skipped[:5]:
-        out.warn(f"skipped {safe(note)}")
-    if len(skipped) > 5:
-        out.warn(f"skipped {len(skipped) - 5} more damaged lines")
-    if out.json_mode:
-        for snap in snaps:
-            out.json_line(_document(snap))
-        return
-    if headless:
+    if out.json_mode or headless:
+        snaps = load_recording(path, SCHEMA_VERSION, skipped)
+        _warn_skipped(skipped)
+        if out.json_mode:
+            for snap in snaps:
+                out.json_line(_document(snap))
+            return
         from ascendctl.tui.render import frame
 
         out.console.print(frame(snaps[-1]))
         return
+    from engine.errors import BadInput
+    from engine.telemetry.record import RecordingIndex
     from engine.telemetry.replay import Replay
 
-    snaps.sort(key=lambda s: s.time)  # two recordings appended to one file: played in time order
-    run_app(None, interval or 1.0, snaps[0].thresholds, replay=Replay(snaps, speed), charts=charts)
+    # Indexed, not decoded: a day of snapshots would take minutes and gigabytes to decode at
+    # once. Played in time order, should two recordings have been appended to one file.
+    index = RecordingIndex(path, SCHEMA_VERSION, skipped)
+    _warn_skipped(skipped)
+    first = next((s for s in index[:50] if s is not None), None)
+    if first is None:
+        raise BadInput(
+            f"{path}: no snapshot among its first lines decodes", "record with `ascendctl top --record FILE`"
+        )
+    try:
+        run_app(None, interval or 1.0, first.thresholds, replay=Replay(index, speed), charts=charts)
+    finally:
+        index.close()
+
+
+def _warn_skipped(skipped: list[str]) -> None:
+    from ascendctl.output import get_output
+    from ascendctl.style import safe
+
+    out = get_output()
+    for note in skipped[:5]:
+        out.warn(f"skipped {safe(note)}")
+    if len(skipped) > 5:
+        out.warn(f"skipped {len(skipped) - 5} more damaged lines")

@@ -141,6 +141,8 @@ class TopApp(App[None]):
         super().__init__()
         self.feed = feed if replay is None else self._replay_feed
         self.replay = replay
+        if replay is not None:
+            replay.refill_s = WINDOWS[0]  # a jump refills the window in view: decoding is the cost
         # Every snapshot goes into the history, shown or not, so the charts miss nothing.
         self.history = History()
         self.charts_view = charts
@@ -326,6 +328,8 @@ class TopApp(App[None]):
 
     def action_cycle_window(self) -> None:
         self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
+        if self.replay is not None:
+            self.replay.refill_s = self.window
         for panel in self.query(ChartPanel):
             panel.set_window(self.window)
         self._update_status()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+from array import array
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, Sequence, overload
 
 from engine.errors import BadInput
 from engine.telemetry.snapshot import Snapshot
@@ -51,20 +53,94 @@ def read_recording(path: str | Path, schema_version: int, skipped: list[str] | N
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
-                found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
-                if found != schema_version:
-                    raise ValueError(f"schema_version {found!r}, expected {schema_version}")
-                snapshot = Snapshot.from_dict(data)
-                yield snapshot if "schema_version" in data else _judged(snapshot)
-            except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                cause = f"{path}:{number}: not a top snapshot ({str(exc)[:80]})"
-                if skipped is not None:
-                    skipped.append(cause)
+                yield _snapshot(_document(line, schema_version))
+            except _DAMAGED as exc:
+                _damaged(path, number, exc, skipped)
+
+
+# What a damaged line raises, from json.loads to the type-checked decoder.
+_DAMAGED = (ValueError, TypeError, AttributeError, KeyError)
+
+
+def _document(line: str | bytes, schema_version: int) -> dict:
+    """One line's JSON object, checked to be a snapshot of `schema_version`."""
+    data = json.loads(line)
+    found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
+    if found != schema_version:
+        raise ValueError(f"schema_version {found!r}, expected {schema_version}")
+    return data
+
+
+def _snapshot(data: dict) -> Snapshot:
+    snapshot = Snapshot.from_dict(data)
+    return snapshot if "schema_version" in data else _judged(snapshot)
+
+
+def _damaged(path: str | Path, number: int, exc: Exception, skipped: list[str] | None) -> None:
+    cause = f"{path}:{number}: not a top snapshot ({str(exc)[:80]})"
+    if skipped is None:
+        raise BadInput(cause, "record with `ascendctl top --record FILE`; a cut last line can be deleted") from exc
+    skipped.append(cause)
+
+
+class RecordingIndex(Sequence[Snapshot]):
+    """A recording read on demand, for replays: the time and file offset of every line are
+    indexed (in time order), and a snapshot is decoded only when it is played. A day at 1 s is
+    86400 snapshots of about 20 KB each decoded: indexed, it stays a few MB. A line that fails to
+    decode when played is None (the replay skips it); damaged lines found while indexing are
+    said in `skipped`."""
+
+    def __init__(self, path: str | Path, schema_version: int, skipped: list[str] | None = None) -> None:
+        self.path, self.schema_version = Path(path), schema_version
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise BadInput(
+                f"cannot read the recording {path}: {exc.strerror}",
+                "give a file written by `ascendctl top --record FILE`",
+            ) from exc
+        found: list[tuple[float, int]] = []
+        offset = 0
+        with handle:
+            for number, line in enumerate(handle, 1):
+                at, offset = offset, offset + len(line)
+                if not line.strip():
                     continue
-                raise BadInput(
-                    cause, "record with `ascendctl top --record FILE`; a cut last line can be deleted"
-                ) from exc
+                try:
+                    found.append((float(_document(line, schema_version)["time"]), at))
+                except _DAMAGED as exc:
+                    _damaged(path, number, exc, skipped)
+        if not found:
+            why = f" ({skipped[0]})" if skipped else ""
+            raise BadInput(f"{path} holds no snapshots{why}", "record one with `ascendctl top --record FILE`")
+        found.sort()
+        self.times = [t for t, _ in found]
+        self._offsets = array("q", (at for _, at in found))
+        self._file = self.path.open("rb")
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, i: int) -> Snapshot | None: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Snapshot | None]: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        with self._lock:
+            self._file.seek(self._offsets[i])
+            line = self._file.readline()
+        try:
+            return _snapshot(_document(line, self.schema_version))
+        except _DAMAGED:
+            return None
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _judged(snap: Snapshot) -> Snapshot:

@@ -20,7 +20,8 @@ from engine.telemetry.snapshot import Snapshot
 
 SPEEDS: tuple[float, ...] = (1.0, 10.0, 60.0)
 JUMP_S = 300.0
-# What a jump refills: the longest chart window before the new position.
+# What a jump refills by default: the longest chart window before the new position. The
+# dashboard sets the window in view (`refill_s`): decoding a recorded hour takes seconds.
 REFILL_S = max(WINDOWS)
 
 
@@ -32,13 +33,20 @@ class Step:
 
 
 class Replay:
-    def __init__(self, snaps: Sequence[Snapshot], speed: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, snaps: Sequence[Snapshot | None], speed: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ):
+        """`snaps` in time order: a list, or a RecordingIndex (its `times`, and a snapshot
+        decoded when played; None for one that fails to decode, which is skipped)."""
         if not snaps:
             raise ValueError("a replay needs at least one snapshot")
         if not speed > 0:
             raise ValueError("the speed must be above 0")
-        self.snaps = list(snaps)
-        self._times = [s.time for s in self.snaps]
+        self.snaps = snaps
+        self._times = list(getattr(snaps, "times", None) or [s.time for s in snaps if s is not None])
+        # How much recording a jump refills: the chart window in view (decoding is the cost).
+        self.refill_s = REFILL_S
+        self._current: Snapshot | None = None
         self.speed = float(speed)
         self.paused = False
         self._clock = clock
@@ -102,7 +110,7 @@ class Replay:
         with self._lock:
             self._rebase(position)
             shown = bisect.bisect_right(self._times, self._anchor_pos) - 1
-            refill_from = bisect.bisect_left(self._times, self._anchor_pos - REFILL_S)
+            refill_from = bisect.bisect_left(self._times, self._anchor_pos - self.refill_s)
             if shown < self._fed or refill_from > self._fed + 1:
                 self._reset = True
                 self._fed = refill_from - 1
@@ -114,10 +122,12 @@ class Replay:
         """The frames since the last call (all of them, for the history) and the one to show."""
         with self._lock:
             shown = bisect.bisect_right(self._times, self._position()) - 1
-            frames = tuple(self.snaps[self._fed + 1 : shown + 1])
+            frames = tuple(f for f in self.snaps[self._fed + 1 : shown + 1] if f is not None)
+            if frames:
+                self._current = frames[-1]  # else the last frame shown stays (paused, or between frames)
             self._fed = max(self._fed, shown)
             reset, self._reset = self._reset, False
-            return Step(frames, reset, self.snaps[shown] if shown >= 0 else None)
+            return Step(frames, reset, self._current)
 
 
 __all__ = ["JUMP_S", "REFILL_S", "SPEEDS", "Replay", "Step"]

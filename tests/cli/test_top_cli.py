@@ -271,8 +271,12 @@ def test_replay_opens_the_dashboard_at_the_speed_asked(tmp_path, monkeypatch):
     recorder.close()
     opened = {}
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(top_command, "run_app", lambda feed, interval, thresholds, **kw: opened.update(kw))
+
+    def run_app(feed, interval, thresholds, **kw):
+        opened.update(kw, seqs=[s.seq for s in kw["replay"].snaps])  # read while the file is open
+
+    monkeypatch.setattr(top_command, "run_app", run_app)
     assert main(["top", "--replay", str(rec), "--speed", "60", "--charts"]) == 0
     replay = opened["replay"]
-    assert opened["charts"] and replay.speed == 60.0
-    assert [s.seq for s in replay.snaps] == list(range(1, 41)) and replay.start == snaps[0].time
+    assert opened["charts"] and replay.speed == 60.0 and replay.start == snaps[0].time
+    assert opened["seqs"] == list(range(1, 41))

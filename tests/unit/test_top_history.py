@@ -195,3 +195,30 @@ def test_home_and_end_and_the_end_of_the_recording():
 def test_speed_must_be_positive():
     with pytest.raises(ValueError):
         Replay(recording(10), speed=0)
+
+
+def test_a_recording_is_indexed_in_time_order_and_decoded_when_played(tmp_path):
+    import json
+
+    from engine.telemetry.record import Recorder, RecordingIndex
+
+    path = tmp_path / "rec.ndjson"
+    recorder = Recorder(path, 1)
+    for t in (1003.0, 1004.0, 1000.0, 1001.0):  # two recordings appended to one file
+        recorder.write(snap(t, seq=int(t)))
+    recorder.close()
+    bad = json.loads(path.read_text().splitlines()[0])
+    bad["devices"][0]["mem_used_mb"] = "lots"  # indexes (it has a time), fails when decoded
+    bad["time"] = 1002.0
+    with path.open("a") as f:
+        f.write(json.dumps(bad) + "\n" + '{"schema_version": 1, "time": 10')  # and a cut last line
+    skipped: list[str] = []
+    index = RecordingIndex(path, 1, skipped)
+    assert index.times == [1000.0, 1001.0, 1002.0, 1003.0, 1004.0]
+    assert len(skipped) == 1 and ":6: not a top snapshot" in skipped[0]
+    assert index[1].seq == 1001 and index[2] is None
+    clock = Clock()
+    replay = Replay(index, speed=1, clock=clock)
+    clock.now = 10.0
+    assert [f.seq for f in replay.take().frames] == [1000, 1001, 1003, 1004]  # the damaged one skipped
+    index.close()

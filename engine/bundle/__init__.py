@@ -520,8 +520,8 @@ class _Builder:
         """The npu-smi and hccn_tool answers as FaultDiag's environment-check transcript."""
         blocks = [
             (result.argv, result.stdout)
-            for key, (result, hung) in self.recorder.commands.items()
-            if result is not None and not hung and key.split("_")[0] in TRANSCRIBED
+            for result, hung in self.recorder.commands.values()
+            if result is not None and not hung and posixpath.basename(result.argv[0]) in TRANSCRIBED
         ]
         if not blocks:
             src.status, src.why = "skipped", "no npu-smi or hccn_tool answer to transcribe"
@@ -810,6 +810,7 @@ __all__ = [
     "BundleResult",
     "DEFAULT_MAX_BYTES",
     "DEVICE_LOG_DIR",
+    "DEVICE_LOG_TIMEOUT_FACTOR",
     "ENV_CHECK_DIR",
     "MANIFEST",
     "NPU_INFO_FILE",

@@ -131,6 +131,11 @@ def _render(console: Any, result: Any) -> None:
         f"in {result.duration_s:.1f} s",
         soft_wrap=True,
     )
+    if not result.redacted:  # said again under the table, where the user looks before sending the file
+        console.print(
+            "[bold red]NOT redacted[/]: the archive keeps IP addresses, host names, user names and serial numbers",
+            soft_wrap=True,
+        )
     if result.map_file:
         console.print(
             f"redacted; the mapping back to the real values stays here: {safe(str(result.map_file))} (do not send it)",

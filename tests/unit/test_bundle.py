@@ -235,6 +235,10 @@ def test_cli_json_summary_and_no_redact_warning(tmp_path, capsys):
     assert "KEEPS IP addresses" in captured.err
     assert not out.with_name("b.tar.gz.map.json").exists()
     assert main(["bundle", "--since", "soon", "--out", str(out)]) == 2
+    # On a terminal, the summary under the table says it again.
+    out.unlink()
+    assert main(["bundle", "--root", str(HOSTS / "cpu-host"), "--out", str(out), "--no-redact"]) == 0
+    assert "NOT redacted" in capsys.readouterr().out
 
 
 def test_the_machines_own_short_host_name_is_replaced_too():

@@ -113,6 +113,11 @@ def test_planted_values_never_leave_the_machine_and_map_consistently(tmp_path_fa
     # hccn_tool's answer in the layout FaultDiag's collecting-logs page shows; a kernel line naming the NPU driver.
     (tree / ".recorded" / "commands" / "hccn_tool_-i_0_-ip_-g.out").write_text(f"ipaddr:{ip}\nnetmask:255.255.255.0\n")
     (tree / ".recorded" / "commands" / "dmesg.out").write_text(f"[  12.5] davinci: peer {ip} of {host} lost\n")
+    # A version-like file doctor reads (hccn.conf, in netcheck's recorded layout) and pip's answer for a local checkout.
+    (tree / "etc" / "hccn.conf").write_text(f"address_0={ip}\nnetmask_0=255.255.0.0\n")
+    (tree / ".recorded" / "commands" / "python_-m_pip_freeze.out").write_text(
+        f"vllm==0.11.0\nmytool @ file:///home/{user}/src/mytool\n"
+    )
     plog = tree / "home" / user / "ascend" / "log" / "debug" / "plog"
     plog.mkdir(parents=True)
     (plog / "plog-1_20260101.log").write_text(f"[ERROR] HCCL(1,python):2026-01-01 link to {ip} failed token={secret}\n")
@@ -142,8 +147,10 @@ def test_planted_values_never_leave_the_machine_and_map_consistently(tmp_path_fa
             assert not any(v in os.readlink(link) for v in planted)
     # The same IP is the same placeholder in the environment, npu-smi's and hccn_tool's answers (and their
     # FaultDiag transcript), the kernel lines, the run and the plogs.
-    assert {".recorded", "run", "process_log", "environment_check", "dmesg"} <= placeholders[ip_placeholder]
+    assert {".recorded", "run", "process_log", "environment_check", "dmesg", "etc"} <= placeholders[ip_placeholder]
     assert mapping["host"] and mapping["user"] and mapping["serial"]
+    collected = {s["name"]: s["status"] for s in manifest["sources"]}
+    assert collected["pip freeze"] == collected["netcheck"] == collected["dmesg"] == "ok"  # those sources were searched
     assert stat.S_IMODE(out.with_name("b.tar.gz.map.json").stat().st_mode) == 0o600
     # The mapping stays outside the archive.
     assert not any("map.json" in m for m in tarfile.open(out).getnames())

@@ -213,12 +213,28 @@ class _Builder:
         return self.red.text(s).encode("utf-8", "surrogateescape")
 
     def collect(
-        self, name: str, kind: str, what: str, fn: Callable[[Source], None], timeout: float | None = None
+        self,
+        name: str,
+        kind: str,
+        what: str,
+        fn: Callable[[Source], None],
+        timeout: float | None = None,
+        inline: bool = False,
     ) -> None:
+        """`inline`: run `fn` in this thread, for a collector whose one long command has its own
+        limit: a Ctrl-C then reaches the runner, which kills the tool's process group, instead of
+        leaving it running behind an abandoned worker thread."""
         self.progress(name)
         src = Source(name, kind, self.red.text(what))
         started = time.perf_counter()
-        _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
+        if inline:
+            error, hung = None, False
+            try:
+                fn(src)
+            except Exception as exc:  # reported as the collector's failure, as in a worker thread
+                error = exc
+        else:
+            _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
         src.duration_s = round(time.perf_counter() - started, 3)
         if hung:
             src.status, src.why = "failed", f"did not finish within {timeout or self.opts.timeout_s * 3:g} s"
@@ -636,14 +652,7 @@ class _Builder:
         self.collect("metrics", "metrics", "GET /metrics of the run", self.metrics)
         self.collect("CANN plogs", "log", "~/ascend/log", self.plogs, timeout=t * 6)
         if self.opts.device_logs:
-            # The collector's own limit leaves time to copy what msnpureport exported.
-            self.collect(
-                "device logs (msnpureport, slow)",
-                "log",
-                "msnpureport",
-                self.device_logs,
-                timeout=t * (DEVICE_LOG_TIMEOUT_FACTOR + 6),
-            )
+            self.collect("device logs", "log", "msnpureport (slow)", self.device_logs, inline=True)
         else:
             self.sources.append(
                 Source("device logs", "log", "msnpureport", "skipped", "not asked: add --with-device-logs (slow)")
@@ -671,7 +680,7 @@ def _unreadable(items: list[str]) -> str:
 
 
 # msnpureport prints "<time> Start exporting logs and files to path: <cwd>/<YYYY-MM-DD-HH-MM-SS>"
-# (CANN's msnpureport_report.c); older versions print nothing but "Finished." and make the same folder.
+# (hicann/runtime msnpureport_report.c); a version that words it otherwise still makes one folder in its cwd.
 _EXPORT_PATH = re.compile(r"exporting logs and files to path:\s*(\S.*?)\s*$", re.M)
 
 

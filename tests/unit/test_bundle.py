@@ -457,6 +457,30 @@ def test_device_logs_skipped_or_failed_with_the_reason(tmp_path):
     assert (top / "doctor.json").is_file()
 
 
+def test_ctrl_c_during_msnpureport_stops_it_and_leaves_no_archive(tmp_path):
+    """msnpureport runs for minutes: a Ctrl-C must stop it too, not leave it exporting behind us."""
+    import signal
+    import threading
+
+    pidfile = tmp_path / "pid"
+    bin_dir = fake_msnpureport(tmp_path, f"#!/bin/sh\necho $$ > {pidfile}\nsleep 60\n")
+
+    def press_ctrl_c_once_it_runs() -> None:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        device_bundle(tmp_path, bin_dir)
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):  # the tool's process group was killed and reaped
+        os.kill(pid, 0)
+    assert not (tmp_path / "b.tar.gz").exists() and not list(tmp_path.glob(".b.tar.gz*"))
+
+
 def test_device_logs_need_root_and_say_so(tmp_path, monkeypatch):
     from engine.bundle import Source, _Builder
 

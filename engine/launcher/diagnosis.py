@@ -52,11 +52,10 @@ def _names_root(example: str, root: str | None) -> bool:
 
 def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummary]:
     report = diagnose_lines(lines)
-    # The issue that matched the root exception first; generic ones ("engine core failed to
-    # start", "worker died") are true as well but name no cause.
-    issues = sorted(
-        report.issues, key=lambda i: (not _names_root(str(i.example), root), -severity_rank(i.severity), -i.count)
-    )
+    # Specific causes before consequences ("engine core failed to start") and catch-all codes
+    # (EZ9999): those are true as well but name no cause. Then the issue that matched the root
+    # exception; the rest keep triage's ranking (a stable sort).
+    issues = sorted(report.issues, key=lambda i: (not i.names_cause(), not _names_root(str(i.example), root)))
     # Warnings (a low open-file limit...) are true but do not explain a dead engine.
     return [i for i in issues if severity_rank(i.severity) >= severity_rank("error")][:3]
 

@@ -190,9 +190,12 @@ def _render(console: Any, report: Any, top: int) -> None:
                 plain(i.last_seen or "N/A"),
             )
         console.print(table)
+        # A named cause gets the details; catch-all codes and wrappers beside it only their row
+        # (the cause explains them). With no cause named, they are all there is: details for them.
+        named = report.root_cause() is not None
         for i in report.issues:
-            if i.kind == "symptom":
-                continue  # a consequence: its row above is enough, the root cause has the details
+            if i.kind == "symptom" or (named and i.generic):
+                continue  # a consequence or a catch-all: its row above is enough
             console.print()
             console.print(
                 Text.assemble(
@@ -213,6 +216,10 @@ def _render(console: Any, report: Any, top: int) -> None:
             for link in i.links[:2]:
                 details.add_row("  see", plain(link))
             console.print(details)
+        generic = [i.id for i in report.issues if named and i.generic and i.kind != "symptom"]
+        if generic:
+            console.print()
+            console.print(f"[dim]Catch-all codes and wrappers around the cause above: {safe(', '.join(generic))}[/]")
         symptoms = [i.id for i in report.issues if i.kind == "symptom"]
         if symptoms:
             console.print()

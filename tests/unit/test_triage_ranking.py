@@ -146,3 +146,13 @@ def _is_warning(sample: str) -> bool:
 def test_a_rule_whose_samples_are_all_warnings_is_not_an_error(rule):
     if all(_is_warning(s) for s in rule.samples):
         assert rule.severity in ("warning", "info"), rule.samples[0]
+
+
+def test_serve_crash_diagnosis_names_the_cause_without_the_catch_alls_around_it():
+    from engine.launcher.diagnosis import diagnose
+
+    lines = (LOGS / "e06_vllm_ascend_4256_aicpu_507011.log").read_text(encoding="utf-8").splitlines()
+    assert [f.id for f in diagnose(lines, exit_code=1).findings] == ["aicpu-exception"]
+    # With only catch-alls, they are shown (worded as such) rather than nothing.
+    only = diagnose((LOGS / AICORE_TIMEOUT).read_text(encoding="utf-8").splitlines(), exit_code=1).findings
+    assert only and all(f.generic for f in only)

@@ -181,3 +181,10 @@ def test_catch_all_codes_alone_are_listed_but_the_root_line_leads(capsys):
     assert all(i["generic"] for i in data["issues"])
     _, named, _ = run_json(capsys, str(KV_LOG))
     assert named["root_cause"] == "vllm-no-kv-cache-memory"
+
+
+def test_explain_says_when_a_code_is_a_catch_all(capsys):
+    main(["triage", "--explain", "EZ9999"])
+    assert "generic:  an inner-error code" in capsys.readouterr().out
+    main(["triage", "--explain", "EI0006"])
+    assert "generic:" not in capsys.readouterr().out

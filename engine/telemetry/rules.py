@@ -82,7 +82,10 @@ class RuleEngine:
                     )
                 )
             out += self._device_rules(now, d, levels)
-            trend = self._trends.add(d.key, now, d.mem_used_mb, d.util_pct)
+            # A CPU host's "device memory" is its RAM, shared by everything on it: the engines'
+            # own memory is judged instead (rss-leak).
+            used = d.mem_used_mb if d.kind != "cpu" else None
+            trend = self._trends.add(d.key, now, used, d.util_pct)
             if trend is not None:
                 out.append(_hbm_leak(d, trend))
         for e in engines:
@@ -252,12 +255,13 @@ _LEAK_FIX = (
 
 def _hbm_leak(d: DeviceSample, trend: Trend) -> Diagnostic:
     hours = trend.span_s / 3600
+    memory = "memory" if d.mem_kind == "ddr" else "HBM"  # the 310 family serves from the board's DDR
     return Diagnostic(
         "hbm-leak",
         "warning",
         d.key,
-        f"{d.key} HBM rising steadily",
-        f"HBM used on {d.key} rose {_gib(trend.rise_mib)} over {hours:.1f} h "
+        f"{d.key} {memory} rising steadily",
+        f"{memory} used on {d.key} rose {_gib(trend.rise_mib)} over {hours:.1f} h "
         f"({_gib(trend.rise_mib / hours)}/h) {_load_words(trend, 'AI Core %')}: vLLM takes its memory at "
         "start-up, so steady growth is a leak, and it ends in an out-of-memory",
         _LEAK_FIX,

@@ -228,3 +228,33 @@ def test_the_engine_view_carries_its_process_trees_memory_when_serve_started_it(
     by_label = {e.label: e for e in snap.engines}
     assert by_label["run-1"].rss_mb > 10 and by_label["b"].rss_mb is None
     assert json.loads(snap.to_json())["engines"][0]["rss_mb"] == by_label["run-1"].rss_mb
+
+
+def test_a_cpu_hosts_ram_is_left_to_the_engines_own_memory():
+    rules = RuleEngine(Thresholds.defaults())
+    host = [
+        DeviceSample("host", "cpu", "Xeon", mem_used_mb=m, mem_total_mb=262_144.0, util_pct=u) for _, m, u in RISING
+    ]
+    assert not any(rules.evaluate(t, [d], {}, []) for (t, _, _), d in zip(RISING, host))
+
+
+def test_the_collector_judges_by_its_snapshots_time_so_fast_polls_of_a_long_run_judge_alike():
+    """A day of a leaking chip polled once a snapshot-minute, as fast as the loop goes (a replay
+    at any speed): the collector hands the rules the snapshots' own time."""
+    from engine.telemetry import Collector
+
+    class Leaking:
+        name = "npu-smi"
+
+        def __init__(self):
+            self.points = iter(RISING)
+
+        def sample(self):
+            _, mem, util = next(self.points)
+            return [npu(mem, util)]
+
+    wall = iter(t for t, _, _ in RISING)
+    c = Collector([], Leaking(), wall=lambda: next(wall))
+    snaps = [c.poll() for _ in range(len(RISING))]
+    fired = [s for s in snaps if any(d.id == "hbm-leak" for d in s.diagnostics)]
+    assert fired and 5.5 < (fired[0].time - T0) / 3600 < 7.0

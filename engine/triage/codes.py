@@ -44,6 +44,12 @@ class CodeInfo:
     def issue_id(self) -> str:
         return f"{self.kind}-{self.code.lower()}"
 
+    @property
+    def title(self) -> str:
+        """ "ACL 507011 ACL_ERROR_RT_AICORE_EXCEPTION": how a report or a marked log line names it."""
+        kind = self.kind.upper() if self.kind != "torch_npu" else "torch_npu"
+        return f"{kind} {self.code}" + (f" {self.name}" if self.name else "")
+
 
 def _tables() -> dict[str, Any]:
     data = load_yaml("engine.triage", CODES_FILE)

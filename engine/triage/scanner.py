@@ -391,11 +391,9 @@ def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
             example=example[:EXAMPLE_CHARS],
             explains=what.explains,
         )
-    title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
-    title += f" {what.name}" if what.name else ""
     return _Hit(
         kind="code",
-        title=title,
+        title=what.title,
         severity=what.severity,
         cause=what.meaning,
         fix=what.fix,

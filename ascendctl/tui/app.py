@@ -62,6 +62,7 @@ class HelpScreen(ModalScreen[None]):
             ("↑ ↓", "select an engine or a diagnostic"),
             ("enter", "open the selected engine's screen, or the selected diagnostic's details"),
             ("esc", "back from an engine's screen (q there too)"),
+            ("m", "on an engine's screen: scroll up to the previous marked log line"),
             ("?", "this help"),
         ):
             body.append(f"  {key:<6} {what}\n")
@@ -178,7 +179,7 @@ class TopApp(App[None]):
         self.query_one("#engines", EnginesPanel).show(snap)
         self.query_one("#diagnostics", DiagnosticsTable).show(snap.diagnostics)
         for screen in self.screen_stack:
-            if isinstance(screen, EngineScreen):
+            if isinstance(screen, EngineScreen) and screen.is_mounted:
                 screen.show(snap)
 
     def _update_status(self) -> None:

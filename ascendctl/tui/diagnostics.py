@@ -47,11 +47,13 @@ class DetailScreen(ModalScreen[None]):
 
 
 class DiagnosticsTable(DataTable):
-    """One row per diagnostic (severity, subject, issue, fix); Enter opens its DetailScreen."""
+    """One row per diagnostic (severity, subject, issue, fix); Enter opens its DetailScreen.
+    Without `subject` (a table about one engine), the subject column is left out."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, subject: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self.add_columns("severity", "on", "issue", "fix")
+        self.subject = subject
+        self.add_columns(*(("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")))
         self.diagnostics: tuple[Diagnostic, ...] | None = None
 
     def show(self, diagnostics: Sequence[Diagnostic]) -> None:
@@ -63,9 +65,11 @@ class DiagnosticsTable(DataTable):
         self.clear()
         for d in rows:
             # Text cells, not str: the table would read a str as markup (`[/]` raises).
-            self.add_row(*render.diagnostic_cells(d))
+            cells = render.diagnostic_cells(d)
+            self.add_row(*(cells if self.subject else (cells[0], *cells[2:])))
         if not rows:
-            self.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
+            ok = Text("ok", style=severity_style(Severity.OK))
+            self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))
         else:
             self.move_cursor(row=min(cursor, len(rows) - 1))
 

@@ -25,7 +25,10 @@ NO_RUN = "no profile (engine not started by ascendctl serve)"
 
 
 class EngineScreen(Screen[None]):
-    BINDINGS = [Binding("escape,q", "app.pop_screen", "back")]
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "back"),
+        Binding("m", "next_mark", "previous marked line"),
+    ]
 
     def __init__(self, engine: EngineView, snapshot: Snapshot) -> None:
         super().__init__()
@@ -47,7 +50,7 @@ class EngineScreen(Screen[None]):
             yield TextPanel(id="engine-sparklines")
         with Horizontal(id="engine-lower"):
             yield TextPanel(id="engine-plan")
-            yield DiagnosticsTable(id="engine-diagnostics")
+            yield DiagnosticsTable(id="engine-diagnostics", subject=False)
         yield TextPanel(id="engine-log-title")
         with VerticalScroll(id="engine-log"):
             yield TextPanel(id="engine-log-lines")
@@ -127,6 +130,18 @@ class EngineScreen(Screen[None]):
         if planned is None and self.profile is not None and self.profile.plan_error:
             out.append(f"\nno plan: {clean(self.profile.plan_error)}", style="dim")
         return out
+
+    def action_next_mark(self) -> None:
+        """Scroll the log up to the nearest marked line above the view's top (the log opens on
+        its newest lines, so the marks come newest first), round to the newest again."""
+        lines = self.query_one("#engine-log-lines", TextPanel).text.plain.split("\n")
+        marked = [n for n, line in enumerate(lines) if line.startswith(render.LOG_MARK)]
+        if not marked:
+            self.notify("no marked line in the log tail")
+            return
+        view = self.query_one("#engine-log", VerticalScroll)
+        above = [n for n in marked if n < view.scroll_y]
+        view.scroll_to(y=above[-1] if above else marked[-1], animate=False, immediate=True)
 
     def _show_log(self) -> None:
         title = Text("Log", style="bold")

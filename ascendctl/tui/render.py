@@ -180,11 +180,14 @@ def history_lines(history: Mapping[str, Sequence[float | None]], width: int = 60
     name_w = max([len(v) for v in HISTORY_LABELS.values()] + [len(k) for k in history])
     for key, values in history.items():
         latest = values[-1] if values else None
-        out.append(f"\n  {HISTORY_LABELS.get(key, key):<{name_w}} {sparkline(values, width):<{width}} ")
-        out.append(num(latest, "{:.1f}" if key.endswith("_tps") else "{:.0f}"))
+        value = num(latest, "{:.1f}" if key.endswith("_tps") else "{:.0f}")
+        out.append(f"\n  {HISTORY_LABELS.get(key, key):<{name_w}} {value:>8}  {sparkline(values, width)}")
     if not history:
         out.append("\n  no samples yet", style="dim")
     return out
+
+
+LOG_MARK = "● "
 
 
 def marked_log(lines: Iterable[MarkedLine]) -> Text:
@@ -197,7 +200,7 @@ def marked_log(lines: Iterable[MarkedLine]) -> Text:
             out.append(Text("  ") + text)
             continue
         worst = max(line.marks, key=lambda m: severity_rank(m.severity))
-        out.append(Text.assemble(("● ", severity_style(worst.severity)), text))
+        out.append(Text.assemble((LOG_MARK, severity_style(worst.severity)), text))
         for m in line.marks:
             out.append(Text(f"  ↳ {m.id}: {clean(m.title)}", style=severity_style(m.severity)))
     return Text("\n").join(out) if out else Text("(the log is empty)", style="dim")

@@ -57,7 +57,7 @@ async def test_enter_opens_the_engine_with_its_profile_plan_and_marked_log_and_e
         )
         assert "  ↳ vllm-engine-dead: The engine died while serving" in log
         # The engine's own diagnostics: the known issues the collector found in the same log.
-        rows = [str(r[2]) for r in map(screen.query_one("#engine-diagnostics").get_row_at, range(3))]
+        rows = [str(r[1]) for r in map(screen.query_one("#engine-diagnostics").get_row_at, range(3))]
         assert any("CPU attention kernel" in r for r in rows)
         assert "generation N/A" in text_of(screen, "#engine-figures")
 
@@ -65,7 +65,8 @@ async def test_enter_opens_the_engine_with_its_profile_plan_and_marked_log_and_e
         await settle(pilot, app, 2)
         figures = text_of(screen, "#engine-figures")
         assert "TTFT p50 35ms p90" in figures and "total 8192" in figures
-        assert "running" in text_of(screen, "#engine-sparklines")
+        history = text_of(screen, "#engine-sparklines").splitlines()
+        assert history[0].startswith("History (last 60 polls)") and "generation tok/s     84.4" in history[4]
 
         await pilot.press("escape")
         assert not isinstance(app.screen, EngineScreen) and app.is_running
@@ -86,7 +87,7 @@ async def test_down_and_tab_choose_what_enter_opens(run):
         assert NO_RUN in text_of(screen, "#engine-plan")
         assert "no log (engine not started by ascendctl serve)" in text_of(screen, "#engine-log-title")
         # Enter on one of its diagnostics opens the details, Escape comes back to the engine.
-        assert "b:8000 unreachable" in str(screen.query_one("#engine-diagnostics").get_row_at(0)[2])
+        assert "b:8000 unreachable" in str(screen.query_one("#engine-diagnostics").get_row_at(0)[1])
         await pilot.press("enter")
         assert isinstance(app.screen, DetailScreen) and "start the engine" in text_of(app.screen, "#detail")
         await pilot.press("escape")
@@ -127,6 +128,15 @@ async def test_the_log_pane_follows_new_lines_and_a_rotated_log(run):
         await settle(pilot, app, 1)
         await pilot.press("enter")
         screen = app.screen
+        lines = screen.query_one("#engine-log-lines").text.plain.splitlines()
+        marked = [n for n, line in enumerate(lines) if line.startswith("● ")]
+        view = screen.query_one("#engine-log")
+        assert view.scroll_y == view.max_scroll_y > 0  # it opens on the newest lines
+        above = [n for n in marked if n < view.scroll_y]
+        await pilot.press("m")  # up to the marked lines above the view, nearest first
+        assert view.scroll_y == above[-1]
+        await pilot.press("m")
+        assert view.scroll_y == above[-2]
         with log.open("a") as f:  # a recorded line of another run, with a colour escape around it
             f.write("\x1b[31m(APIServer pid=22676) ERROR 11-29 21:08:52 [launcher.py:113] EngineDeadError\x1b[0m\n")
         await pilot.press("r")

@@ -4,6 +4,8 @@ marked. The app hands it every new snapshot; it finds its engine again by URL an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -40,7 +42,8 @@ class EngineScreen(Screen[None]):
         self.run: RunInfo | None = None
         self.profile: RunProfile | None = None
         self.profile_error: str | None = None
-        self.tail = MarkedTail(engine.log_path) if engine.log_path else None
+        log = engine.log_path
+        self.tail = MarkedTail(log) if log and (self.run_dir is not None or Path(log).is_file()) else None
 
     def compose(self) -> ComposeResult:
         yield TextPanel(id="engine-header")
@@ -97,7 +100,9 @@ class EngineScreen(Screen[None]):
     def _plan(self) -> Text:
         out = Text("Profile and plan\n", style="bold")
         if self.run_dir is None:
-            out.append(NO_RUN, style="dim")
+            log = self.engine.log_path
+            # A log path whose run is not here: an engine of another host, through its exporter.
+            out.append(NO_RUN if not log else f"no profile: its run ({clean(log)}) is not on this host", style="dim")
             return out
         run, p = self.run, self.profile
         if p is None:
@@ -146,7 +151,11 @@ class EngineScreen(Screen[None]):
     def _show_log(self) -> None:
         title = Text("Log", style="bold")
         if self.tail is None:
-            title.append("  no log (engine not started by ascendctl serve)", style="dim")
+            log = self.engine.log_path
+            title.append(
+                f"  {clean(log)} is not on this host" if log else "  no log (engine not started by ascendctl serve)",
+                style="dim",
+            )
             self.query_one("#engine-log-title", TextPanel).update(title)
             return
         changed = self.tail.poll()

@@ -151,6 +151,36 @@ async def test_the_log_pane_follows_new_lines_and_a_rotated_log(run):
         assert "last 1 lines, 0 marked" in text_of(screen, "#engine-log-title")
 
 
+async def test_a_click_selects_an_engine_and_a_double_click_opens_it(run):
+    app = TopApp(served_and_plain(run, b_script=[down_error()]).poll, interval=None)
+    async with app.run_test(size=(140, 60)) as pilot:
+        await settle(pilot, app, 1)
+        lines = text_of(app, "#engines").splitlines()
+        b_line = next(n for n, line in enumerate(lines) if line.startswith("b:8000"))
+        await pilot.click("#engines", offset=(4, b_line + 2))  # on one of b's figure lines
+        assert "▶ b:8000 DOWN" in text_of(app, "#engines") and not isinstance(app.screen, EngineScreen)
+        await pilot.double_click("#engines", offset=(4, 1))
+        assert isinstance(app.screen, EngineScreen) and RUN_ID in text_of(app.screen, "#engine-header")
+
+
+async def test_a_remote_engine_has_no_profile_or_log_here(run):
+    collector = served_and_plain(run)
+
+    def feed():  # as an exporter of another host reports its run: a log path of that host
+        snap = collector.poll()
+        remote = dataclasses.replace(snap.engines[1], label="hostB/run1", log_path="/srv/runs/run1/engine.log")
+        return dataclasses.replace(snap, engines=(remote,))
+
+    app = TopApp(feed, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("enter")
+        assert "no profile: its run (/srv/runs/run1/engine.log) is not on this host" in text_of(
+            app.screen, "#engine-plan"
+        )
+        assert "/srv/runs/run1/engine.log is not on this host" in text_of(app.screen, "#engine-log-title")
+
+
 def test_engine_screen_snapshot(snap_compare, run, monkeypatch):
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()

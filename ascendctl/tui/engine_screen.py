@@ -98,7 +98,8 @@ class EngineScreen(Screen[None]):
         return head
 
     def _plan(self) -> Text:
-        out = Text("Profile and plan\n", style="bold")
+        out = Text()
+        out.append("Profile and plan\n", style="bold")
         if self.run_dir is None:
             log = self.engine.log_path
             # A log path whose run is not here: an engine of another host, through its exporter.
@@ -116,9 +117,9 @@ class EngineScreen(Screen[None]):
                 out.append(f" as {clean(p.served_name)}")
             pp = f"  pp {p.pipeline_parallel}" if p.pipeline_parallel else ""
             out.append(
-                f"\ntp {p.tensor_parallel}{pp}  dp {p.data_parallel}  max_model_len {num(p.max_model_len)}"
-                f"  max_num_seqs {num(p.max_num_seqs)}"
-                f"\ngpu_memory_utilization {num(p.gpu_memory_utilization, '{:g}')}"
+                f"\ntp {p.tensor_parallel}{pp}  dp {p.data_parallel}  max_model_len {_setting(p.max_model_len)}"
+                f"  max_num_seqs {_setting(p.max_num_seqs)}"
+                f"\ngpu_memory_utilization {_setting(p.gpu_memory_utilization)}"
             )
         out.append_text(self._blocks())
         return out
@@ -149,7 +150,8 @@ class EngineScreen(Screen[None]):
         view.scroll_to(y=above[-1] if above else marked[-1], animate=False, immediate=True)
 
     def _show_log(self) -> None:
-        title = Text("Log", style="bold")
+        title = Text()
+        title.append("Log", style="bold")
         if self.tail is None:
             log = self.engine.log_path
             title.append(
@@ -172,3 +174,8 @@ class EngineScreen(Screen[None]):
         self.query_one("#engine-log-lines", TextPanel).update(render.marked_log(self.tail.lines))
         if follow:
             self.call_after_refresh(view.scroll_end, animate=False)
+
+
+def _setting(value: object) -> str:
+    """A profile setting; one the profile leaves out is the engine's own default, not unknown."""
+    return "default" if value is None else f"{value:g}" if isinstance(value, float) else str(value)

@@ -176,7 +176,8 @@ HISTORY_LABELS = {
 
 def history_lines(history: Mapping[str, Sequence[float | None]], width: int = 60) -> Text:
     """Each history series as a sparkline of its last `width` polls and its latest value."""
-    out = Text(f"History (last {width} polls)", style="bold")
+    out = Text()
+    out.append(f"History (last {width} polls)", style="bold")
     name_w = max([len(v) for v in HISTORY_LABELS.values()] + [len(k) for k in history])
     for key, values in history.items():
         latest = values[-1] if values else None

@@ -1,6 +1,6 @@
 """The profile and plan behind an engine `ascendctl serve` started: what its run directory's
 resolved profile asked for, and the KV blocks `ascendctl plan` expects of it (the exporter's
-`ascendctl_engine_kv_blocks{kind="planned"}` and `top`'s engine screen both read this one)."""
+`ascendctl_engine_kv_blocks{source="planned"}` and `top`'s engine screen both read this one)."""
 
 from __future__ import annotations
 

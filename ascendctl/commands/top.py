@@ -35,7 +35,10 @@ it prints one frame (as --once). --json prints one snapshot, or NDJSON every --i
 Thresholds: built-in defaults, then --profile's diagnostics section, then --thresholds FILE
 (YAML, any subset of keys), then --set. A run started by `ascendctl serve` also brings its own
 profile's pending-requests threshold.
-Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, ? help and thresholds."""
+Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, ? help and thresholds,
+Tab engines / diagnostics, Enter opens the selected engine's screen (its profile and plan,
+diagnostics and log tail with known issues marked; m previous marked line, Esc back) or the
+selected diagnostic's details."""
 
 
 def register(app: typer.Typer) -> None:

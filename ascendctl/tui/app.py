@@ -21,13 +21,14 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
-from ascendctl.style import clean, severity_style
 from ascendctl.tui import render
+from ascendctl.tui.diagnostics import DiagnosticsTable
+from ascendctl.tui.engine_screen import EngineScreen
+from ascendctl.tui.engines import EnginesPanel
 from ascendctl.tui.panel import TextPanel
-from engine.severity import Severity
-from engine.telemetry.snapshot import Diagnostic, Snapshot
+from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
 # A feed gives the next snapshot; None means "no more" (a replay that ended).
@@ -40,34 +41,6 @@ class SnapshotReady(Message):
         self.snapshot = snapshot
         self.elapsed = elapsed
         self.error = error
-
-
-class DetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
-
-    def __init__(self, diagnostic: Diagnostic) -> None:
-        super().__init__()
-        self.diagnostic = diagnostic
-
-    def compose(self) -> ComposeResult:
-        d = self.diagnostic
-        body = Text()
-        # What a diagnostic says may quote the engine's log: cleaned of escape sequences.
-        body.append(f"{clean(d.title)}\n", style="bold " + severity_style(d.severity))
-        body.append(
-            f"{d.severity} · {clean(d.subject)} · {d.id} · from "
-            f"{'the engine log' if d.source == 'log' else 'a threshold rule'}"
-        )
-        if d.count > 1:
-            body.append(f" · seen {d.count} times")
-        body.append("\n\ncause: ", style="bold")
-        body.append(clean(d.cause))
-        body.append("\n\nfix: ", style="bold")
-        body.append(clean(d.fix))
-        if d.detail:
-            body.append("\n\n" + clean(d.detail, multiline=True), style="dim")
-        body.append("\n\n(esc to close)", style="dim")
-        yield Static(body, id="detail")
 
 
 class HelpScreen(ModalScreen[None]):
@@ -85,7 +58,11 @@ class HelpScreen(ModalScreen[None]):
             ("p", "pause the display (collection goes on)"),
             ("r", "refresh now"),
             ("s", "save the current snapshot as JSON"),
-            ("enter", "details of the selected diagnostic"),
+            ("tab", "move between the engines and the diagnostics"),
+            ("↑ ↓", "select an engine or a diagnostic"),
+            ("enter", "open the selected engine's screen, or the selected diagnostic's details"),
+            ("esc", "back from an engine's screen (q there too)"),
+            ("m", "on an engine's screen: scroll up to the previous marked log line"),
             ("?", "this help"),
         ):
             body.append(f"  {key:<6} {what}\n")
@@ -100,6 +77,7 @@ class HelpScreen(ModalScreen[None]):
 class TopApp(App[None]):
     CSS_PATH = "top.tcss"
     TITLE = "ascendctl top"
+    AUTO_FOCUS = "#engines"
     BINDINGS = [
         Binding("q", "quit", "quit"),
         Binding("p", "toggle_pause", "pause"),
@@ -128,20 +106,17 @@ class TopApp(App[None]):
         self.ended = False
         self._polling = False
         self._timer: Timer | None = None
-        self._diagnostics: list[Diagnostic] = []
-        self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
         self._poll_wake = threading.Event()
         self._poll_stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
         yield TextPanel(render.header_line(None, note="collecting…"), id="status")
-        with VerticalScroll(id="main"):
+        # Not focusable itself: Tab goes between the engines and the diagnostics.
+        with VerticalScroll(id="main", can_focus=False):
             yield TextPanel(id="devices")
-            yield TextPanel(id="engines")
-            table = DataTable(id="diagnostics", cursor_type="row", zebra_stripes=False)
-            table.add_columns("severity", "on", "issue", "fix")
-            yield table
+            yield EnginesPanel(id="engines")
+            yield DiagnosticsTable(id="diagnostics")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -201,21 +176,11 @@ class TopApp(App[None]):
     def _show(self, snap: Snapshot) -> None:
         self.shown = snap
         self.query_one("#devices", TextPanel).update(render.devices_table(snap))
-        self.query_one("#engines", TextPanel).update(render.engines_group(snap))
-        if self._diagnostics_shown == snap.diagnostics:
-            return  # unchanged rows: rebuilding the table each tick would only cost redraws
-        self._diagnostics_shown = snap.diagnostics
-        table = self.query_one("#diagnostics", DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        self._diagnostics = list(snap.diagnostics)
-        for d in self._diagnostics:
-            # Text cells, not str: the table would read a str as markup (`[/]` raises).
-            table.add_row(*render.diagnostic_cells(d))
-        if not self._diagnostics:
-            table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
-        if self._diagnostics:
-            table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
+        self.query_one("#engines", EnginesPanel).show(snap)
+        self.query_one("#diagnostics", DiagnosticsTable).show(snap.diagnostics)
+        for screen in self.screen_stack:
+            if isinstance(screen, EngineScreen) and screen.is_mounted:
+                screen.show(snap)
 
     def _update_status(self) -> None:
         self.query_one("#status", TextPanel).update(render.header_line(self.latest, self.paused, self.note))
@@ -252,7 +217,8 @@ class TopApp(App[None]):
         thresholds = self.latest.thresholds if self.latest else self.thresholds
         self.push_screen(HelpScreen(thresholds, self.interval))
 
-    @on(DataTable.RowSelected, "#diagnostics")
-    def _open_detail(self, event: DataTable.RowSelected) -> None:
-        if 0 <= event.cursor_row < len(self._diagnostics):
-            self.push_screen(DetailScreen(self._diagnostics[event.cursor_row]))
+    @on(EnginesPanel.Open)
+    def _open_engine(self, event: EnginesPanel.Open) -> None:
+        snap = self.shown or self.latest
+        if snap is not None:
+            self.push_screen(EngineScreen(event.engine, snap))

@@ -45,6 +45,14 @@ class CodeInfo:
     def issue_id(self) -> str:
         return f"{self.kind}-{self.code.lower()}"
 
+    @property
+    def title(self) -> str:
+        """ "ACL 507011 ACL_ERROR_RT_AICORE_EXCEPTION": how a report or a marked log line names it."""
+        kind = self.kind.upper() if self.kind != "torch_npu" else "torch_npu"
+        title = f"{kind} {self.code}" + (f" {self.name}" if self.name else "")
+        # a catch-all names no cause: it points at the lines that do
+        return title + (" (generic): see the lines around it" if self.generic else "")
+
 
 def _tables() -> dict[str, Any]:
     data = load_yaml("engine.triage", CODES_FILE)

@@ -425,13 +425,9 @@ def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
             explains=what.explains,
             generic=what.generic,
         )
-    title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
-    title += f" {what.name}" if what.name else ""
-    if what.generic:
-        title += " (generic): see the lines around it"
     return _Hit(
         kind="code",
-        title=title,
+        title=what.title,
         severity=what.severity,
         cause=what.meaning + (f"; generic: {what.generic}" if what.generic else ""),
         fix=what.fix,

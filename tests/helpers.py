@@ -4,11 +4,14 @@ and starting or stopping a real vLLM server. Test modules import it as `helpers`
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,3 +184,32 @@ def require_pypi() -> None:
         urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20).close()
     except OSError as exc:
         pytest.skip(f"PyPI cannot be reached ({exc}); these tests need it")
+
+
+def serve_events(proc: subprocess.Popen) -> queue.Queue:
+    """NDJSON events of `serve --json`, read in a thread so the test can wait with a timeout."""
+    q: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            q.put(json.loads(line))
+        q.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return q
+
+
+def wait_event(q: queue.Queue, kind: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            event = q.get(timeout=1)
+        except queue.Empty:
+            continue
+        if event is None:
+            raise AssertionError(f"serve ended before {kind!r}")
+        if event["event"] == "end":
+            raise AssertionError(f"serve ended before {kind!r}: {event}")
+        if event["event"] == kind:
+            return event
+    raise AssertionError(f"no {kind!r} event within {timeout} s")

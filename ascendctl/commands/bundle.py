@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
         help=(
             "Write one redacted .tar.gz for support: doctor, env, versions, pip freeze, npu-smi, version files, "
             "the newest serve run (profile, log tail, /metrics), CANN plogs in the time window and triage's report, "
-            "with a manifest of what was collected, cut or failed. IP addresses, host and user names are replaced "
+            "with a manifest of what was collected, cut or failed; msnpureport's device logs with --with-device-logs. "
+            "Laid out as MindCluster FaultDiag's collection where they overlap. IP addresses, host and user names are replaced "
             "consistently (the mapping is written beside the archive, FILE.map.json), secrets masked. The archive "
             "is a recorded machine: `doctor --root FILE` and `triage FILE` read it."
         ),
@@ -59,6 +60,11 @@ def bundle(
         "--no-redact",
         help="Keep IP addresses, host names, user names and serial numbers (secrets are masked anyway).",
     ),
+    with_device_logs: bool = typer.Option(
+        False,
+        "--with-device-logs",
+        help="Also run msnpureport (as root) and include every card's device logs. Slow: minutes on an 8-card host.",
+    ),
     root: Optional[str] = typer.Option(
         None, "--root", metavar="DIR", help="Bundle a machine recorded as a directory tree instead of this one."
     ),
@@ -83,12 +89,20 @@ def bundle(
         max_bytes=_bytes(max_size),
         timeout_s=timeout,
         ascendctl_version=__version__,
+        device_logs=with_device_logs,
     )
     if no_redact:
         # Loud on purpose, and on stderr so that --json stays data: the archive now identifies the site.
         out.warn(
             "--no-redact: the archive KEEPS IP addresses, host names, user names and serial numbers "
             "(secrets are still masked); share it only with people who may see them"
+        )
+    if with_device_logs:
+        from engine.bundle import DEVICE_LOG_TIMEOUT_FACTOR
+
+        out.info(
+            "--with-device-logs: msnpureport pulls every card's logs over the driver; this takes minutes "
+            f"(limit {timeout * DEVICE_LOG_TIMEOUT_FACTOR:g} s)"
         )
     if root is not None:
         from engine.system.recorded import recorded_host
@@ -117,6 +131,11 @@ def _render(console: Any, result: Any) -> None:
         f"in {result.duration_s:.1f} s",
         soft_wrap=True,
     )
+    if not result.redacted:  # said again under the table, where the user looks before sending the file
+        console.print(
+            "[bold red]NOT redacted[/]: the archive keeps IP addresses, host names, user names and serial numbers",
+            soft_wrap=True,
+        )
     if result.map_file:
         console.print(
             f"redacted; the mapping back to the real values stays here: {safe(str(result.map_file))} (do not send it)",

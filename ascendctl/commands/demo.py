@@ -21,8 +21,9 @@ def register(app: typer.Typer) -> None:
         help=(
             "No NPU needed: build a tiny random-weight Qwen3 model into the cache (once), serve it "
             f"with the `{PROFILE}` profile on the CPU engine, send a few chat and completion "
-            "requests, then open the dashboard on it. Ctrl-C stops the engine. With --batch (or "
-            "--json) it exits after the requests, for scripts and CI."
+            "requests, then open the dashboard on it, with a light, varied background load (the "
+            "bench client) so that its charts move; --no-load turns it off. Ctrl-C stops the engine. With "
+            "--batch (or --json) it exits after the requests, for scripts and CI."
         ),
     )(demo)
 
@@ -46,6 +47,12 @@ def demo(
         help="Port to serve on (default: the profile's, or a free one when it is taken).",
     ),
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between live status lines."),
+    no_load: bool = typer.Option(
+        False,
+        "--no-load",
+        help="Send no background load while the dashboard is open (by default about 0.6 requests/s with "
+        "a small burst now and then; live status lines never have one).",
+    ),
 ) -> None:
     from ascendctl.launch_view import LaunchView, preflight, show_diagnosis
     from ascendctl.output import SCHEMA_VERSION, get_output
@@ -81,7 +88,7 @@ def demo(
             else:
                 exchanges, code = _talk(out, sup, prof.model.served_name, requests, spec.env.get("VLLM_API_KEY"))
                 if code == 0 and not batch and not sup.stopping:
-                    code = _watch(out, sup, no_top, interval)
+                    code = _watch(out, sup, no_top, interval, None if no_load else prof.model.served_name)
         finally:
             view.end()
             sup.shutdown()
@@ -158,27 +165,41 @@ def _show_exchange(out: Output, ex: Exchange) -> None:
     )
 
 
-def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float) -> int:
+def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float, load_model: str | None) -> int:
     """The dashboard when a person watches a terminal, else a status line per interval. Either
-    way until Ctrl-C (or quitting the dashboard)."""
+    way until Ctrl-C (or quitting the dashboard). `load_model`: the served model's name to keep a
+    background load on while the dashboard is open; None for none. Status lines never have one:
+    they are for scripts and logs, where nobody watches charts."""
     import sys
 
     if no_top or not (out.interactive and sys.stdout.isatty()):
         out.info(f"live status from {sup.url}/metrics every {interval:g} s; Ctrl-C stops the engine")
         return _status_lines(out, sup, interval)
-    import threading
-
-    from ascendctl.dashboard import run_dashboard
-
-    closed = threading.Event()
-    threading.Thread(target=_stop_under_dashboard, args=(sup, closed), daemon=True).start()
-    try:
-        run_dashboard([sup.url])
-    finally:
-        closed.set()
+    if load_model is not None:
+        out.info("a light background load runs while the dashboard is open (--no-load turns it off)")
+    _dashboard(sup, load_model)
     # An engine that ended while nobody asked it to has failed, whatever its own exit code: vLLM's
     # API server exits 0 when its EngineCore dies.
     return 1 if sup.poll() is not None and not sup.stopping else 0
+
+
+def _dashboard(sup: Supervisor, load_model: str | None) -> None:
+    """The dashboard on the demo's engine until the user quits it, with the background load
+    running meanwhile; the load is stopped (its thread joined) before this returns."""
+    import contextlib
+    import threading
+
+    from ascendctl.dashboard import run_dashboard
+    from engine.demo.load import BackgroundLoad
+
+    closed = threading.Event()
+    threading.Thread(target=_stop_under_dashboard, args=(sup, closed), daemon=True).start()
+    load = BackgroundLoad(sup.url, load_model) if load_model is not None else contextlib.nullcontext()
+    try:
+        with load:
+            run_dashboard([sup.url])
+    finally:
+        closed.set()
 
 
 def _stop_under_dashboard(sup: Supervisor, closed) -> None:

@@ -35,12 +35,16 @@ it prints one frame (as --once). --json prints one snapshot, or NDJSON every --i
 Thresholds: built-in defaults, then --profile's diagnostics section, then --thresholds FILE
 (YAML, any subset of keys), then --set. A run started by `ascendctl serve` also brings its own
 profile's pending-requests threshold.
+
 Charts: c switches to history charts (per chip HBM used, bandwidth and AI Core; per engine
 tokens/s, requests, KV cache and p99 latencies), w cycles their window (5, 15, 60 min).
 
 --replay FILE plays a --record file back at --speed (1, 10, 60 or any factor above 0): keys
 + / - change the speed, ] / [ jump 5 min ahead / back, home / end, p pauses the replay.
-Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, c charts, w window, ? help."""
+Keys in the dashboard: q quit, p pause, r refresh, s save snapshot, c charts, w chart window, ? help,
+Tab engines / diagnostics, Enter opens the selected engine's screen (its profile and plan,
+diagnostics and log tail with known issues marked; m previous marked line, Esc back) or the
+selected diagnostic's details."""
 
 
 def register(app: typer.Typer) -> None:

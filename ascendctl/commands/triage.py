@@ -80,6 +80,9 @@ def triage(
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
+        # The issue a one-line diagnosis names; null when only generic codes, consequences or
+        # warnings were found (then root_line is where to start reading).
+        "root_cause": root.id if (root := report.root_cause()) else None,
     }
     out.emit(data, lambda console: _render(console, report, top))
     for note in report.notes:
@@ -157,12 +160,18 @@ def _render(console: Any, report: Any, top: int) -> None:
         # Warnings and info-level issues are events too: not "error events".
         f"{report.events:,} event{'s' if report.events != 1 else ''}"
     )
-    if not report.issues:
-        console.print("No known issue found.")
+    if report.root_cause() is None:
+        console.print(
+            "No known issue found."
+            if not report.issues
+            else "No issue named with confidence: only generic codes, consequences or warnings matched."
+        )
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
             console.print(Text.assemble(("Most likely root line: ", "bold"), plain(report.root_line[:300])))
-    else:
+    if report.issues:
+        if report.root_cause() is None:
+            console.print()
         table = Table(title=None, show_edge=False, header_style="bold", pad_edge=False)
         for col, kw in (
             ("severity", {"min_width": 8, "no_wrap": True}),
@@ -176,14 +185,17 @@ def _render(console: Any, report: Any, top: int) -> None:
             table.add_row(
                 Text(i.severity, style=severity_style(i.severity)),
                 str(i.count),
-                plain(i.id, style="dim" if i.kind == "symptom" else ""),
+                plain(i.id, style="" if i.names_cause() else "dim"),
                 plain(i.first_seen or "N/A"),
                 plain(i.last_seen or "N/A"),
             )
         console.print(table)
+        # A named cause gets the details; catch-all codes and wrappers beside it only their row
+        # (the cause explains them). With no cause named, they are all there is: details for them.
+        named = report.root_cause() is not None
         for i in report.issues:
-            if i.kind == "symptom":
-                continue  # a consequence: its row above is enough, the root cause has the details
+            if i.kind == "symptom" or (named and i.generic):
+                continue  # a consequence or a catch-all: its row above is enough
             console.print()
             console.print(
                 Text.assemble(
@@ -196,12 +208,18 @@ def _render(console: Any, report: Any, top: int) -> None:
             # Everything below comes from the log or a rules file: never markup, never raw escapes.
             if i.cause:
                 details.add_row("  cause", plain(i.cause))
+            if i.generic and i.kind != "code":  # a code's cause already says it
+                details.add_row("  generic", plain(i.generic))
             if i.fix:
                 details.add_row("  fix", plain(i.fix, style="bold"))
             details.add_row("  seen", plain(i.example[:300], style="dim"))
             for link in i.links[:2]:
                 details.add_row("  see", plain(link))
             console.print(details)
+        generic = [i.id for i in report.issues if named and i.generic and i.kind != "symptom"]
+        if generic:
+            console.print()
+            console.print(f"[dim]Catch-all codes and wrappers around the cause above: {safe(', '.join(generic))}[/]")
         symptoms = [i.id for i in report.issues if i.kind == "symptom"]
         if symptoms:
             console.print()
@@ -237,6 +255,8 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
             )
             console.print(Text("  meaning:  ") + plain(info.meaning or "N/A"))
             console.print(Text("  severity: ") + plain(info.severity, style=severity_style(info.severity)))
+            if info.generic:
+                console.print(Text("  generic:  ") + plain(info.generic))
             if info.fix:
                 console.print(Text("  fix:      ") + plain(info.fix, style="bold"))
 
@@ -247,7 +267,18 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
             data = {
                 "rule": {
                     k: getattr(rule, k)
-                    for k in ("id", "title", "severity", "component", "patterns", "cause", "fix", "links", "samples")
+                    for k in (
+                        "id",
+                        "title",
+                        "severity",
+                        "component",
+                        "generic",
+                        "patterns",
+                        "cause",
+                        "fix",
+                        "links",
+                        "samples",
+                    )
                 }
             }
 

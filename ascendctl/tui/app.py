@@ -21,16 +21,17 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer, Static
 
-from ascendctl.style import clean, severity_style
 from ascendctl.tui import render
 from ascendctl.tui.chart import ChartPanel
+from ascendctl.tui.diagnostics import DiagnosticsTable
+from ascendctl.tui.engine_screen import EngineScreen
+from ascendctl.tui.engines import EnginesPanel
 from ascendctl.tui.panel import TextPanel
-from engine.severity import Severity
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.replay import JUMP_S, Replay
-from engine.telemetry.snapshot import Diagnostic, Snapshot
+from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
 # A feed gives the next snapshot; None means "no more" (a replay that ended).
@@ -48,34 +49,6 @@ class SnapshotReady(Message):
         self.error = error
 
 
-class DetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
-
-    def __init__(self, diagnostic: Diagnostic) -> None:
-        super().__init__()
-        self.diagnostic = diagnostic
-
-    def compose(self) -> ComposeResult:
-        d = self.diagnostic
-        body = Text()
-        # What a diagnostic says may quote the engine's log: cleaned of escape sequences.
-        body.append(f"{clean(d.title)}\n", style="bold " + severity_style(d.severity))
-        body.append(
-            f"{d.severity} · {clean(d.subject)} · {d.id} · from "
-            f"{'the engine log' if d.source == 'log' else 'a threshold rule'}"
-        )
-        if d.count > 1:
-            body.append(f" · seen {d.count} times")
-        body.append("\n\ncause: ", style="bold")
-        body.append(clean(d.cause))
-        body.append("\n\nfix: ", style="bold")
-        body.append(clean(d.fix))
-        if d.detail:
-            body.append("\n\n" + clean(d.detail, multiline=True), style="dim")
-        body.append("\n\n(esc to close)", style="dim")
-        yield Static(body, id="detail")
-
-
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
@@ -91,12 +64,16 @@ class HelpScreen(ModalScreen[None]):
             ("p", "pause the display (collection goes on)"),
             ("r", "refresh now"),
             ("s", "save the current snapshot as JSON"),
+            ("tab", "move between the engines and the diagnostics"),
+            ("↑ ↓", "select an engine or a diagnostic"),
+            ("enter", "open the selected engine's screen, or the selected diagnostic's details"),
+            ("esc", "back from an engine's screen (q there too)"),
+            ("m", "on an engine's screen: scroll up to the previous marked log line"),
             ("c", "charts view / table view"),
             ("w", "chart window: 5, 15, 60 minutes"),
             ("+ -", "replay: faster / slower (1x, 10x, 60x)"),
             ("] [", f"replay: jump {JUMP_S / 60:g} min ahead / back"),
             ("home end", "replay: to the start / the end"),
-            ("enter", "details of the selected diagnostic"),
             ("?", "this help"),
         ):
             body.append(f"  {key:<8} {what}\n")
@@ -111,6 +88,7 @@ class HelpScreen(ModalScreen[None]):
 class TopApp(App[None]):
     CSS_PATH = "top.tcss"
     TITLE = "ascendctl top"
+    AUTO_FOCUS = "#engines"
     BINDINGS = [
         Binding("q", "quit", "quit"),
         Binding("p", "toggle_pause", "pause"),
@@ -123,8 +101,8 @@ class TopApp(App[None]):
         Binding("minus", "replay_speed(-1)", "slower"),
         Binding("right_square_bracket", f"replay_jump({JUMP_S})", f"+{JUMP_S / 60:g}m"),
         Binding("left_square_bracket", f"replay_jump({-JUMP_S})", f"-{JUMP_S / 60:g}m"),
-        Binding("home", "replay_seek('start')", "start", show=False),
-        Binding("end", "replay_seek('end')", "end", show=False),
+        Binding("home", "replay_seek('start')", "start", show=False, priority=True),
+        Binding("end", "replay_seek('end')", "end", show=False, priority=True),
     ]
 
     def __init__(
@@ -159,20 +137,17 @@ class TopApp(App[None]):
         self.ended = False
         self._polling = False
         self._timer: Timer | None = None
-        self._diagnostics: list[Diagnostic] = []
-        self._diagnostics_shown: tuple[Diagnostic, ...] | None = None
         self._poll_wake = threading.Event()
         self._poll_stop = threading.Event()
         self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
         yield TextPanel(render.header_line(None, note="collecting…"), id="status")
-        with VerticalScroll(id="main"):
+        # Not focusable itself: Tab goes between the engines and the diagnostics.
+        with VerticalScroll(id="main", can_focus=False):
             yield TextPanel(id="devices")
-            yield TextPanel(id="engines")
-            table = DataTable(id="diagnostics", cursor_type="row", zebra_stripes=False)
-            table.add_columns("severity", "on", "issue", "fix")
-            yield table
+            yield EnginesPanel(id="engines")
+            yield DiagnosticsTable(id="diagnostics")
         yield VerticalScroll(id="charts")
         yield Footer()
 
@@ -229,9 +204,6 @@ class TopApp(App[None]):
     # --- rendering (main thread) --------------------------------------------------------------
 
     def show(self, snap: Snapshot) -> None:
-        if self._charts_shown():
-            self.shown = snap  # the tables are hidden: drawn when they come back (_apply_view)
-            return
         try:
             self._show(snap)
         except Exception as exc:  # noqa: BLE001 - one bad sample must not take the dashboard down
@@ -239,22 +211,16 @@ class TopApp(App[None]):
 
     def _show(self, snap: Snapshot) -> None:
         self.shown = snap
+        if not self._charts_shown():  # under the charts, the tables are drawn when they come back
+            self._show_tables(snap)
+        for screen in self.screen_stack:
+            if isinstance(screen, EngineScreen) and screen.is_mounted:
+                screen.show(snap)
+
+    def _show_tables(self, snap: Snapshot) -> None:
         self.query_one("#devices", TextPanel).update(render.devices_table(snap))
-        self.query_one("#engines", TextPanel).update(render.engines_group(snap))
-        if self._diagnostics_shown == snap.diagnostics:
-            return  # unchanged rows: rebuilding the table each tick would only cost redraws
-        self._diagnostics_shown = snap.diagnostics
-        table = self.query_one("#diagnostics", DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        self._diagnostics = list(snap.diagnostics)
-        for d in self._diagnostics:
-            # Text cells, not str: the table would read a str as markup (`[/]` raises).
-            table.add_row(*render.diagnostic_cells(d))
-        if not self._diagnostics:
-            table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
-        if self._diagnostics:
-            table.move_cursor(row=min(cursor, len(self._diagnostics) - 1))
+        self.query_one("#engines", EnginesPanel).show(snap)
+        self.query_one("#diagnostics", DiagnosticsTable).show(snap.diagnostics)
 
     def _update_status(self) -> None:
         self.query_one("#status", TextPanel).update(
@@ -293,8 +259,11 @@ class TopApp(App[None]):
         self.query_one("#main").display = not on
         if on:
             self._show_charts()
-        elif self.shown is not None:
-            self.show(self.shown)
+        else:
+            if self.focused is None and self.is_mounted:
+                self.query_one("#engines").focus()
+            if self.shown is not None:
+                self.show(self.shown)
 
     def on_resize(self, event: events.Resize) -> None:
         self._width = event.size.width  # self.size is updated after this handler
@@ -308,6 +277,8 @@ class TopApp(App[None]):
             return
         subjects = (self.history.subjects("device"), self.history.subjects("engine"))
         box = self.query_one("#charts", VerticalScroll)
+        if self.screen is box.screen and self.focused is not box:
+            box.focus()  # the arrows scroll the charts, and never move a selection hidden under them
         if subjects != self._chart_subjects:
             self._chart_subjects = subjects
             box.remove_children()
@@ -349,6 +320,8 @@ class TopApp(App[None]):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action.startswith("replay_") and self.replay is None:
             return False  # live: the replay keys do nothing and leave the footer
+        if action in ("toggle_charts", "cycle_window") and self.screen is not self.screen_stack[0]:
+            return False  # the charts are a view of the dashboard, not of an engine's screen
         return True
 
     def action_replay_speed(self, direction: int) -> None:
@@ -400,7 +373,8 @@ class TopApp(App[None]):
         thresholds = self.latest.thresholds if self.latest else self.thresholds
         self.push_screen(HelpScreen(thresholds, self.interval))
 
-    @on(DataTable.RowSelected, "#diagnostics")
-    def _open_detail(self, event: DataTable.RowSelected) -> None:
-        if 0 <= event.cursor_row < len(self._diagnostics):
-            self.push_screen(DetailScreen(self._diagnostics[event.cursor_row]))
+    @on(EnginesPanel.Open)
+    def _open_engine(self, event: EnginesPanel.Open) -> None:
+        snap = self.shown or self.latest
+        if snap is not None:
+            self.push_screen(EngineScreen(event.engine, snap))

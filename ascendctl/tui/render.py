@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -15,6 +15,8 @@ from rich.text import Text
 
 from ascendctl.style import NA, age, clean, num, plain, seconds, severity_style
 from engine.severity import Severity
+from engine.severity import rank as severity_rank
+from engine.telemetry.logmarks import MarkedLine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds
 
@@ -97,15 +99,21 @@ def devices_table(snap: Snapshot) -> Text:
     return out
 
 
-def engine_panel(e: EngineView, thresholds: Thresholds) -> Text:
-    """A few short lines per engine: load, KV pool, throughput and caches, latencies."""
-    r, kv, h, levels = e.rates, e.kv, e.history, e.levels
+def engine_head(e: EngineView) -> Text:
+    """The engine's name, whether it answers, and its model."""
     head = Text()
     head.append(f"{clean(e.label)} ", style="bold")
     head.append_text(_status_text(e.status))
     if e.model:  # the model name is a label of the engine's /metrics: text, never escapes
         head.append(f"  model {clean(e.model)}", style="dim")
-    lines = [head]
+    return head
+
+
+def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> list[Text]:
+    """Its figures, a few short lines: load, KV pool, throughput and caches, latencies (`p90`:
+    the middle percentile too, where there is room for it)."""
+    r, kv, h, levels = e.rates, e.kv, e.history, e.levels
+    lines = []
     if not e.status.ok:
         since = "never reached" if e.status.last_ok is None else f"last ok {age(e.status.age_s)} ago"
         lines.append(Text(f"  {since}: {clean(e.status.error)}", style=severity_style(Severity.ERROR)))
@@ -132,19 +140,71 @@ def engine_panel(e: EngineView, thresholds: Thresholds) -> Text:
         cache.append("  cached tok/s " + " ".join(f"{k} {v:.0f}" for k, v in tiers.items()))
     if r.offload_per_s:
         cache.append("  offload/s " + " ".join(f"{k.split(':')[-1]} {v:.0f}" for k, v in r.offload_per_s.items()))
+    mid = (lambda p: f" p90 {seconds(p.p90)}") if p90 else (lambda p: "")
     lat = Text(
-        f"  TTFT p50 {seconds(r.ttft.p50)} p99 {seconds(r.ttft.p99)}"
-        f"  ITL p50 {seconds(r.itl.p50)} p99 {seconds(r.itl.p99)}"
+        f"  TTFT p50 {seconds(r.ttft.p50)}{mid(r.ttft)} p99 {seconds(r.ttft.p99)}"
+        f"  ITL p50 {seconds(r.itl.p50)}{mid(r.itl)} p99 {seconds(r.itl.p99)}"
         f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
         style="" if r.ttft.count else "dim",
     )
-    return Text("\n").join([*lines, load, pool, flow, cache, lat])
+    return [*lines, load, pool, flow, cache, lat]
 
 
-def engines_group(snap: Snapshot) -> Text:
+def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) -> Text:
+    """A few short lines per engine; the `selected` one (the dashboard's cursor) is marked."""
+    head = engine_head(e)
+    if selected:
+        head = Text.assemble(("▶ ", "bold"), head)
+    return Text("\n").join([head, *engine_figures(e, thresholds)])
+
+
+def engines_group(snap: Snapshot, selected: int | None = None) -> Text:
     if not snap.engines:
         return Text("Engines: none (pass a URL, or start one with `ascendctl serve`)", style="dim")
-    return Text("\n").join([Text("Engines", style="bold"), *(engine_panel(e, snap.thresholds) for e in snap.engines)])
+    panels = (engine_panel(e, snap.thresholds, n == selected) for n, e in enumerate(snap.engines))
+    return Text("\n").join([Text("Engines", style="bold"), *panels])
+
+
+# The history series (engine.metrics.catalog HISTORY_KEYS) as the engine screen names them.
+HISTORY_LABELS = {
+    "running": "running",
+    "waiting": "pending",
+    "prompt_tps": "prompt tok/s",
+    "generation_tps": "generation tok/s",
+}
+
+
+def history_lines(history: Mapping[str, Sequence[float | None]], width: int = 60) -> Text:
+    """Each history series as a sparkline of its last `width` polls and its latest value."""
+    out = Text()
+    out.append(f"History (last {width} polls)", style="bold")
+    name_w = max([len(v) for v in HISTORY_LABELS.values()] + [len(k) for k in history])
+    for key, values in history.items():
+        latest = values[-1] if values else None
+        value = num(latest, "{:.1f}" if key.endswith("_tps") else "{:.0f}")
+        out.append(f"\n  {HISTORY_LABELS.get(key, key):<{name_w}} {value:>8}  {sparkline(values, width)}")
+    if not history:
+        out.append("\n  no samples yet", style="dim")
+    return out
+
+
+LOG_MARK = "● "
+
+
+def marked_log(lines: Iterable[MarkedLine]) -> Text:
+    """Log lines behind a gutter; a line a known issue matched gets a marker in the issue's colour
+    and, under it, the rule's id and title (on the line's own end they would be cropped away)."""
+    out: list[Text] = []
+    for line in lines:
+        text = Text(clean(line.text))
+        if not line.marks:
+            out.append(Text("  ") + text)
+            continue
+        worst = max(line.marks, key=lambda m: severity_rank(m.severity))
+        out.append(Text.assemble((LOG_MARK, severity_style(worst.severity)), text))
+        for m in line.marks:
+            out.append(Text(f"  ↳ {m.id}: {clean(m.title)}", style=severity_style(m.severity)))
+    return Text("\n").join(out) if out else Text("(the log is empty)", style="dim")
 
 
 def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:

@@ -6,7 +6,10 @@ The archive is a recorded machine (engine.system.recorded): the files doctor rea
 `.recorded/env`, `.recorded/commands/<key>.out` for every command doctor and the collectors ran,
 so `doctor --root b.tar.gz` replays the machine and `triage b.tar.gz` reads its logs. Beside them:
 `manifest.json` (each source: what was run or read, exit code, duration, bytes, status and why),
-`doctor.json`, `env.json`, `versions.json`, `triage.json` and `run/` (the serve run).
+`doctor.json`, `env.json`, `versions.json`, `triage.json` and `run/` (the serve run). Where MindCluster
+FaultDiag (`ascend-fd parse`) defines a place for a log, the log is there: plogs in `process_log/`,
+the npu-smi / hccn_tool transcript in `environment_check/`, the kernel lines in `dmesg`, msnpureport's
+export in `device_log/` (docs/bundle.md says what differs).
 
 Every collector runs with a time limit and within the size cap; one that fails or hangs is a row of
 the manifest and the others go on. The archive is written under a temporary name and renamed at
@@ -34,14 +37,29 @@ from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
 from engine.system.cann import process_log_dir
 from engine.system.host import Host
-from engine.system.recorded import RECORD_DIR, command_key
-from engine.system.runner import ToolMissing
+from engine.system.recorded import RECORD_DIR, RecordedRunner, command_key, write_transcript
+from engine.system.runner import SubprocessRunner, ToolMissing, ToolTimeout
 
 MANIFEST = "manifest.json"
 BUNDLE_SCHEMA = 1
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 10.0
 RUN_DIR = "run"
+# MindCluster FaultDiag's collection layout (docs/en/faultdiag/user_guide/03_collecting_logs.md): `ascend-fd
+# parse -i DIR` finds these folders by name anywhere in DIR, and the host kernel log as a file named `dmesg`.
+PROCESS_LOG_DIR = "process_log"
+ENV_CHECK_DIR = "environment_check"
+DEVICE_LOG_DIR = "device_log"
+DMESG_FILE = "dmesg"
+_OUR_TOP = (PROCESS_LOG_DIR, ENV_CHECK_DIR, DEVICE_LOG_DIR, DMESG_FILE)  # never a machine path of the archive
+# "after": taken once the job ran (FaultDiag reads npu_info_before.txt and npu_info_after.txt alike).
+NPU_INFO_FILE = f"{ENV_CHECK_DIR}/npu_info_after.txt"
+TRANSCRIBED = ("npu-smi", "hccn_tool")  # the programs of FaultDiag's environment check
+# msnpureport ships with the driver; it is often not on PATH.
+MSNPUREPORT = "/usr/local/Ascend/driver/tools/msnpureport"
+# It talks to every card in turn and pulls their logs over HDC: minutes, not seconds. Its limit is
+# this many times --timeout (300 s by default).
+DEVICE_LOG_TIMEOUT_FACTOR = 30
 # A file doctor only looked at (exists? a directory?) is stored empty unless it is small text:
 # libraries and firmware images are what a support engineer needs the name of, not the bytes.
 SMALL_FILE = 256 * 1024
@@ -69,6 +87,7 @@ class BundleOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S  # per command and per collector
     ascendctl_version: str = "unknown"
+    device_logs: bool = False  # run msnpureport (slow; opt-in)
 
 
 @dataclass
@@ -186,6 +205,7 @@ class _Builder:
         self.sources: list[Source] = []
         self.logs: list[str] = []  # members to triage
         self.env_keys: set[str] = set()
+        self.unreadable: list[str] = []  # machine paths the probes saw but this user cannot read
 
     # ---- helpers
 
@@ -193,12 +213,28 @@ class _Builder:
         return self.red.text(s).encode("utf-8", "surrogateescape")
 
     def collect(
-        self, name: str, kind: str, what: str, fn: Callable[[Source], None], timeout: float | None = None
+        self,
+        name: str,
+        kind: str,
+        what: str,
+        fn: Callable[[Source], None],
+        timeout: float | None = None,
+        inline: bool = False,
     ) -> None:
+        """`inline`: run `fn` in this thread, for a collector whose one long command has its own
+        limit: a Ctrl-C then reaches the runner, which kills the tool's process group, instead of
+        leaving it running behind an abandoned worker thread."""
         self.progress(name)
         src = Source(name, kind, self.red.text(what))
         started = time.perf_counter()
-        _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
+        if inline:
+            error, hung = None, False
+            try:
+                fn(src)
+            except Exception as exc:  # reported as the collector's failure, as in a worker thread
+                error = exc
+        else:
+            _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
         src.duration_s = round(time.perf_counter() - started, 3)
         if hung:
             src.status, src.why = "failed", f"did not finish within {timeout or self.opts.timeout_s * 3:g} s"
@@ -248,8 +284,8 @@ class _Builder:
         if not lines:
             src.status, src.why = "skipped", "no kernel line about the NPU driver, OOM kills or crashes"
             return
-        self.stage.write("dmesg.txt", self.text("\n".join(lines) + "\n"), src)
-        self.logs.append("dmesg.txt")
+        self.stage.write(DMESG_FILE, self.text("\n".join(lines) + "\n"), src)
+        self.logs.append(DMESG_FILE)
 
     def netcheck(self, src: Source) -> None:
         """netcheck's report; its hccn_tool answers are recorded, so `netcheck --root` replays them."""
@@ -311,7 +347,8 @@ class _Builder:
             cards = []
         for view in NPU_SMI_VIEWS:
             for card in cards:
-                argv = ["npu-smi", "info", "-t", view, "-i", str(card)]
+                # `-i N` first, as FaultDiag's environment check runs them: its parser keys on that order.
+                argv = ["npu-smi", "info", "-i", str(card), "-t", view]
                 self.collect(" ".join(argv), "command", " ".join(argv), self.command(argv))
                 if self.sources[-1].status == "skipped":  # this npu-smi lacks the view: one row says so
                     break
@@ -389,8 +426,9 @@ class _Builder:
         self.stage.write(f"{RUN_DIR}/metrics.txt", self.text(text), src)
 
     def plogs(self, src: Source) -> None:
-        env = self.base.env
-        base = process_log_dir(env)
+        """CANN's host and device-side app logs of the window, in FaultDiag's `process_log/` (its
+        `debug/plog/plog-{pid}_{time}.log`, `debug/device-N/device-{pid}_{time}.log` kept as CANN wrote them)."""
+        base = process_log_dir(self.base.env)
         src.what = self.red.path(base)
         local = self.base.path(base)
         if not local.is_dir():
@@ -411,19 +449,100 @@ class _Builder:
             src.status, src.why = "skipped", "no CANN log inside the time window"
             return
         files.sort(reverse=True)  # newest first: those are kept when the cap bites
+        unreadable: list[str] = []
         for _, p in files:
             if self.stage.left() == 0:
                 src.status, src.why = "cut", f"size cap reached: {len(files) - len(src.members)} older plog(s) left out"
                 break
-            machine = "/" + str(p.relative_to(self.base.root)) if self.base.root != Path("/") else str(p)
-            member = self.red.path(machine).lstrip("/")
+            member = f"{PROCESS_LOG_DIR}/" + self.red.path(p.relative_to(local).as_posix())
             try:
                 data = p.read_bytes()
-            except OSError as exc:  # unreadable as non-root: recorded, the rest goes on
-                src.why = f"{exc.strerror}: {self.red.path(machine)}"
+            except OSError as exc:  # unreadable as non-root: said, and the rest goes on
+                unreadable.append(
+                    f"{exc.strerror}: {self.red.path(posixpath.join(base, p.relative_to(local).as_posix()))}"
+                )
                 continue
             self.stage.write(member, self.text(data.decode("utf-8", "surrogateescape")), src, tail=True)
             self.logs.append(member)
+        if unreadable and src.status == "ok":
+            src.why = _unreadable(unreadable)
+
+    def device_logs(self, src: Source) -> None:
+        """msnpureport's export of every card's logs (slog, hisi_logs, ...), copied into FaultDiag's
+        `device_log/` as the tool laid it out. Slow, so only with --with-device-logs."""
+        from engine.system import paths
+
+        runner = self.base.runner
+        if isinstance(runner, RecordedRunner) or not isinstance(runner, SubprocessRunner):
+            src.status, src.why = "skipped", "a recorded machine: msnpureport runs on the machine itself"
+            return
+        exe = runner.which("msnpureport") or (
+            str(self.base.path(MSNPUREPORT)) if paths.exists(self.base, MSNPUREPORT) else None
+        )
+        if exe is None:
+            src.status, src.why = "skipped", f"msnpureport not found (the Ascend driver installs it as {MSNPUREPORT})"
+            return
+        if self.live and hasattr(os, "geteuid") and os.geteuid() != 0:
+            # It checks geteuid() == 0 and otherwise only writes "Not have permission to export files."
+            # to syslog: say it here instead of reporting a bare exit code.
+            src.status, src.why = "skipped", "msnpureport exports device logs only as root: run the bundle with sudo"
+            return
+        cwd = self.scratch / "msnpureport"
+        cwd.mkdir(parents=True, exist_ok=True)
+        limit = self.opts.timeout_s * DEVICE_LOG_TIMEOUT_FACTOR
+        src.what = f"{self.red.path(exe)} (in an empty folder; {limit:g} s limit)"
+        try:
+            result = runner.run([exe], timeout=limit, env=dict(self.base.env), cwd=cwd)
+        except ToolTimeout:
+            src.status, src.why = "failed", f"msnpureport did not finish within {limit:g} s"
+            return
+        src.rc = result.returncode
+        said = (result.stdout + result.stderr).strip()
+        self.stage.write(f"{DEVICE_LOG_DIR}/msnpureport.txt", self.text(said + "\n"), src)
+        out_dir = _export_dir(said, cwd)
+        if out_dir is None:
+            last = said.splitlines()[-1] if said else f"exit code {result.returncode}, no output"
+            src.status, src.why = "failed", self.red.text(f"no export folder: {last}")[:300]
+            return
+        skipped_binary = 0
+        unreadable: list[str] = []
+        for p in sorted(q for q in out_dir.rglob("*") if q.is_file() and not q.is_symlink()):
+            if self.stage.left() == 0:
+                src.status, src.why = "cut", f"size cap of {self.opts.max_bytes} bytes reached"
+                break
+            rel = p.relative_to(out_dir).as_posix()
+            try:
+                raw = p.read_bytes()
+            except OSError as exc:
+                unreadable.append(f"{exc.strerror}: {rel}")
+                continue
+            if b"\0" in raw[:8192]:  # core dumps and binary registers: nothing to redact in them is visible
+                skipped_binary += 1
+                continue
+            member = f"{DEVICE_LOG_DIR}/{self.red.path(rel)}"
+            self.stage.write(member, self.text(raw.decode("utf-8", "surrogateescape")), src, tail=True)
+            self.logs.append(member)
+        notes = []
+        if result.returncode:
+            notes.append(f"msnpureport exit code {result.returncode} (partial export)")
+        if skipped_binary:
+            notes.append(f"{skipped_binary} binary file(s) left out (stackcore, register dumps)")
+        if unreadable:
+            notes.append(_unreadable(unreadable))
+        if notes and src.status == "ok":
+            src.why = "; ".join(notes)
+
+    def environment_check(self, src: Source) -> None:
+        """The npu-smi and hccn_tool answers as FaultDiag's environment-check transcript."""
+        blocks = [
+            (result.argv, result.stdout)
+            for result, hung in self.recorder.commands.values()
+            if result is not None and not hung and posixpath.basename(result.argv[0]) in TRANSCRIBED
+        ]
+        if not blocks:
+            src.status, src.why = "skipped", "no npu-smi or hccn_tool answer to transcribe"
+            return
+        self.stage.write(NPU_INFO_FILE, self.text(write_transcript(blocks)), src)
 
     def triage(self, src: Source) -> None:
         from engine.triage import scan_paths
@@ -465,6 +584,8 @@ class _Builder:
         for p in sorted(self.host.seen):  # type: ignore[attr-defined]
             self._copy_path(p, src, listing=True)
         src.what = f"{len(self.host.seen)} paths, {len(self.recorder.commands)} commands"  # type: ignore[attr-defined]
+        if self.unreadable:
+            src.why = _unreadable(self.unreadable)
         self.sources.append(src)
 
     def _copy_path(self, machine: str, src: Source, listing: bool, content: bool = True) -> None:
@@ -472,7 +593,7 @@ class _Builder:
         listing is what it needed, and /etc's neighbours, shadow included, are none of our business)."""
         local = self.base.path(machine)
         member = self.red.path(machine).lstrip("/")
-        if not member or member.split("/")[0] in (RECORD_DIR, MANIFEST, RUN_DIR):
+        if not member or member.split("/")[0] in (RECORD_DIR, MANIFEST, RUN_DIR, *_OUR_TOP):
             return
         target = self.stage.top / member
         try:
@@ -499,13 +620,14 @@ class _Builder:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if not target.exists() or data:
                     self.stage.write(member, data, src)
-        except OSError:  # unreadable as non-root, gone meanwhile: the bundle holds what it could read
-            pass
+        except OSError as exc:  # unreadable as non-root, gone meanwhile: the bundle holds what it could read
+            self.unreadable.append(f"{exc.strerror}: {self.red.path(machine)}")
 
     # ---- all of it
 
     def build(self, staging: Path) -> tuple[list[Source], int]:
         self.stage = _Stage(staging, self.opts.max_bytes)
+        self.scratch = staging.parent  # outside the archive's folder, removed with it
         self.learn_names()
         t = self.opts.timeout_s
         self.collect("doctor", "report", "ascendctl doctor --json", self.doctor, timeout=t * 6)
@@ -520,9 +642,21 @@ class _Builder:
 
         py = engine_interpreter(self.base)
         self.collect("pip freeze", "command", f"{py} -m pip freeze", self.command([py, "-m", "pip", "freeze"]))
+        self.collect(
+            "environment check",
+            "file",
+            "npu-smi and hccn_tool answers as FaultDiag's transcript",
+            self.environment_check,
+        )
         self.collect("serve run", "run", self.opts.run or "the newest ascendctl serve run", self.run_files)
         self.collect("metrics", "metrics", "GET /metrics of the run", self.metrics)
         self.collect("CANN plogs", "log", "~/ascend/log", self.plogs, timeout=t * 6)
+        if self.opts.device_logs:
+            self.collect("device logs", "log", "msnpureport (slow)", self.device_logs, inline=True)
+        else:
+            self.sources.append(
+                Source("device logs", "log", "msnpureport", "skipped", "not asked: add --with-device-logs (slow)")
+            )
         self.collect("triage", "report", "ascendctl triage of the collected logs", self.triage, timeout=t * 6)
         self.write_recorded()
         return self.sources, self.stage.used
@@ -536,6 +670,30 @@ def _keep_var(name: str, accessed: set[str]) -> bool:
         or name in ("HOME", "USER", "LOGNAME", "SHELL", "LANG", "container")
         or name in accessed
     )
+
+
+def _unreadable(items: list[str]) -> str:
+    """What a user could not read, said once: how many, and the first few."""
+    shown = "; ".join(items[:3])
+    more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"{len(items)} unreadable (run as root to include them): {shown}{more}"
+
+
+# msnpureport prints "<time> Start exporting logs and files to path: <cwd>/<YYYY-MM-DD-HH-MM-SS>"
+# (hicann/runtime msnpureport_report.c); a version that words it otherwise still makes one folder in its cwd.
+_EXPORT_PATH = re.compile(r"exporting logs and files to path:\s*(\S.*?)\s*$", re.M)
+
+
+def _export_dir(said: str, cwd: Path) -> Path | None:
+    """The folder msnpureport exported to: the one it names, else the one it made in its empty cwd."""
+    m = _EXPORT_PATH.search(said)
+    if m:
+        named = Path(m.group(1))
+        named = named if named.is_absolute() else cwd / named
+        if named.is_dir():
+            return named
+    made = [p for p in cwd.iterdir() if p.is_dir()]
+    return made[0] if len(made) == 1 else None
 
 
 def _plain(data: Any) -> Any:
@@ -660,7 +818,12 @@ __all__ = [
     "BundleOptions",
     "BundleResult",
     "DEFAULT_MAX_BYTES",
+    "DEVICE_LOG_DIR",
+    "DEVICE_LOG_TIMEOUT_FACTOR",
+    "ENV_CHECK_DIR",
     "MANIFEST",
+    "NPU_INFO_FILE",
+    "PROCESS_LOG_DIR",
     "Source",
     "build_bundle",
     "bundle_dir",

@@ -30,17 +30,19 @@ def _get(*path: str) -> Callable[[Mapping[str, Any]], Any]:
     return read
 
 
-def _tls(facts: Mapping[str, Any]) -> Any:
-    """The NICs' TLS switch values, from netcheck's NIC records inside a `--cluster` report, or
-    from a `netcheck --json` report given to --compare."""
-    net = facts.get("netcheck")
-    nics = net.get("nics") if isinstance(net, Mapping) else facts.get("nics")
-    if not nics:
-        return None
-    values = sorted(
-        {str(n.get("tls_switch")) for n in nics if isinstance(n, Mapping) and n.get("tls_switch") is not None}
-    )
-    return ",".join(values) or None
+def _nic_field(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The NICs' values of one netcheck NIC record field (`tls_switch`, `fec`), from netcheck's NIC
+    records inside a `--cluster` report, or from a `netcheck --json` report given to --compare."""
+
+    def read(facts: Mapping[str, Any]) -> Any:
+        net = facts.get("netcheck")
+        nics = net.get("nics") if isinstance(net, Mapping) else facts.get("nics")
+        if not nics:
+            return None
+        values = sorted({str(n.get(key)) for n in nics if isinstance(n, Mapping) and n.get(key) is not None})
+        return ",".join(values) or None
+
+    return read
 
 
 # label, id, how to read it from a report's facts, the fix when hosts differ
@@ -61,8 +63,14 @@ FIELDS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], Any], str], ...] = (
     (
         "NPU NIC TLS",
         "skew.tls",
-        _tls,
+        _nic_field("tls_switch"),
         "use one TLS setting on every NIC of every node: hccn_tool -i $i -tls -s enable 0",
+    ),
+    (
+        "NPU NIC FEC",
+        "skew.fec",
+        _nic_field("fec"),
+        "use RS-FEC on every NIC of every node and on their switch ports: hccn_tool -i $i -fec -s encoding rs",
     ),
 )
 

@@ -25,6 +25,7 @@ from engine.devices.sample import DeviceSample
 from engine.errors import AscendctlError, Unreachable
 from engine.metrics.prom import LeanParser, scrape
 from engine.telemetry.collector import Collector, Target, target_of
+from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
@@ -272,7 +273,7 @@ class Exporter:
         if view.url not in self._versions or (self._versions[view.url] is None and view.status.ok):
             self._versions[view.url] = _vllm_version(self._client, view.url) if view.status.ok else None
         if run is not None and run.run_id not in self._plans:
-            self._plans[run.run_id] = _planned_blocks(Path(run.directory))
+            self._plans[run.run_id] = planned_blocks(Path(run.directory))
         generation = getattr(view.rates, "generation_tps", None)
         stalled = None
         if view.status.ok and (view.running or 0) > 0 and not generation:
@@ -303,20 +304,6 @@ def _vllm_version(client: httpx.Client, url: str) -> str | None:
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return str(value)[:64] if value else None
-
-
-def _planned_blocks(run_dir: Path) -> int | None:
-    """The KV blocks `ascendctl plan` expects for the run's resolved profile; None when the
-    profile or its model cannot be read here."""
-    from engine.runs import PROFILE_FILE
-
-    try:
-        from engine.capacity import plan
-        from engine.profiles import load_profile
-
-        return plan(load_profile(str(run_dir / PROFILE_FILE))).num_blocks
-    except Exception:  # noqa: BLE001 - a plan that cannot be made is a missing series, not a failure
-        return None
 
 
 def _run_doctor():

@@ -17,6 +17,7 @@ from engine.data import load_yaml
 from engine.devices.sample import DeviceSample
 from engine.exporter.collect import ExporterState
 from engine.severity import rank
+from engine.system.proctree import tree_pids
 
 # Device health as npu-exporter writes it.
 _HEALTH_CODE = {True: 1.0, False: 0.0, None: -1.0}
@@ -197,14 +198,7 @@ def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]
     """The NPUs held by the engine's process tree (npu-smi's process table joined on pid)."""
     if pid is None or not npus_by_pid:
         return []
-    pids = {pid}
-    try:
-        import psutil
-
-        pids |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
-    except Exception:  # noqa: BLE001 - a process gone, or not ours to look at: its own pid still counts
-        pass
-    held = set().union(*(npus_by_pid.get(p, set()) for p in pids))
+    held = set().union(*(npus_by_pid.get(p, set()) for p in tree_pids(pid)))
     return sorted(held, key=lambda k: (len(k), k))
 
 

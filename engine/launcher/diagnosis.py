@@ -52,13 +52,14 @@ def _names_root(example: str, root: str | None) -> bool:
 
 def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummary]:
     report = diagnose_lines(lines)
-    # The issue that matched the root exception first; generic ones ("engine core failed to
-    # start", "worker died") are true as well but name no cause.
-    issues = sorted(
-        report.issues, key=lambda i: (not _names_root(str(i.example), root), -severity_rank(i.severity), -i.count)
-    )
-    # Warnings (a low open-file limit...) are true but do not explain a dead engine.
-    return [i for i in issues if severity_rank(i.severity) >= severity_rank("error")][:3]
+    # Specific causes before consequences ("engine core failed to start") and catch-all codes
+    # (EZ9999): those are true as well but name no cause. Then the issue that matched the root
+    # exception; the rest keep triage's ranking (a stable sort).
+    issues = sorted(report.issues, key=lambda i: (not i.names_cause(), not _names_root(str(i.example), root)))
+    # Warnings (a low open-file limit...) are true but do not explain a dead engine; beside a
+    # named cause, catch-all codes and consequences add nothing (alone, they are all there is).
+    errors = [i for i in issues if severity_rank(i.severity) >= severity_rank("error")]
+    return ([i for i in errors if i.names_cause()] or errors)[:3]
 
 
 def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -> Diagnosis:

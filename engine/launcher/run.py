@@ -31,19 +31,22 @@ def prepare_run(
     run whose engine never started is not listed among the runs `top` and `triage` find.
 
     The port is locked first (BadInput, exit 2, naming the run that holds it) and stays locked
-    until the run ends: two launches on one port cannot both start, however close together.
+    until the run ends: two launches on one port cannot both start, however close together. An
+    engine without an API server (`health` False: a headless rank) binds no port and locks none.
     """
-    lock = PortLock.acquire(spec.port)
+    lock = PortLock.acquire(spec.port) if health else None
     try:
         run_dir = new_run_dir(profile.name)
         write_profile(run_dir, dump_profile(profile))
     except OSError as exc:
-        lock.release()
+        if lock is not None:
+            lock.release()
         raise BadInput(
             f"cannot write the run directory under {runs_dir()}: {exc.strerror or exc}",
             "free space in the state directory, or point ASCENDCTL_STATE_DIR at another one",
         ) from exc
-    lock.record(run_id=run_dir.name, url=spec.url)
+    if lock is not None:
+        lock.record(run_id=run_dir.name, url=spec.url)
     return Supervisor(
         spec.argv,
         {**os.environ, **spec.env},

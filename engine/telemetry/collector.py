@@ -23,6 +23,7 @@ from engine.metrics.catalog import HISTORY_KEYS, RATE_FIELDS, VIEW_FIELDS
 from engine.metrics.prom import EngineMetrics, LeanParser, scrape
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
 from engine.severity import rank as severity_rank
+from engine.system.proctree import tree_rss_mib
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
@@ -45,6 +46,9 @@ class Target:
     # An `ascendctl exporter` on another host: its devices, engines and diagnostics are shown,
     # each named `<host>/<key>`.
     remote: bool = False
+    # The engine's process, when `ascendctl serve` started it on this host: its tree's memory is
+    # watched for a leak (rss-leak).
+    pid: int | None = None
 
     @property
     def name(self) -> str:
@@ -64,7 +68,9 @@ def target_of(run) -> Target:
     limits its resolved profile sets."""
     from engine.runs import PROFILE_FILE
 
-    return Target(run.url, run.run_id, str(run.log_path), *_profile_limits(Path(run.directory) / PROFILE_FILE))
+    return Target(
+        run.url, run.run_id, str(run.log_path), *_profile_limits(Path(run.directory) / PROFILE_FILE), pid=run.pid
+    )
 
 
 def _profile_limits(path: Path) -> tuple[float | None, float | None]:
@@ -140,10 +146,12 @@ class Collector:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         timeout: float = 2.0,
+        rss_fn: Callable[[int | None], float | None] = tree_rss_mib,
     ) -> None:
         self.thresholds = thresholds or Thresholds.defaults()
         self.devices = devices
         self._clock, self._wall = clock, wall
+        self._rss = rss_fn
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
         self._remote_client = httpx.Client(timeout=timeout) if any(t.remote for t in targets) else None
         parsers = {t.url: LeanParser() for t in targets}
@@ -258,6 +266,7 @@ class Collector:
             log_path=state.target.log_path,
             pending_threshold=state.target.pending_threshold,
             hbm_budget=state.target.hbm_budget,
+            rss_mb=self._rss(state.target.pid) if metrics is not None else None,
         )
         if pool is not None:
             view = replace(view, kv=pool)

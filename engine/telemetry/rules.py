@@ -12,6 +12,7 @@ from engine.devices.sample import DeviceSample
 from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic, EngineView, Levels
 from engine.telemetry.thresholds import Thresholds, pending_limit
+from engine.telemetry.trends import Trend, TrendTracker
 
 
 @dataclass
@@ -20,6 +21,11 @@ class RuleEngine:
 
     thresholds: Thresholds
     _since: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Slow memory trends per chip and engine (hbm-leak, rss-leak).
+    _trends: TrendTracker = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._trends = TrendTracker(self.thresholds)
 
     def _sustained(self, rule: str, subject: str, active: bool, now: float, needed: float) -> float | None:
         """The start time of a condition held for `needed` seconds, else None."""
@@ -51,12 +57,7 @@ class RuleEngine:
                         f"{d.key} health is {d.health}",
                         f"npu-smi reports {d.key} ({d.name}) as {d.health}"
                         + (f" with error codes {' '.join(d.error_codes)}" if d.error_codes else ""),
-                        (
-                            "drain this device"
-                            if d.error_codes
-                            else "run `npu-smi info -t health -i <npu>` for the error codes, then drain this device"
-                        )
-                        + " and check `dmesg` / the device plog before serving on it",
+                        _health_fix(d, health),
                     )
                 )
             bw_high = levels.get("mem_bw_pct") is Severity.CRITICAL
@@ -80,25 +81,17 @@ class RuleEngine:
                         since=since,
                     )
                 )
-            hot = levels.get("temp_c") is Severity.CRITICAL
-            since = self._sustained("temperature", d.key, hot, now, t.temp_sustain_s)
-            if since is not None:
-                out.append(
-                    Diagnostic(
-                        "temperature-high",
-                        "error",
-                        d.key,
-                        f"{d.key} at {d.temp_c:g} C",
-                        f"{d.key} has stayed at or above {t.temp_crit_c:g} C for {now - since:.0f} s: cooling "
-                        "problems show up as throughput drops, and operators keep cards below about 85 C",
-                        "check the fans and airflow of the chassis; `npu-smi info -t common -i <npu>` shows "
-                        "whether Aicore curFreq(MHZ) fell below Aicore Freq(MHZ); move load off this card until it "
-                        "cools",
-                        since=since,
-                    )
-                )
+            out += self._device_rules(now, d, levels)
+            # A CPU host's "device memory" is its RAM, shared by everything on it: the engines'
+            # own memory is judged instead (rss-leak).
+            used = d.mem_used_mb if d.kind != "cpu" else None
+            trend = self._trends.add(d.key, now, used, d.util_pct)
+            if trend is not None:
+                out.append(_hbm_leak(d, trend))
         for e in engines:
+            subject = f"engine {e.label}"
             if not e.status.ok:
+                self._trends.forget(subject)
                 out.append(
                     Diagnostic(
                         "engine-unreachable",
@@ -157,4 +150,135 @@ class RuleEngine:
                         "lower max_num_seqs or max_model_len, raise gpu_memory_utilization, or add devices (TP)",
                     )
                 )
+            load = None if e.running is None and e.waiting is None else (e.running or 0.0) + (e.waiting or 0.0)
+            trend = self._trends.add(subject, now, e.rss_mb, load)
+            if trend is not None:
+                out.append(_rss_leak(e, trend))
         return out
+
+    def _device_rules(self, now: float, d: DeviceSample, levels: Levels) -> list[Diagnostic]:
+        """Temperature, power while idle and AI CPU: each once held long enough."""
+        t = self.thresholds
+        out = []
+        temp = levels.get("temp_c")
+        hot = temp in (Severity.WARNING, Severity.CRITICAL)
+        since = self._sustained("temperature", d.key, hot, now, t.temp_sustain_s)
+        if since is not None:
+            line = t.temp_crit_c if temp is Severity.CRITICAL else t.temp_warn_c
+            out.append(
+                Diagnostic(
+                    "temperature-high",
+                    "error" if temp is Severity.CRITICAL else "warning",
+                    d.key,
+                    f"{d.key} at {d.temp_c:g} C",
+                    f"{d.key} has stayed at or above {line:g} C for {now - since:.0f} s: cooling "
+                    "problems show up as throughput drops, and operators keep cards below about 85 C",
+                    "check the fans and airflow of the chassis; `npu-smi info -t common -i <npu>` shows "
+                    "whether Aicore curFreq(MHZ) fell below Aicore Freq(MHZ); move load off this card until it "
+                    "cools",
+                    since=since,
+                )
+            )
+        idle_hot = (
+            d.kind == "npu"
+            and d.power_w is not None
+            and d.util_pct is not None
+            and d.util_pct <= t.idle_util_pct
+            and d.power_w >= t.idle_power_w
+        )
+        since = self._sustained("power-idle", d.key, idle_hot, now, t.idle_power_sustain_s)
+        if since is not None:
+            out.append(
+                Diagnostic(
+                    "power-idle",
+                    "warning",
+                    d.key,
+                    f"{d.key} draws {d.power_w:g} W while idle",
+                    f"AI Core has stayed at or below {t.idle_util_pct:g}% for {now - since:.0f} s while {d.key} "
+                    f"draws {d.power_w:g} W (at least {t.idle_power_w:g} W; an idle 910B draws about 100 W): "
+                    "something keeps the chip busy without computing",
+                    "list the processes on the chip (`npu-smi info`, its process table): a leftover or hung "
+                    "process (a crashed engine's worker, a stress test) still holds it; stop it. With none "
+                    "there, check `npu-smi info -t power -i <npu>` and the board's firmware",
+                    since=since,
+                )
+            )
+        busy = d.aicpu_pct is not None and d.aicpu_pct >= t.aicpu_warn_pct
+        since = self._sustained("aicpu-high", d.key, busy, now, t.aicpu_sustain_s)
+        if since is not None:
+            out.append(
+                Diagnostic(
+                    "aicpu-high",
+                    "warning",
+                    d.key,
+                    f"{d.key} AI CPU at {d.aicpu_pct:g}%",
+                    f"AI CPU usage has stayed at or above {t.aicpu_warn_pct:g}% for {now - since:.0f} s: "
+                    "operators the AI Cores cannot run fall back to the chip's few, slow AI CPUs",
+                    "find them with the profiler (msprof or the torch_npu profiler: operators of type AI_CPU); "
+                    "check that CANN, torch_npu and vllm-ascend are a matching set (`ascendctl doctor`); a "
+                    "dtype or shape the AI Core kernels lack sends an operator there",
+                    since=since,
+                )
+            )
+        return out
+
+
+def _health_fix(d: DeviceSample, health: Severity) -> str:
+    codes = "" if d.error_codes else "run `npu-smi info -t health -i <npu>` for the error codes, then "
+    if health is Severity.WARNING:
+        # npu-smi's Warning is a minor alarm: the chip still serves.
+        return (
+            f"{codes}look the codes up in the health-code tables of the chip's manual; keep serving but watch "
+            "it: drain this device if it turns to Alarm or Critical"
+        )
+    return f"{codes}drain this device and check `dmesg` / the device plog before serving on it"
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.1f} GiB"
+
+
+def _load_words(trend: Trend, what: str) -> str:
+    if trend.load_first is None or trend.load_last is None:
+        return f"({what} unknown)"
+    return f"while {what} stayed flat ({trend.load_first:.3g} then {trend.load_last:.3g})"
+
+
+# Known leaks: the issues themselves are cited in thresholds.yaml beside the leak_* keys.
+_LEAK_FIX = (
+    "record it to show the trend (`ascendctl top --record FILE`), and collect `ascendctl bundle` with the "
+    "engine's log; known vllm-ascend leaks: device memory in FULL_DECODE_ONLY graph mode (vllm-ascend#6478), "
+    "under load with VL models (#6929, #5262, fixed by #5136), host memory in v0.13.0rc1 (#5847): upgrade to "
+    "the latest vllm-ascend release, and restart the engine in a quiet hour before it runs out of memory"
+)
+
+
+def _hbm_leak(d: DeviceSample, trend: Trend) -> Diagnostic:
+    hours = trend.span_s / 3600
+    memory = "memory" if d.mem_kind == "ddr" else "HBM"  # the 310 family serves from the board's DDR
+    return Diagnostic(
+        "hbm-leak",
+        "warning",
+        d.key,
+        f"{d.key} {memory} rising steadily",
+        f"{memory} used on {d.key} rose {_gib(trend.rise_mib)} over {hours:.1f} h "
+        f"({_gib(trend.rise_mib / hours)}/h) {_load_words(trend, 'AI Core %')}: vLLM takes its memory at "
+        "start-up, so steady growth is a leak, and it ends in an out-of-memory",
+        _LEAK_FIX,
+        since=trend.start,
+    )
+
+
+def _rss_leak(e: EngineView, trend: Trend) -> Diagnostic:
+    hours = trend.span_s / 3600
+    return Diagnostic(
+        "rss-leak",
+        "warning",
+        e.label,
+        f"{e.label}: host memory rising steadily",
+        f"the engine's processes' resident memory rose {_gib(trend.rise_mib)} over {hours:.1f} h "
+        f"({_gib(trend.rise_mib / hours)}/h) {_load_words(trend, 'the requests in it')}: a host memory leak "
+        "ends with the kernel's OOM killer taking the engine",
+        _LEAK_FIX,
+        since=trend.start,
+    )

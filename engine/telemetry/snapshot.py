@@ -62,6 +62,9 @@ EngineView = dataclasses.make_dataclass(
         # The run's profile's gpu_memory_utilization: the HBM the engine takes by design. Last,
         # so the fields scripts already read keep their places.
         ("hbm_budget", float | None, field(default=None)),
+        # Resident memory of the engine's process tree in MiB, for a run `ascendctl serve` started
+        # on this host (None for an engine known only by its URL). Last, for the same reason.
+        ("rss_mb", float | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,

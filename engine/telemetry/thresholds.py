@@ -31,6 +31,17 @@ class Thresholds:
     temp_warn_c: float
     temp_crit_c: float
     temp_sustain_s: float
+    idle_power_w: float
+    idle_util_pct: float
+    idle_power_sustain_s: float
+    aicpu_warn_pct: float
+    aicpu_sustain_s: float
+    leak_window_h: float
+    leak_min_rise_mib: float
+    leak_min_fit: float
+    leak_max_step_share: float
+    leak_load_rise: float
+    leak_warmup_min: float
     hbm_budget: float
     hbm_headroom_warn: float
     hbm_headroom_crit: float
@@ -87,7 +98,7 @@ def profile_thresholds(profile: Any) -> dict[str, float]:
 
 
 # Keys that are fractions, not percentages: `--set hbm_budget=90` would judge nothing.
-_FRACTIONS = ("hbm_budget", "hbm_headroom_warn", "hbm_headroom_crit")
+_FRACTIONS = ("hbm_budget", "hbm_headroom_warn", "hbm_headroom_crit", "leak_min_fit", "leak_max_step_share")
 
 
 def load_thresholds(
@@ -143,17 +154,17 @@ def load_thresholds(
 
 # ---- levels ----------------------------------------------------------------------------------
 
-# npu-smi health words that mean the chip must not serve; any other word but OK is an error.
-_CRITICAL_HEALTH = ("Critical", "Alarm")
+# npu-smi's health words (OK | Warning | Alarm | Critical, and UNKNOWN or NA when it cannot tell):
+# Alarm and Critical mean the chip must not serve; Warning is a minor alarm to look at; any other
+# word but OK is an error, since the chip's state is not known.
+_HEALTH = {HEALTHY: Severity.OK, "Warning": Severity.WARNING, "Alarm": Severity.CRITICAL, "Critical": Severity.CRITICAL}
 
 
 def health_level(health: str | None) -> Severity | None:
     """npu-smi's health word as a severity; None when the source reports no health."""
     if health is None:
         return None
-    if health == HEALTHY:
-        return Severity.OK
-    return Severity.CRITICAL if health in _CRITICAL_HEALTH else Severity.ERROR
+    return _HEALTH.get(health, Severity.ERROR)
 
 
 def _at_least(value: float | None, warn: float, crit: float) -> Severity | None:

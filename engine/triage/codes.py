@@ -39,10 +39,19 @@ class CodeInfo:
     severity: str
     fix: str
     family: str  # the range the code belongs to, e.g. "runtime: execution / driver failure"
+    generic: str = ""  # why the code names no cause (a catch-all: the line beside it does); "" when specific
 
     @property
     def issue_id(self) -> str:
         return f"{self.kind}-{self.code.lower()}"
+
+    @property
+    def title(self) -> str:
+        """ "ACL 507011 ACL_ERROR_RT_AICORE_EXCEPTION": how a report or a marked log line names it."""
+        kind = self.kind.upper() if self.kind != "torch_npu" else "torch_npu"
+        title = f"{kind} {self.code}" + (f" {self.name}" if self.name else "")
+        # a catch-all names no cause: it points at the lines that do
+        return title + (" (generic): see the lines around it" if self.generic else "")
 
 
 def _tables() -> dict[str, Any]:
@@ -93,7 +102,14 @@ def explain(code: str) -> CodeInfo | None:
         severity=entry.get("severity", (fam or {}).get("severity", "error")),
         fix=entry.get("fix", (fam or {}).get("fix", "")),
         family=family,
+        generic=_generic(entry, t) if entry else str(t.get("generic_unlisted", "")),
     )
+
+
+def _generic(entry: dict[str, Any], t: dict[str, Any]) -> str:
+    """The entry's reason for being generic: its own, or the shared one its `generic:` names."""
+    why = entry.get("generic", "")
+    return " ".join(str(t.get("generic_reasons", {}).get(why, why)).split())
 
 
 def _explain_torch_npu(code: str, t: dict[str, Any]) -> CodeInfo | None:
@@ -111,6 +127,7 @@ def _explain_torch_npu(code: str, t: dict[str, Any]) -> CodeInfo | None:
         severity=entry.get("severity", "error"),
         fix=entry.get("fix", ""),
         family=f"torch_npu {subs.get(sub, 'unknown')} submodule",
+        generic=" ".join(str(t.get("torch_npu_generic", "")).split()),
     )
 
 

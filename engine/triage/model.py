@@ -28,6 +28,11 @@ class IssueSummary:
     sources: tuple[str, ...] = ()  # the first few inputs it was seen in
     kind: str = "rule"  # "rule": a known problem; "code": an ACL / CANN / torch_npu code explained;
     #                     "symptom": a consequence (engine died, start-up failed) of another issue
+    generic: str = ""  # why it names no cause (a catch-all code such as EZ9999, a wrapper); "" when specific
+
+    def names_cause(self) -> bool:
+        """A specific cause: not a consequence, not a catch-all code or wrapper."""
+        return self.kind != "symptom" and not self.generic
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class Template:
 
 @dataclass(frozen=True)
 class TriageReport:
-    issues: list[IssueSummary]  # most severe first; root causes, then codes, then symptoms
+    issues: list[IssueSummary]  # in the order of ranking.rank: specific causes first (see docs/triage.md)
     unknown: list[Template]  # most frequent first
     lines: int = 0  # lines seen
     events: int = 0  # error events (lines or whole tracebacks) looked at
@@ -58,8 +63,16 @@ class TriageReport:
         return max((i.severity for i in self.issues), key=severity_rank)
 
     def root_cause(self) -> IssueSummary | None:
-        """The issue to show first when one line must do (serve's crash diagnosis)."""
-        return self.issues[0] if self.issues else None
+        """The issue a one-line diagnosis names, or None when nothing names the cause with
+        confidence: a wrong name is worse than none. The first issue of the ranking, when it is a
+        specific cause of error severity or above; a warning only in a log with no error event
+        (otherwise the unnamed error, `root_line`, is the better lead)."""
+        top = self.issues[0] if self.issues else None
+        if top is None or not top.names_cause():
+            return None
+        if severity_rank(top.severity) < severity_rank("error") and self.root_line is not None:
+            return None
+        return top
 
     def at_or_above(self, severity: str) -> list[IssueSummary]:
         floor = severity_rank(severity)

@@ -42,6 +42,7 @@ class Rule:
     compiled: tuple[re.Pattern[str], ...]
     symptom: bool = False  # a consequence of another problem, listed after the root causes
     explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
+    generic: str = ""  # why the rule names a class of failure, not its cause (a wrapper code); "" when specific
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
@@ -225,7 +226,10 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         compiled=tuple(compiled),
         symptom=bool(raw.get("symptom", False)),
         explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
+        generic=" ".join(str(raw.get("generic") or "").split()),
     )
+    if "generic" in raw and (not isinstance(raw["generic"], str) or not rule.generic):
+        raise refuse("generic", None, "must say why the rule names no cause", "write the reason, or drop the key")
     for i, s in enumerate(rule.samples):
         if not any(k in s for k in rule.keywords):
             raise refuse(

@@ -28,7 +28,10 @@ STALE_LINES = 200  # a raw event that got none of the last this many lines of it
 MAX_SOURCES = 5
 MAX_PROCESSES = 1024  # processes whose first error is remembered for the root line
 EXAMPLE_CHARS = 500
-_TIER = {"rule": 0, "code": 1, "symptom": 2}
+# Ranking tiers (docs/triage.md, "What leads a report"): specific causes of error severity or
+# above, then generic codes and wrapper rules, then consequences, then warnings and info.
+_SPECIFIC, _GENERIC, _CONSEQUENCE, _CONTEXT = range(4)
+_ERROR = severity_rank("error")
 _TRACEBACK = "Traceback (most recent call last)"
 _CHAIN = ("During handling of the above exception", "The above exception was the direct cause")
 # Lines that open a torch_npu / CANN error report printed outside a Python traceback.
@@ -43,6 +46,8 @@ _REPORT_LINE = re.compile(
 )
 _PLOG_TABLE_OPENER = "LINK_ERROR_INFO"
 _PLOG_TABLE_ROW = re.compile(r"\[[^\]]+:\d+\] ?\[\d+\]\s+[|_]")
+# A CANN report's opener that carries no detail: the line after it says what failed.
+_BARE_INNER = re.compile(r"(?:CANN error: )?E[0-9A-Z]\d{4}: Inner Error!?\s*$")
 # Error lines that are pieces of something larger (a traceback frame, a caret line): no template.
 _FRAGMENT = re.compile(r"\s|[\^~]+$")
 # Lines that are errors by their shape though they carry no level: an exception line (also when
@@ -76,6 +81,8 @@ class _Hit:
     example: str = ""
     sources: list[str] = field(default_factory=list)
     explains: tuple[str, ...] = ()
+    generic: str = ""
+    seq: int = 0  # the event it was first seen in (scan order): earlier errors are likelier causes
 
 
 @dataclass
@@ -93,6 +100,8 @@ class _Event:
     stamp: Stamp | None = None
     first_payload: str = ""
     first_line: str = ""
+    head_generic: bool = False  # its opener / exception line matched only catch-alls and wrappers
+    detail: str = ""  # its first CANN code line that says something (not a bare `EZ9999: Inner Error!`)
     exception: str = ""
     exception_line: str = ""
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
@@ -261,12 +270,20 @@ class Scanner:
         parts = self._parts
         if parts is None and not self.index.candidate(line):
             return
-        for rule in self.index.matching(line, parts):
-            ev.hits.setdefault(rule.id, (rule, p.payload.strip()))
-        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
+        payload = p.payload.strip()
+        rules = self.index.matching(line, parts)
+        codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
+        for rule in rules:
+            ev.hits.setdefault(rule.id, (rule, payload))
+        for info in codes:
             seen = ev.hits.get(info.issue_id)
             if seen is None or seen[1].endswith("Inner Error!"):  # prefer the detail line as example
-                ev.hits[info.issue_id] = (info, p.payload.strip())
+                ev.hits[info.issue_id] = (info, payload)
+        if ev.lines == 1 or line is ev.exception_line:
+            found = [*rules, *codes]
+            ev.head_generic = bool(found) and all(w.generic or (isinstance(w, Rule) and w.symptom) for w in found)
+        if not ev.detail and any(c.kind == "cann" for c in codes) and not _BARE_INNER.match(payload):
+            ev.detail = payload
 
     def _close(self, ev: _Event) -> None:
         if ev.raw:
@@ -278,8 +295,11 @@ class Scanner:
         self._record(ev.hits, ev.stamp, ev.source)
         if not ev.hits:
             self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
-        if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or ev.hits):
-            self._failed(ev.source, ev.key, ev.exception or ev.first_payload, ev.hits)
+        if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or _any_error(ev.hits)):
+            text = ev.exception or ev.first_payload
+            if ev.detail and (ev.head_generic or _BARE_INNER.match(text)):
+                text = ev.detail  # a wrapper or `EZ9999: Inner Error!` says nothing; the CANN detail does
+            self._failed(ev.source, ev.key, text, ev.hits)
 
     def _single(self, line: str, p: Parsed, source: str) -> None:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
@@ -291,7 +311,8 @@ class Scanner:
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)
-            self._failed(source, p.key, payload, hits)
+            if p.level in ERROR_LEVELS or _any_error(hits) or _SHAPED_ERROR.match(payload):
+                self._failed(source, p.key, payload, hits)  # a warning line is not where a failure starts
         elif (p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)) and payload and not _FRAGMENT.match(p.payload):
             self.events += 1
             self._miner.add(payload, line)
@@ -299,8 +320,9 @@ class Scanner:
 
     def _failed(self, source: str, key: str, text: str, hits: dict[str, tuple[Rule | CodeInfo, str]]) -> None:
         """An error event of the process `key`: remember the first one, and that it failed last.
-        Wrappers and consequences (symptom rules only) say nothing about the root."""
-        if hits and all(isinstance(w, Rule) and w.symptom for w, _ in hits.values()):
+        Wrappers and consequences (symptom rules) and notices (info: torch_npu's exit hook) say
+        nothing about the root."""
+        if hits and all((isinstance(w, Rule) and w.symptom) or w.severity == "info" for w, _ in hits.values()):
             return
         k = (source, key)
         if k not in self._first_error:
@@ -315,6 +337,7 @@ class Scanner:
             acc = self._hits.get(hid)
             if acc is None:
                 acc = self._hits[hid] = _new_hit(what, example)
+                acc.seq = self.events
             acc.count += 1
             if stamp is not None:
                 if acc.first is None or stamp.before(acc.first):
@@ -354,20 +377,15 @@ class Scanner:
                 example=h.example,
                 sources=tuple(h.sources),
                 kind=h.kind,
+                generic=h.generic,
             )
             for hid, h in self._hits.items()
         ]
-        # A generic or wrapper rule (an argparse error, "HCCL init failed") goes after the rule
-        # that names its cause, when both were seen: the cause leads.
+        # Within a tier: the more severe first, a rule before a code (the rule reads the message, the
+        # code only its number), then the one seen first (a failure's cause comes before its echoes).
         explained = {e for h in self._hits.values() for e in h.explains}
-        issues.sort(
-            key=lambda i: (
-                -severity_rank(i.severity),
-                _TIER["symptom"] if i.id in explained else _TIER[i.kind],
-                -i.count,
-                i.id,
-            )
-        )
+        seq = {hid: h.seq for hid, h in self._hits.items()}
+        issues.sort(key=lambda i: (_tier(i, explained), -severity_rank(i.severity), i.kind == "code", seq[i.id], i.id))
         return TriageReport(
             issues=issues,
             unknown=self._miner.templates(),
@@ -376,6 +394,21 @@ class Scanner:
             bytes=self.bytes,
             root_line=self._first_error.get(self._last_failing) if self._last_failing else None,
         )
+
+
+def _tier(issue: IssueSummary, explained: set[str]) -> int:
+    """What leads a report: errors before warnings, a specific cause before a catch-all code or a
+    wrapper, causes before consequences. A rule another seen rule `explains` (an argparse error
+    behind the specific rejected flag, "HCCL init failed" behind EJ0001) counts as a consequence."""
+    if severity_rank(issue.severity) < _ERROR:
+        return _CONTEXT
+    if issue.kind == "symptom" or issue.id in explained:
+        return _CONSEQUENCE
+    return _GENERIC if issue.generic else _SPECIFIC
+
+
+def _any_error(hits: dict[str, tuple[Rule | CodeInfo, str]]) -> bool:
+    return any(severity_rank(what.severity) >= _ERROR for what, _ in hits.values())
 
 
 def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
@@ -390,17 +423,17 @@ def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
             what.links,
             example=example[:EXAMPLE_CHARS],
             explains=what.explains,
+            generic=what.generic,
         )
-    title = f"{what.kind.upper() if what.kind != 'torch_npu' else 'torch_npu'} {what.code}"
-    title += f" {what.name}" if what.name else ""
     return _Hit(
         kind="code",
-        title=title,
+        title=what.title,
         severity=what.severity,
-        cause=what.meaning,
+        cause=what.meaning + (f"; generic: {what.generic}" if what.generic else ""),
         fix=what.fix,
         links=(),
         example=example[:EXAMPLE_CHARS],
+        generic=what.generic,
     )
 
 

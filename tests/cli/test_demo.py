@@ -194,3 +194,72 @@ def test_an_engine_that_ends_on_its_own_under_the_dashboard_is_a_failure(capsys,
     assert code == 1
     assert "EngineDeadError" in err or "engine-dead" in err or "nobody asked" in err
     assert not _left_running(tmp_path)
+
+
+class FakeSupervisor:
+    """The demo's engine as the dashboard step sees it: its URL, and no stop asked."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stopping = False
+
+    def wait_for_stop(self, timeout: float) -> bool:
+        import time
+
+        time.sleep(timeout)
+        return False
+
+
+def _load_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "demo-load" and t.is_alive()]
+
+
+def test_a_background_load_runs_while_the_dashboard_is_open_and_stops_with_it(monkeypatch):
+    import time
+
+    import ascendctl.dashboard
+    from ascendctl.commands.demo import _dashboard
+    from engine.bench.stub import StubConfig, StubThread
+
+    seen: dict = {}
+    with StubThread(StubConfig(model="tiny", max_model_len=512, token_delay_s=0.001)) as stub:
+
+        def dashboard(urls, **_):
+            # The dashboard is open: requests keep coming in without anybody sending them.
+            deadline = time.monotonic() + 30
+            while stub.counters.succeeded < 3 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            seen["urls"], seen["answered"], seen["threads"] = urls, stub.counters.succeeded, len(_load_threads())
+
+        monkeypatch.setattr(ascendctl.dashboard, "run_dashboard", dashboard)
+        _dashboard(FakeSupervisor(stub.url), "tiny")
+        assert seen["urls"] == [stub.url] and seen["answered"] >= 3 and seen["threads"] == 1
+        # Closed: no thread left, and no request after it.
+        assert _load_threads() == []
+        after = stub.counters.requests
+        time.sleep(1.5)
+        assert stub.counters.requests == after
+
+
+def test_no_load_opens_the_dashboard_alone(monkeypatch):
+    import ascendctl.dashboard
+    from ascendctl.commands.demo import _dashboard
+
+    seen = []
+    monkeypatch.setattr(ascendctl.dashboard, "run_dashboard", lambda urls, **_: seen.append(_load_threads()))
+    _dashboard(FakeSupervisor("http://127.0.0.1:9"), None)
+    assert seen == [[]]
+
+
+def test_the_background_load_varies_its_answers_and_keeps_to_a_light_rate():
+    from engine.demo.load import load_plan
+
+    scenario, lengths = load_plan()
+    assert len(set(lengths)) >= 3 and max(lengths) <= 256
+    calm = [p for p in scenario.phases if p.rate is not None and p.rate <= 1]
+    burst = [p for p in scenario.phases if p.rate is not None and p.rate > 1]
+    assert calm and burst and all(0.3 <= p.rate <= 1.0 for p in calm)
+    assert all(p.rate * p.duration_s <= 10 for p in burst)  # a few requests, not a flood
+    assert scenario.prompt_tokens.max - scenario.prompt_tokens.min >= 100

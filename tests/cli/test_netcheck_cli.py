@@ -99,3 +99,50 @@ def test_compare_reads_the_nics_tls_from_netcheck_reports(capsys, tmp_path):
     # netcheck's reports hold no versions: those rows are skipped, not errors
     assert next(x for x in data["checks"] if x["id"] == "skew.cann")["status"] == "skip"
     assert code == 0
+
+
+def _netcheck_json(capsys, tmp_path, name: str, *argv: str) -> str:
+    code, out, _ = run(capsys, "netcheck", "--json", *argv)
+    path = tmp_path / f"{name}.json"
+    path.write_text(out)
+    return str(path)
+
+
+def test_compare_names_the_host_whose_nics_run_tls(capsys, tmp_path):
+    """The guide's host (TLS off on every NIC) beside the HCCL manual's NIC 1 (TLS on): the nodes
+    cannot link, and the row says which host differs."""
+    guide = _netcheck_json(capsys, tmp_path, "guide", "--root", str(NET / "multinode-guide-910b"))
+    hccl = _netcheck_json(capsys, tmp_path, "hccl", "--root", str(NET / "hccl-doc-tls-mixed"), "--nics", "1")
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", guide, guide, hccl)
+    data = json.loads(out)
+    tls = next(x for x in data["checks"] if x["id"] == "skew.tls")
+    assert code == 1 and tls["status"] == "error"
+    assert tls["summary"] == "NPU NIC TLS differs: hccl-doc-tls-mixed has 1 (the others: 0)"
+    assert tls["fix"].endswith("hccn_tool -i $i -tls -s enable 0")
+
+
+def test_compare_names_the_host_whose_nics_lack_fec(capsys, tmp_path):
+    """FaultDiag's 910A host answers `no FEC mode` on NIC 0; the MindCluster manual's host `rs`."""
+    rs = tmp_path / "rs-host" / ".recorded" / "commands"
+    rs.mkdir(parents=True)
+    (rs / "hccn_tool_-i_0_-fec_-g.out").write_text((NET / "samples" / "fec-rs.txt").read_text())
+    (rs.parent / "partial").write_text("")
+    a = _netcheck_json(capsys, tmp_path, "rs", "--root", str(rs.parent.parent), "--nics", "0")
+    b = _netcheck_json(capsys, tmp_path, "no", "--root", str(NET / "faultdiag-kg-parse-910a"), "--nics", "0")
+    code, out, _ = run(capsys, "doctor", "--compare", a, a, b)
+    assert code == 1
+    assert "ERROR skew.fec" in out and "NPU NIC FEC differs: faultdiag-kg-parse-910a has no (the others: rs)" in out
+
+
+def test_netcheck_root_renders_an_undocumented_word_as_unknown(capsys, tmp_path):
+    cmds = tmp_path / ".recorded" / "commands"
+    cmds.mkdir(parents=True)
+    (cmds / "hccn_tool_-i_0_-net_health_-g.out").write_text(
+        (NET / "samples" / "built" / "net_health-unknown.txt").read_text()
+    )
+    (cmds / "hccn_tool_-i_1_-net_health_-g.out").write_text("net health status: Something new\n")  # not a recording
+    code, out, _ = run(capsys, "netcheck", "--root", str(tmp_path), "--nics", "0-1")
+    assert code == 1
+    assert "Unknown on NIC 0 (hccn_tool got a result it has no word for)" in out
+    assert "Something new on NIC 1 (a state netcheck does not know)" in out
+    assert "look up `Something new` in the hccn_tool manual" in out

@@ -165,3 +165,26 @@ def test_truncated_gz_counts_as_an_input_and_says_so(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 2 and "1 input," in out and "vllm-no-kv-cache-memory" in out  # exit 2: a damaged input
     assert "truncated" in err and "what came before it was scanned" in err
+
+
+def test_catch_all_codes_alone_are_listed_but_the_root_line_leads(capsys):
+    # sglang issue 30453: 507014 / EZ9999 "aicore timeout" and nothing more specific.
+    log = str(FIXTURES / "logs" / "e03_sglang_30453_aicore_timeout.log")
+    main(["triage", log])
+    out = capsys.readouterr().out
+    head = out.split("\n", 3)[:3]
+    assert head[1].startswith("No issue named with confidence")
+    assert head[2].startswith("Most likely root line: EZ9999") and "[aicore timeout]" in head[2]
+    assert "(generic): see the lines around it" in out  # the codes are still explained, as catch-alls
+    _, data, _ = run_json(capsys, log)
+    assert data["root_cause"] is None and "aicore timeout" in data["root_line"]
+    assert all(i["generic"] for i in data["issues"])
+    _, named, _ = run_json(capsys, str(KV_LOG))
+    assert named["root_cause"] == "vllm-no-kv-cache-memory"
+
+
+def test_explain_says_when_a_code_is_a_catch_all(capsys):
+    main(["triage", "--explain", "EZ9999"])
+    assert "generic:  an inner-error code" in capsys.readouterr().out
+    main(["triage", "--explain", "EI0006"])
+    assert "generic:" not in capsys.readouterr().out

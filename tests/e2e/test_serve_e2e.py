@@ -3,20 +3,16 @@ model directory dies in seconds)."""
 
 from __future__ import annotations
 
-import json
-import queue
 import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
-from helpers import engine_env, free_port
+from helpers import engine_env, free_port, serve_events, wait_event
 
 from engine import runs
 from engine.launcher import group_members
@@ -31,35 +27,6 @@ def dirs(tmp_path, monkeypatch):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return engine_env(**env)
-
-
-def _events(proc: subprocess.Popen) -> queue.Queue:
-    """NDJSON events of `serve --json`, read in a thread so the test can wait with a timeout."""
-    q: queue.Queue = queue.Queue()
-
-    def pump():
-        for line in proc.stdout:
-            q.put(json.loads(line))
-        q.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    return q
-
-
-def _wait_for(q: queue.Queue, kind: str, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            event = q.get(timeout=1)
-        except queue.Empty:
-            continue
-        if event is None:
-            raise AssertionError(f"serve ended before {kind!r}")
-        if event["event"] == "end":
-            raise AssertionError(f"serve ended before {kind!r}: {event}")
-        if event["event"] == kind:
-            return event
-    raise AssertionError(f"no {kind!r} event within {timeout} s")
 
 
 def test_serve_cpu_tiny_answers_keeps_its_run_dir_and_leaves_nothing_after_sigterm(tiny_model, dirs):
@@ -82,9 +49,9 @@ def test_serve_cpu_tiny_answers_keeps_its_run_dir_and_leaves_nothing_after_sigte
         env=dirs,
     )
     try:
-        q = _events(proc)
-        started = _wait_for(q, "started", 60)
-        ready = _wait_for(q, "ready", 420)
+        q = serve_events(proc)
+        started = wait_event(q, "started", 60)
+        ready = wait_event(q, "ready", 420)
         assert ready["url"] == f"http://127.0.0.1:{port}"
         phases = [p["phase"] for p in ready["phases"]]
         assert phases[:2] == ["config", "engine"] and {"weights", "kv_cache", "api"} <= set(phases)

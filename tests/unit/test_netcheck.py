@@ -11,7 +11,7 @@ from helpers import FIXTURES
 
 from engine.doctor.model import Status
 from engine.errors import BadInput
-from engine.netcheck import hccn, parse_nics, run_netcheck, verdicts
+from engine.netcheck import hccn, parse_nics, run_netcheck, state_verdict, verdicts
 from engine.system.host import Host
 from engine.system.recorded import RecordedRunner, read_transcript
 
@@ -45,7 +45,7 @@ def test_transcript_answers_a_recorded_runner(tmp_path):
     assert runner.which("hccn_tool")
     # the recording wrote this command line without its leading slash: the program's directory never matters
     out = runner.run(["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "0", "-link_stat", "-g"]).stdout
-    assert hccn.link_stat(out) == hccn.LinkStat(2, ("Tue Aug  1 14:43:40 2022",))
+    assert hccn.link_stat(out) == hccn.LinkStat(2, ("Tue Aug  1 14:43:40 2022",), "LINK UP")
 
 
 def test_faultdiag_fixture_socket_failed_no_fec_optical_absent():
@@ -106,24 +106,77 @@ def test_blog_fixture_hccn_conf_and_lldp():
     assert row(r, "peer.npu_ping").status is Status.OK
 
 
-@pytest.mark.parametrize(
-    "sample, status",
-    [("net_health-success.txt", "ok"), ("net_health-init.txt", "error"), ("net_health-fault.txt", "error")],
+# hccn_tool's own table of `-net_health -g` words, codes 0-9 (the CANN driver's open-source
+# hccn_tool, tool_ops.c `g_net_health_status`), and the older driver's "Socket failed" that
+# MindCluster FaultDiag recorded.
+HCCN_TOOL_NET_HEALTH = (
+    "Success",
+    "Socket fail",
+    "Receive timeout",
+    "Unreachable",
+    "Time exceeded",
+    "Fault",
+    "Init",
+    "Thread error",
+    "Detect ip set",
+    "Unknown",
+    "Socket failed",
 )
-def test_net_health_samples(tmp_path, sample, status):
-    r = _one_nic(tmp_path, net_health=(SAMPLES / sample).read_text())
-    assert row(r, "nic.net_health").status.value == status
-    if status == "error":
-        assert "hccn_tool -i 0" in row(r, "nic.net_health").fix
 
 
-def test_every_state_with_a_public_sample_is_in_a_fixture():
-    texts = "\n".join(p.read_text(errors="replace") for p in NET.rglob("*") if p.is_file())
+def _slug(state: str) -> str:
+    return state.lower().replace(" ", "_")
+
+
+def _net_health_sample(state: str) -> Path:
+    entry = verdicts()["net_health"][state]
+    return (SAMPLES if entry["sample"] == "recorded" else SAMPLES / "built") / f"net_health-{_slug(state)}.txt"
+
+
+def test_verdicts_cover_every_word_hccn_tool_prints():
+    assert set(verdicts()["net_health"]) == set(HCCN_TOOL_NET_HEALTH)
+
+
+@pytest.mark.parametrize("state", HCCN_TOOL_NET_HEALTH)
+def test_every_net_health_state_through_the_parser_and_the_root_replay(tmp_path, state):
+    text = _net_health_sample(state).read_text()
+    assert hccn.net_health(text) == state
+    r = _one_nic(tmp_path, net_health=text)  # a recorded machine, read as `netcheck --root` reads it
+    health = row(r, "nic.net_health")
+    entry = state_verdict("net_health", state)
+    assert health.status.value == entry["status"]
+    assert r.facts["nics"][0]["net_health"] == state
+    if state == "Success":
+        assert health.summary == "net health Success on NIC 0" and r.exit_code() == 0
+    else:  # every other state fails the NIC, says what it means and how to fix it on this NIC
+        assert health.status is Status.ERROR and r.exit_code() == 1
+        assert health.summary == f"net health {state} on NIC 0 ({entry['meaning']})"
+        assert health.fix and "{nic}" not in health.fix
+        assert "hccn_tool -i 0" in health.fix or "npu-smi" in health.fix
+
+
+def test_socket_failed_and_socket_fail_are_one_state(tmp_path):
+    old = row(_one_nic(tmp_path / "a", net_health="net health status: Socket failed\n"), "nic.net_health")
+    new = row(_one_nic(tmp_path / "b", net_health="net health status: Socket fail\n"), "nic.net_health")
+    assert old.fix == new.fix and old.summary.replace("Socket failed", "Socket fail") == new.summary
+
+
+def test_recorded_and_built_samples_are_kept_apart():
+    """A state marked `recorded` has its line in a copied public output; a `built` one only in
+    samples/built/ (the recorded Success line with the documented word), never among recordings."""
+    recorded = "\n".join(
+        p.read_text(errors="replace") for p in NET.rglob("*") if p.is_file() and "built" not in p.parts
+    )
     for state, entry in verdicts()["net_health"].items():
-        if entry["sample"]:
-            assert f"net health status: {state}" in texts, state
-        else:  # listed so netcheck explains it, left untested: no public output shows it
-            assert f"net health status: {state}" not in texts, state
+        line = f"net health status: {state}\n"
+        assert _net_health_sample(state).read_text() == line, state
+        if entry["sample"] == "recorded":
+            assert line in recorded, state
+        else:
+            assert entry["sample"] == "built" and line not in recorded, state
+    success = (SAMPLES / "net_health-success.txt").read_text()
+    for built in (SAMPLES / "built").glob("net_health-*.txt"):
+        assert built.read_text() == success.replace("Success", hccn.net_health(built.read_text()))
 
 
 def test_link_down_fec_rs_and_device_style_link_stat(tmp_path):
@@ -137,6 +190,70 @@ def test_link_down_fec_rs_and_device_style_link_stat(tmp_path):
     assert row(r, "nic.fec").status is Status.OK
     flaps = row(r, "nic.link_flaps")
     assert flaps.status is Status.WARN and "last at Tue Jun  6 16:32:10 2023" in flaps.summary
+
+
+def test_fec_auto_is_a_warning_with_the_rs_fix(tmp_path):
+    r = _one_nic(tmp_path, fec=(SAMPLES / "built" / "fec-auto.txt").read_text())
+    fec = row(r, "nic.fec")
+    assert fec.status is Status.WARN and fec.summary == "FEC mode auto on NIC 0 (the FEC mode is negotiated, not fixed)"
+    assert fec.fix.endswith("hccn_tool -i 0 -fec -s encoding rs") and r.exit_code(strict=True) == 1
+
+
+def _ping_tree(tmp_path: Path, peer: str, answer: str):
+    cmds = tmp_path / ".recorded" / "commands"
+    cmds.mkdir(parents=True)
+    (cmds / f"hccn_tool_-i_0_-ping_-g_address_{peer}.out").write_text(answer)
+    (cmds / f"hccn_tool_-i_0_-ping_-g_address_{peer}.rc").write_text("1\n")  # hccn_tool fails on loss
+    (tmp_path / ".recorded" / "partial").write_text("")
+    return run_netcheck(tmp_path, nics=[0], peers_npu=[peer])
+
+
+def test_ping_with_partial_loss(tmp_path):
+    text = (SAMPLES / "ping-partial-loss.txt").read_text()
+    assert hccn.ping(text) == hccn.Ping(3, 2, 33.33)
+    r = _ping_tree(tmp_path, "10.10.100.10", text)
+    ping = row(r, "peer.npu_ping")
+    assert ping.status is Status.ERROR and r.exit_code() == 1
+    assert ping.summary == "some replies lost: NIC 0 -> 10.10.100.10: 33.33% loss"
+    assert "-optical -g" in ping.fix and "-link_stat -g" in ping.fix
+
+
+def test_ping_with_total_loss(tmp_path):
+    text = (SAMPLES / "ping-total-loss.txt").read_text()
+    assert hccn.ping(text) == hccn.Ping(3, 0, 100.0)
+    # the tool exits non-zero ("Command execute failed!"): its answer is still read
+    r = _ping_tree(tmp_path, "10.0.0.2", text)
+    ping = row(r, "peer.npu_ping")
+    assert ping.status is Status.ERROR and ping.summary == "no reply at all: NIC 0 -> 10.0.0.2"
+    assert "-link -g" in ping.fix and "-gateway -g" in ping.fix
+
+
+def test_hccs_ping_summary_wording_is_read_too():
+    # hccn_tool's HCCS ping prints "packets loss" (tool_cmd.c), the RoCE ping "packet loss"
+    assert hccn.ping("3 packets transmitted, 3 received, 0.00% packets loss") == hccn.Ping(3, 3, 0.0)
+
+
+def test_links_that_went_down_and_stayed_down():
+    """FaultDiag's transcript of the same host after training: NICs 0 and 3 went down twice and
+    their newest record is LINK DOWN."""
+    r = run_netcheck(NET / "faultdiag-worker0-8nic-after")
+    flaps = row(r, "nic.link_flaps")
+    assert flaps.status is Status.ERROR and r.exit_code() == 1
+    assert flaps.summary.startswith("the newest record is LINK DOWN (no LINK UP since) on NIC 0, 3; ")
+    assert "NIC 0: 2 down(s), last at Tue Aug  1 14:44:40 2022" in flaps.summary
+    assert "NIC 5: 1 down(s), last at Tue Aug  1 14:43:40 2022" in flaps.summary
+    assert [n["link_down_records"] for n in r.facts["nics"]] == [2, 1, 1, 2, 1, 1, 1, 1]
+    # the same NICs before training: one flap each, all back up
+    before = row(run_netcheck(NET / "faultdiag-worker0-8nic"), "nic.link_flaps")
+    assert before.status is Status.WARN
+
+
+def test_tls_differing_between_nics_of_one_host():
+    r = run_netcheck(NET / "hccl-doc-tls-mixed", nics=[0, 1])
+    tls = row(r, "nic.tls")
+    assert tls.status is Status.ERROR
+    assert tls.summary == "TLS differs between NICs: enabled on 1, disabled on 0"
+    assert [n["tls_switch"] for n in r.facts["nics"]] == ["0", "1"]
 
 
 def test_unknown_state_is_an_error_naming_it(tmp_path):

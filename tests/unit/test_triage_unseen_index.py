@@ -1,8 +1,10 @@
 """The unseen splits are well-formed: every listed log exists, has a public source and names an
-issue that exists (a rule, a code), `none`, or (second split) `none-fitting`. The accuracy figure
+issue that exists (a rule, a code), `none`, or (later splits) `none-fitting`. The accuracy figure
 is a benchmark, not a test."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import yaml
@@ -13,9 +15,15 @@ from engine.triage.codes import find_codes
 
 UNSEEN = FIXTURES / "logs" / "unseen"
 UNSEEN2 = FIXTURES / "logs" / "unseen2"
-SPLITS = [UNSEEN, UNSEEN2]
+UNSEEN3 = FIXTURES / "logs" / "unseen3"
+SPLITS = [UNSEEN, UNSEEN2, UNSEEN3]
 # `none-fitting`: a real cause that no rule names; scored like `none` (naming anything is wrong).
-NO_ISSUE = {UNSEEN: {"none"}, UNSEEN2: {"none", "none-fitting"}}
+NO_ISSUE = {UNSEEN: {"none"}, UNSEEN2: {"none", "none-fitting"}, UNSEEN3: {"none", "none-fitting"}}
+# The honest splits: each was collected without the rules' author reading its reports, and each
+# must stay apart from every split collected before it.
+HELD_OUT = {UNSEEN2: [UNSEEN], UNSEEN3: [UNSEEN, UNSEEN2]}
+# a GitHub issue or pull request, as a link or as "owner/repo/issues/N" (issues and pulls share numbers)
+_REF = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]+)")
 
 
 def _index(split) -> dict:
@@ -50,19 +58,34 @@ def test_every_expected_issue_exists(split):
         assert any(info.issue_id == expect for info in find_codes(code)), (entry["file"], expect)
 
 
-def test_second_split_states_each_cause_and_shares_no_source_with_the_first():
-    """Each label of the honest split carries the cause the thread gave, and no report is reused
-    from the first split (whose logs the rules' author had read)."""
-    first = {e["source"] for e in _index(UNSEEN)["logs"]}
-    for entry in _index(UNSEEN2)["logs"]:
+def _refs(text: str) -> set[tuple[str, str]]:
+    """(owner/repo, number) of every GitHub issue or pull request the text names."""
+    return {(repo.lower(), num) for repo, num in _REF.findall(text)}
+
+
+@pytest.mark.parametrize("split", list(HELD_OUT), ids=lambda p: p.name)
+def test_held_out_split_states_each_cause_and_shares_no_source_with_earlier_splits(split):
+    """Each label of an honest split carries the cause the thread gave, and no report is reused
+    from an earlier split (the first one the rules' author had read; the others were measured)."""
+    earlier = [e["source"] for s in HELD_OUT[split] for e in _index(s)["logs"]]
+    earlier_refs = _refs(" ".join(earlier))
+    entries = _index(split)["logs"]
+    for entry in entries:
         assert isinstance(entry.get("cause"), str) and entry["cause"].strip(), entry["file"]
-        assert entry["source"] not in first, entry["file"]
+        assert entry["source"] not in earlier, entry["file"]
+        assert not _refs(entry["source"]) & earlier_refs, entry["file"]
+    sources = [e["source"].rstrip("/") for e in entries]
+    assert len(sources) == len(set(sources))  # one excerpt per report: a thread counts once
 
 
-def test_no_rule_cites_a_report_of_the_second_split():
+@pytest.mark.parametrize("split", list(HELD_OUT), ids=lambda p: p.name)
+def test_no_rule_cites_a_report_of_a_held_out_split(split):
     """The split stays held out: no rule's links nor the fixtures' provenance cite its reports."""
     cited = (ROOT / "engine" / "triage" / "rules.yaml").read_text(encoding="utf-8")
     cited += (FIXTURES / "logs" / "PROVENANCE.md").read_text(encoding="utf-8")
-    for entry in _index(UNSEEN2)["logs"]:
+    cited_refs = _refs(cited)
+    for entry in _index(split)["logs"]:
         source = entry["source"].rstrip("/")
         assert not any(source + end in cited for end in ("'", '"', ")", " ", "\n", "#", "/")), entry["file"]
+        # also the bare owner/repo/issues/N form, and a pull request cited as an issue
+        assert not _refs(source) & cited_refs, entry["file"]

@@ -1,0 +1,80 @@
+"""The diagnostics table (the dashboard's, and each engine screen's own rows) and the detail
+screen Enter opens on a row."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from ascendctl.style import clean, severity_style
+from ascendctl.tui import render
+from engine.severity import Severity
+from engine.telemetry.snapshot import Diagnostic
+
+
+class DetailScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__()
+        self.diagnostic = diagnostic
+
+    def compose(self) -> ComposeResult:
+        d = self.diagnostic
+        body = Text()
+        # What a diagnostic says may quote the engine's log: cleaned of escape sequences.
+        body.append(f"{clean(d.title)}\n", style="bold " + severity_style(d.severity))
+        body.append(
+            f"{d.severity} · {clean(d.subject)} · {d.id} · from "
+            f"{'the engine log' if d.source == 'log' else 'a threshold rule'}"
+        )
+        if d.count > 1:
+            body.append(f" · seen {d.count} times")
+        body.append("\n\ncause: ", style="bold")
+        body.append(clean(d.cause))
+        body.append("\n\nfix: ", style="bold")
+        body.append(clean(d.fix))
+        if d.detail:
+            body.append("\n\n" + clean(d.detail, multiline=True), style="dim")
+        body.append("\n\n(esc to close)", style="dim")
+        yield Static(body, id="detail")
+
+
+class DiagnosticsTable(DataTable):
+    """One row per diagnostic (severity, subject, issue, fix); Enter opens its DetailScreen.
+    Without `subject` (a table about one engine), the subject column is left out."""
+
+    def __init__(self, *, id: str | None = None, subject: bool = True) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self.subject = subject
+        self.add_columns(*(("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")))
+        self.diagnostics: tuple[Diagnostic, ...] | None = None
+
+    def show(self, diagnostics: Sequence[Diagnostic]) -> None:
+        rows = tuple(diagnostics)
+        if rows == self.diagnostics:
+            return  # unchanged rows: rebuilding the table each tick would only cost redraws
+        self.diagnostics = rows
+        cursor = self.cursor_row
+        self.clear()
+        for d in rows:
+            # Text cells, not str: the table would read a str as markup (`[/]` raises).
+            cells = render.diagnostic_cells(d)
+            self.add_row(*(cells if self.subject else (cells[0], *cells[2:])))
+        if not rows:
+            ok = Text("ok", style=severity_style(Severity.OK))
+            self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))
+        else:
+            self.move_cursor(row=min(cursor, len(rows) - 1))
+
+    @on(DataTable.RowSelected)
+    def _open_detail(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if self.diagnostics and 0 <= event.cursor_row < len(self.diagnostics):
+            self.app.push_screen(DetailScreen(self.diagnostics[event.cursor_row]))

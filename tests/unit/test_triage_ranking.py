@@ -1,0 +1,158 @@
+"""What leads a triage report: a specific cause before a catch-all code (EZ9999, 507014) or a
+wrapper, errors before warnings, the first cause before its echoes; and a report of catch-alls,
+consequences or warnings alone names no issue but points at the root line. Real lines only: the
+rules' own samples and the recorded fixtures (tests/fixtures/logs/PROVENANCE.md)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from helpers import FIXTURES
+
+from engine.triage import diagnose_lines, explain, load_rules, scan_paths
+from engine.triage.formats import parse_line
+
+LOGS = FIXTURES / "logs"
+
+# vllm-ascend issue 4020 (FIA tiling) and sglang issue 30453 (aicore timeout), as recorded.
+TILING = "e05_vllm_ascend_4020_fia_561002.log"
+AICORE_TIMEOUT = "e03_sglang_30453_aicore_timeout.log"
+# A torch_npu report whose E-code block says only "inner error" (vllm-ascend issue 6190's wrapper
+# and the EZ9999 lines of sglang issue 30453).
+INNER_ONLY = [
+    "RuntimeError: The Inner error is reported as above. The process exits for this inner error, and the current "
+    "working operator name is aclnnRmsNorm.",
+    "[ERROR] 2026-07-07-07:20:43 (PID:163686, Device:1, RankID:-1) ERR00100 PTA call acl api failed.",
+    "EZ9999: Inner Error!",
+]
+DTYPE = (
+    "AclNN_Parameter_Error(EZ1001): Tensor scale not implemented for DT_FLOAT16, should be in dtype support list "
+    "[DT_UINT64, DT_BFLOAT16, DT_INT64, DT_FLOAT]"
+)
+NUMPY2 = "A module that was compiled using NumPy 1.x cannot be run in"
+PRECISION_MODE = (
+    "RuntimeError: SetPrecisionMode:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:155 NPU function error: "
+    "at_npu::native::AclSetCompileopt(aclCompileOpt::ACL_PRECISION_MODE, precision_mode), error code is 500001"
+)
+TOOLKIT_OWNER = "Warning: The /usr/local/Ascend/ascend-toolkit/latest owner does not match the current owner."
+ULIMIT = (
+    "(APIServer pid=25783) WARNING 11-29 21:12:58 [system_utils.py:255] Found ulimit of 20000 and failed to "
+    "automatically increase with error current limit"
+)
+KV = (
+    "(EngineCore pid=25107) ERROR 11-29 21:12:20 [core.py:1510] ValueError: No available memory for the cache "
+    "blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+)
+
+
+def ids(report):
+    return [i.id for i in report.issues]
+
+
+def test_a_specific_operator_message_leads_over_the_codes_around_it():
+    report = scan_paths([str(LOGS / TILING)])
+    assert report.root_cause().id == "aclnn-tiling-failed"
+    found = {i.id: i for i in report.issues}
+    # E89999 and torch_npu's ERR00100 are listed, after every specific finding, worded as catch-alls.
+    generic = [i for i in report.issues if i.generic]
+    assert {"cann-e89999", "torch_npu-err00100"} <= {i.id for i in generic}
+    assert all(ids(report).index(g.id) > ids(report).index("acl-561002") for g in generic)
+    assert found["cann-e89999"].title.endswith("(generic): see the lines around it")
+
+
+def test_a_dtype_complaint_leads_over_the_inner_error_block_before_it():
+    report = diagnose_lines([*INNER_ONLY, DTYPE])
+    assert report.root_cause().id == "aclnn-dtype-unsupported"
+    assert ids(report)[0] == "aclnn-dtype-unsupported"
+    assert {"cann-ez9999", "cann-ez1001", "torch-npu-inner-error"} <= set(ids(report))
+
+
+def test_catch_alls_alone_name_no_issue_and_point_at_the_detail_line():
+    report = scan_paths([str(LOGS / AICORE_TIMEOUT)])
+    # 507014 / "aicore timeout" is what everything that waited on the real fault prints.
+    assert {"aicore-timeout", "acl-507014", "cann-ez9999"} <= set(ids(report))
+    assert report.root_cause() is None
+    assert "Kernel task happen error, retCode=0x25, [aicore timeout]" in report.root_line
+    bare = diagnose_lines(INNER_ONLY)
+    assert bare.root_cause() is None and bare.issues  # listed, not named
+
+
+def test_the_first_cause_leads_over_a_later_one_of_the_same_severity():
+    # numpy 2 refused at import; the first ACL call fails afterwards (its cause is not the kernels).
+    report = diagnose_lines([NUMPY2, PRECISION_MODE])
+    assert report.root_cause().id == "numpy2-abi-mismatch"
+    assert ids(report).index("acl-set-precision-mode") > 0
+
+
+def test_the_rule_that_explains_a_wrapper_leads_it():
+    report = scan_paths([str(LOGS / "e02_vllm_ascend_692_acl_500001.log")])
+    assert report.root_cause().id == "cann-ge-init-failed"
+    assert ids(report)[-1] == "acl-set-precision-mode"
+
+
+def test_warnings_never_lead_over_errors():
+    report = diagnose_lines([ULIMIT, KV])
+    assert report.root_cause().id == "vllm-no-kv-cache-memory"
+    assert ids(report) == ["vllm-no-kv-cache-memory", "vllm-fd-ulimit-low"]
+
+
+def test_a_warning_before_an_unknown_error_names_nothing_and_the_error_is_the_root_line():
+    error = "KeyError: 'model.layers.23.mlp.experts.w2_weight_offset' [repeated 14x across cluster]"  # e11b
+    report = diagnose_lines([TOOLKIT_OWNER, error])
+    assert ids(report) == ["ascend-toolkit-owner"]
+    assert report.root_cause() is None
+    assert report.root_line == error
+
+
+def test_a_warning_alone_is_named():
+    report = diagnose_lines([ULIMIT])
+    assert report.root_line is None  # a warning line is not where a failure starts
+    assert report.root_cause().id == "vllm-fd-ulimit-low"
+
+
+@pytest.mark.parametrize(
+    "code, generic",
+    [
+        ("EZ9999", True),  # inner error of any operator
+        ("EH9999", True),
+        ("EZ1001", True),  # any parameter check
+        ("EZ1008", True),  # known only by its module range
+        ("507014", True),  # AI Core timeout: what waited on the fault
+        ("507011", True),  # model execute: a wrapper
+        ("ERR00100", True),  # torch_npu's category code
+        ("507033", False),  # device setup failed: says what
+        ("EI0006", False),  # HCCL socket timeout
+        ("207001", False),  # device out of memory
+    ],
+)
+def test_code_table_marks_catch_alls_with_a_reason(code, generic):
+    info = explain(code)
+    assert bool(info.generic) is generic
+    assert not generic or len(info.generic) > 30  # a reason a user can read
+
+
+_WARNING_LINE = re.compile(r"\b(?:WARNING|WARN|UserWarning)\b|^Warning: |\[W[ \d]")
+
+
+def _is_warning(sample: str) -> bool:
+    # NCCL prints its errors on its WARN channel (`NCCL WARN Error while ...`).
+    return "NCCL WARN" not in sample and (
+        parse_line(sample).level in ("WARNING", "WARN") or _WARNING_LINE.search(sample) is not None
+    )
+
+
+@pytest.mark.parametrize("rule", load_rules(), ids=lambda r: r.id)
+def test_a_rule_whose_samples_are_all_warnings_is_not_an_error(rule):
+    if all(_is_warning(s) for s in rule.samples):
+        assert rule.severity in ("warning", "info"), rule.samples[0]
+
+
+def test_serve_crash_diagnosis_names_the_cause_without_the_catch_alls_around_it():
+    from engine.launcher.diagnosis import diagnose
+
+    lines = (LOGS / "e06_vllm_ascend_4256_aicpu_507011.log").read_text(encoding="utf-8").splitlines()
+    assert [f.id for f in diagnose(lines, exit_code=1).findings] == ["aicpu-exception"]
+    # With only catch-alls, they are shown (worded as such) rather than nothing.
+    only = diagnose((LOGS / AICORE_TIMEOUT).read_text(encoding="utf-8").splitlines(), exit_code=1).findings
+    assert only and all(f.generic for f in only)

@@ -5,7 +5,7 @@ Why not textual-plotext: plotext builds each chart as an ANSI string that Textua
 about 50 ms for one 70x12 chart of 8 lines (95 ms for 16), so the charts view of 8 NPUs and 2
 engines would take 15-20% of a core at a 1 s refresh against a 2% goal; it also pins plotext < 6.
 Here a chart is a bytearray of braille dots turned into strips. A chart is drawn again when its
-time axis has moved by a sixtieth of the window (5 s in the 5 minute window, 1 min in the hour)
+time axis has moved by a thirtieth of the window (10 s in the 5 minute window, 2 min in the hour)
 or by one dot if that is more, all charts at the same tick, and only when it is on screen: a
 chart cannot show a finer step, and drawing it every second cost more than the whole table view
 (docs/top.md has the figures).
@@ -41,7 +41,7 @@ CHART_HEIGHT = 9  # title, 7 rows of plot (28 dots high), time labels
 CHART_MIN_WIDTH = 38
 LABEL_W = 6  # y labels and the axis
 # A chart is redrawn when its time axis moved by this share of the window (or a dot, if more).
-REDRAW_SHARE = 1 / 60
+REDRAW_SHARE = 1 / 30
 # Time-axis ticks per window: a label every so many seconds.
 TICKS = {300.0: 60.0, 900.0: 300.0, 3600.0: 900.0}
 

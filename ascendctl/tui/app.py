@@ -127,6 +127,7 @@ class TopApp(App[None]):
         self.window = WINDOWS[0]
         self._chart_subjects: tuple | None = None
         self._width: int | None = None
+        self._show_next = False  # show the next snapshot even while paused (a replay jump)
         self.interval = interval
         self.thresholds = thresholds or Thresholds.defaults()
         self.save_dir = save_dir or Path.cwd()
@@ -194,7 +195,8 @@ class TopApp(App[None]):
             self.ended, self.note = True, "replay ended"
         else:
             self.latest, self.note = message.snapshot, ""
-            if not self.paused:
+            if not self.paused or self._show_next:
+                self._show_next = False
                 self.show(message.snapshot)
                 self._show_charts()
         self._update_status()
@@ -237,7 +239,7 @@ class TopApp(App[None]):
         if self.charts_view:
             if self._charts_fit():
                 parts.append(f"charts {self.window / 60:g} min")
-                # The diagnostics table is under the tables: say that it has rows.
+                # The diagnostics table is hidden under the charts: say that it has rows.
                 count = len(self.latest.diagnostics) if self.latest else 0
                 if count:
                     parts.append(f"{count} diagnostic{'s' if count > 1 else ''} (c: tables)")
@@ -260,7 +262,7 @@ class TopApp(App[None]):
         if on:
             self._show_charts()
         else:
-            if self.focused is None and self.is_mounted:
+            if self.focused is None or self.focused.id == "charts":
                 self.query_one("#engines").focus()
             if self.shown is not None:
                 self.show(self.shown)
@@ -326,17 +328,22 @@ class TopApp(App[None]):
 
     def action_replay_speed(self, direction: int) -> None:
         assert self.replay is not None
-        self.replay.faster() if direction > 0 else self.replay.slower()
+        if direction > 0:
+            self.replay.faster()
+        else:
+            self.replay.slower()
         self._update_status()
 
     def action_replay_jump(self, seconds: float) -> None:
         assert self.replay is not None
         self.replay.jump(seconds)
+        self._show_next = True  # even paused: a jump is asked to be seen
         self.action_refresh()
 
     def action_replay_seek(self, where: str) -> None:
         assert self.replay is not None
         self.replay.seek(self.replay.start if where == "start" else self.replay.end)
+        self._show_next = True
         self.action_refresh()
 
     # --- keys ----------------------------------------------------------------------------------

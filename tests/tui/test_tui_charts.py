@@ -158,6 +158,12 @@ async def test_p_pauses_the_replay_clock(utc):
         await pilot.press("r")
         await settle(pilot, app)
         assert app.shown.seq == 1  # paused for those five seconds: the recording did not move
+        await pilot.press("p", "right_square_bracket")
+        await settle(pilot, app)
+        assert app.paused and app.shown.seq == 120  # a jump while paused is shown (to the end: 2 min recorded)
+        await pilot.press("c")
+        await pilot.press("c")
+        assert app.focused is app.query_one("#engines")  # back from the charts, the engines have the keys
 
 
 async def test_replay_keys_do_nothing_live_and_end_scrolls_the_charts():

@@ -384,4 +384,4 @@ class TopApp(App[None]):
     def _open_engine(self, event: EnginesPanel.Open) -> None:
         snap = self.shown or self.latest
         if snap is not None:
-            self.push_screen(EngineScreen(event.engine, snap))
+            self.push_screen(EngineScreen(event.engine, snap, self.history, self.window))

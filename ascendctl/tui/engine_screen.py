@@ -15,10 +15,12 @@ from textual.widgets import Footer
 
 from ascendctl.style import clean, num, severity_style
 from ascendctl.tui import render
+from ascendctl.tui.chart import ChartPanel
 from ascendctl.tui.diagnostics import DiagnosticsTable
 from ascendctl.tui.engines import engine_key
 from ascendctl.tui.panel import TextPanel
 from engine.runs import RunInfo, load_run
+from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
 from engine.telemetry.runprofile import RunProfile, run_directory, run_profile
 from engine.telemetry.snapshot import EngineView, Snapshot
@@ -32,8 +34,13 @@ class EngineScreen(Screen[None]):
         Binding("m", "next_mark", "previous marked line"),
     ]
 
-    def __init__(self, engine: EngineView, snapshot: Snapshot) -> None:
+    def __init__(
+        self, engine: EngineView, snapshot: Snapshot, history: History | None = None, window: float = WINDOWS[0]
+    ) -> None:
+        """`history`: the app's, drawn as this engine's charts; without one, the snapshot's own
+        sparklines (the last polls) stand in."""
         super().__init__()
+        self.history, self.window = history, window
         self.key = engine_key(engine)
         self.engine = engine  # the last view of it: kept on screen when it disappears
         self.snapshot = snapshot
@@ -48,9 +55,11 @@ class EngineScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield TextPanel(id="engine-header")
         yield TextPanel(id="engine-figures")
-        # The history of the figures; the chart widget takes this place.
         with Vertical(id="engine-charts"):
-            yield TextPanel(id="engine-sparklines")
+            if self.history is not None:
+                yield ChartPanel(self.history, "engine", self.engine.label, self.window)
+            else:
+                yield TextPanel(id="engine-sparklines")
         with Horizontal(id="engine-lower"):
             yield TextPanel(id="engine-plan")
             yield DiagnosticsTable(id="engine-diagnostics", subject=False)
@@ -80,7 +89,10 @@ class EngineScreen(Screen[None]):
         self.query_one("#engine-header", TextPanel).update(self._header())
         figures = [Text("Figures", style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
         self.query_one("#engine-figures", TextPanel).update(Text("\n").join(figures))
-        self.query_one("#engine-sparklines", TextPanel).update(render.history_lines(e.history))
+        if self.history is not None:
+            self.query_one(ChartPanel).changed()
+        else:
+            self.query_one("#engine-sparklines", TextPanel).update(render.history_lines(e.history))
         self.query_one("#engine-plan", TextPanel).update(self._plan())
         self.query_one("#engine-diagnostics", DiagnosticsTable).show(
             [d for d in snap.diagnostics if d.subject == e.label]

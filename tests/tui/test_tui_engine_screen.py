@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.geometry import Region
 from top_fakes import BUSY, IDLE, RUN_ID, down_error, make_collector, serve_run, settle, text_of
 
 from ascendctl.tui.app import TopApp
+from ascendctl.tui.chart import ChartPanel, ChartView
 from ascendctl.tui.diagnostics import DetailScreen
 from ascendctl.tui.engine_screen import NO_RUN, EngineScreen
 from engine.telemetry import Target
@@ -65,8 +67,11 @@ async def test_enter_opens_the_engine_with_its_profile_plan_and_marked_log_and_e
         await settle(pilot, app, 2)
         figures = text_of(screen, "#engine-figures")
         assert "TTFT p50 35ms p90" in figures and "total 8192" in figures
-        history = text_of(screen, "#engine-sparklines").splitlines()
-        assert history[0].startswith("History (last 60 polls)") and "generation tok/s     84.4" in history[4]
+        # Its charts: the app's history of this engine, the four engine charts under its name.
+        charts = screen.query_one(ChartPanel)
+        assert charts.subject == RUN_ID and f"{RUN_ID} · last 5 min" in text_of(charts, "TextPanel")
+        painted = "\n".join(s.text for v in charts.query(ChartView) for s in v.render_lines(Region(0, 0, *v.size)))
+        assert all(view.chart.title in painted for view in charts.query(ChartView)) and len(charts.charts) == 4
 
         await pilot.press("escape")
         assert not isinstance(app.screen, EngineScreen) and app.is_running

@@ -118,6 +118,13 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         _wait(f"http://127.0.0.1:{exp_port}/metrics", exporter, "the exporter")
         _wait(f"{prom_url}/-/ready", prom, "prometheus")
         client.start()
+        # The plog follower reads files that exist at its first poll from their end: wait for that
+        # poll, so the line below is new to it however late a loaded runner ran it.
+        deadline = time.monotonic() + 60
+        plogs_up = re.compile(r'ascendctl_source_up\{[^}]*source="plogs"[^}]*\} 1')
+        while not plogs_up.search(httpx.get(f"http://127.0.0.1:{exp_port}/metrics").text):
+            assert time.monotonic() < deadline, "the exporter never polled the plogs"
+            time.sleep(0.5)
         # A CANN error line written while the exporter runs (a recorded plog line, as it is).
         coded = next(
             ln for ln in (FIXTURES / "logs" / "plog_mixed_modules.log").read_text().splitlines() if "507051" in ln

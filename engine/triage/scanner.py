@@ -112,7 +112,11 @@ class Scanner:
     time (a live view) and does not disturb the scan."""
 
     def __init__(self, rules: Sequence[Rule] | None = None, *, engine: str = "auto") -> None:
-        self.index = RuleIndex(load_rules() if rules is None else rules, engine=engine)
+        rules = load_rules() if rules is None else rules
+        self.index = RuleIndex(rules, engine=engine)
+        # A code that a rule declares (`codes:`) is the rule's failure: its hits count as the rule's,
+        # so the failure is named once, by the rule that read the message (one idea, one place).
+        self._fold: dict[str, Rule] = {c: r for r in rules for c in r.codes}
         self._hits: dict[str, _Hit] = {}
         self._miner = TemplateMiner()
         self._open: dict[tuple[str, str], _Event] = {}
@@ -273,6 +277,8 @@ class Scanner:
         payload = p.payload.strip()
         rules = self.index.matching(line, parts)
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
+        cann = any(c.kind == "cann" for c in codes)
+        rules, codes = self._folded(rules, codes)
         for rule in rules:
             ev.hits.setdefault(rule.id, (rule, payload))
         for info in codes:
@@ -282,8 +288,22 @@ class Scanner:
         if ev.lines == 1 or line is ev.exception_line:
             found = [*rules, *codes]
             ev.head_generic = bool(found) and all(w.generic or (isinstance(w, Rule) and w.symptom) for w in found)
-        if not ev.detail and any(c.kind == "cann" for c in codes) and not _BARE_INNER.match(payload):
+        if not ev.detail and cann and not _BARE_INNER.match(payload):
             ev.detail = payload
+
+    def _folded(self, rules: Sequence[Rule], codes: list[CodeInfo]) -> tuple[list[Rule], list[CodeInfo]]:
+        """Codes that a rule declares become that rule's hits (`codes:` in rules.yaml)."""
+        if not self._fold or not codes:
+            return list(rules), codes
+        out = list(rules)
+        kept = []
+        for info in codes:
+            rule = self._fold.get(info.code)
+            if rule is None:
+                kept.append(info)
+            elif rule not in out:
+                out.append(rule)
+        return out, kept
 
     def _close(self, ev: _Event) -> None:
         if ev.raw:
@@ -305,9 +325,11 @@ class Scanner:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
         payload = p.payload.strip()
         parts = self._parts
-        for rule in self.index.matching(line, parts):
+        codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
+        rules, codes = self._folded(self.index.matching(line, parts), codes)
+        for rule in rules:
             hits[rule.id] = (rule, payload)
-        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
+        for info in codes:
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)

@@ -157,3 +157,57 @@ def test_serve_crash_diagnosis_names_the_cause_without_the_catch_alls_around_it(
     # With only catch-alls, they are shown (worded as such) rather than nothing.
     only = diagnose((LOGS / AICORE_TIMEOUT).read_text(encoding="utf-8").splitlines(), exit_code=1).findings
     assert only and all(f.generic for f in only)
+
+
+# torch_npu's warning for a vector-core fault, as printed in a Triton-Ascend kernel test log: only
+# the code says what failed.
+VECTOR_CORE_WARNING = (
+    "[W614 19:45:30.602900611 compiler_depend.ts:545] Warning: NPU warning, error code is 507035[Error]: "
+)
+
+
+def test_a_code_that_a_rule_declares_is_named_once_by_the_rule():
+    report = diagnose_lines([VECTOR_CORE_WARNING])
+    assert report.root_cause().id == "vector-core-exception"
+    assert "acl-507035" not in ids(report)
+    assert explain("507035").name == "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION"  # --explain still knows the code
+
+
+# Ascend/pytorch issue 54: the device's report of an HCCL FFTS+ task that timed out, then the
+# host-side sync that gave up; the first is what the operator has to chase (a peer that stopped).
+FFTS_TIMEOUT = [
+    "EI9999: 2024-10-21-10:42:00.204.495  The error from device(chipId:2, dieId:0), serial number is 9, hccl "
+    "fftsplus task timeout occurred during task execution, stream_id:5, sq_id:5, task_id:38827, stuck notify num:1, "
+    "timeout:30min(default).[FUNC:ProcessStarsHcclFftsPlusTimeoutErrorInfo][FILE:device_error_proc.cc][LINE:1435]",
+    "EE1002 Stream synchronize timeout. rtDeviceSynchronize execute failed, reason=[stream sync timeout]",
+]
+# vllm-ascend issue 2754: HCCL runs out of RDMA queue pairs, then the link it needed fails.
+QP_EXHAUSTED = [
+    "(VllmWorker TP3 pid=2322) ERROR 09-04 09:44:06 [multiproc_executor.py:596] RuntimeError: EI0007: [PID: 2322] "
+    "2025-09-04-09:44:05.909.517 Failed to allocate resource[qp] with info [aicpu rank:7,localUserrank:7,localIpAddr: "
+    "100.97.0.8,deviceLogicId:3,send_cq_depth:32768]. Reason: Memory resources are exhausted.",
+    "(VllmWorker TP3 pid=2322) ERROR 09-04 09:44:06 [multiproc_executor.py:596]         Transport init error. Reason: "
+    "[Create][DestLink]Create Dest error! creakLink para:rank[7]-localUserrank[7]-localIpAddr[192.168.1.3], "
+    "dst_rank[1]-remoteUserrank[1]-remote_ip_addr[192.168.1.3]",
+]
+
+
+@pytest.mark.parametrize(
+    "lines, cause, echo",
+    [
+        (FFTS_TIMEOUT, "npu-fftsplus-timeout", "hccl-op-timeout"),
+        (QP_EXHAUSTED, "hccl-qp-resources-exhausted", "hccl-transport-init"),
+        (list(reversed(QP_EXHAUSTED)), "hccl-qp-resources-exhausted", "hccl-transport-init"),
+    ],
+)
+def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):
+    report = diagnose_lines(lines)
+    assert report.root_cause().id == cause
+    assert echo in ids(report)[1:]
+
+
+def test_the_first_acl_call_alone_names_nothing_and_shows_its_line():
+    # SetPrecisionMode is where torch_npu's first ACL call fails, whatever broke before it.
+    report = diagnose_lines([PRECISION_MODE])
+    assert report.root_cause() is None
+    assert "AclSetCompileopt" in report.root_line

@@ -112,11 +112,7 @@ class Scanner:
     time (a live view) and does not disturb the scan."""
 
     def __init__(self, rules: Sequence[Rule] | None = None, *, engine: str = "auto") -> None:
-        rules = load_rules() if rules is None else rules
-        self.index = RuleIndex(rules, engine=engine)
-        # A code that a rule declares (`codes:`) is the rule's failure: its hits count as the rule's,
-        # so the failure is named once, by the rule that read the message (one idea, one place).
-        self._fold: dict[str, Rule] = {c: r for r in rules for c in r.codes}
+        self.index = RuleIndex(load_rules() if rules is None else rules, engine=engine)
         self._hits: dict[str, _Hit] = {}
         self._miner = TemplateMiner()
         self._open: dict[tuple[str, str], _Event] = {}
@@ -278,7 +274,7 @@ class Scanner:
         rules = self.index.matching(line, parts)
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
         cann = any(c.kind == "cann" for c in codes)
-        rules, codes = self._folded(rules, codes)
+        rules, codes = self.index.named(rules, codes)
         for rule in rules:
             ev.hits.setdefault(rule.id, (rule, payload))
         for info in codes:
@@ -290,20 +286,6 @@ class Scanner:
             ev.head_generic = bool(found) and all(w.generic or (isinstance(w, Rule) and w.symptom) for w in found)
         if not ev.detail and cann and not _BARE_INNER.match(payload):
             ev.detail = payload
-
-    def _folded(self, rules: Sequence[Rule], codes: list[CodeInfo]) -> tuple[list[Rule], list[CodeInfo]]:
-        """Codes that a rule declares become that rule's hits (`codes:` in rules.yaml)."""
-        if not self._fold or not codes:
-            return list(rules), codes
-        out = list(rules)
-        kept = []
-        for info in codes:
-            rule = self._fold.get(info.code)
-            if rule is None:
-                kept.append(info)
-            elif rule not in out:
-                out.append(rule)
-        return out, kept
 
     def _close(self, ev: _Event) -> None:
         if ev.raw:
@@ -326,7 +308,7 @@ class Scanner:
         payload = p.payload.strip()
         parts = self._parts
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
-        rules, codes = self._folded(self.index.matching(line, parts), codes)
+        rules, codes = self.index.named(self.index.matching(line, parts), codes)
         for rule in rules:
             hits[rule.id] = (rule, payload)
         for info in codes:

@@ -191,6 +191,16 @@ QP_EXHAUSTED = [
     "dst_rank[1]-remoteUserrank[1]-remote_ip_addr[192.168.1.3]",
 ]
 
+# CANN's HCCL user guide (FAQ EJ0002): HCCP gets ENOLINK from the NPU NIC; then a listen on that
+# NIC fails (the line of vllm-ascend issue 4725), which alone would read as a port taken.
+PORT_DOWN = [
+    "[ERROR] HCCP(46430,alltoallv_test):2023-09-21-03:43:49.546.469 [ra hdc.c:1270]tid:46430,ra_hdc_rdev_init(1270) : "
+    "[init][ra_hdc_rdev]ra hdc message process failed ret(-67) phy_id(3)",
+    "[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.312 [hccl_socket.cc:106] [60570][HcclSocket][Listen] socket type[0], "
+    "listen on ip[192.2.2.195] and specific port[16666] fail. Please check the port status and whether the port is "
+    "being used by other process.",
+]
+
 
 @pytest.mark.parametrize(
     "lines, cause, echo",
@@ -198,6 +208,7 @@ QP_EXHAUSTED = [
         (FFTS_TIMEOUT, "npu-fftsplus-timeout", "hccl-op-timeout"),
         (QP_EXHAUSTED, "hccl-qp-resources-exhausted", "hccl-transport-init"),
         (list(reversed(QP_EXHAUSTED)), "hccl-qp-resources-exhausted", "hccl-transport-init"),
+        (PORT_DOWN, "hccl-nic-port-down", "hccl-socket-listen-failed"),
     ],
 )
 def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):

@@ -201,6 +201,15 @@ PORT_DOWN = [
     "being used by other process.",
 ]
 
+# hicann/hccl's fault-diagnosis guide: an AIV-mode collective's kernel faults; the runtime words it
+# as an AI Core kernel failure, which alone would point at a model operator.
+AIV_KERNEL = [
+    "[ERROR] RUNTIME(699131,python):2025-04-24-21:54:17.707.236 [davinci_kernel_task.cc:1268]699131 "
+    "PrintErrorInfoForDavinciTask:[INIT][DEFAULT]Aicore kernel execute failed, device_id=0, stream_id=2, "
+    "report_stream_id=2, task_id=55873, flip_num=2073, fault kernel_name=aiv_all_reduce_***, fault kernel info "
+    "ext=aiv_all_reduce_910b_bfloat16_t, program id=42, hash=9645272693770703471.",
+]
+
 
 @pytest.mark.parametrize(
     "lines, cause, echo",
@@ -209,6 +218,7 @@ PORT_DOWN = [
         (QP_EXHAUSTED, "hccl-qp-resources-exhausted", "hccl-transport-init"),
         (list(reversed(QP_EXHAUSTED)), "hccl-qp-resources-exhausted", "hccl-transport-init"),
         (PORT_DOWN, "hccl-nic-port-down", "hccl-socket-listen-failed"),
+        (AIV_KERNEL, "hccl-aiv-op-failed", "aicore-exception"),
     ],
 )
 def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):

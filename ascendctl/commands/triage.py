@@ -247,6 +247,8 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
     info = explain(what)
     if info is not None:
+        # the rule that declares the code (`codes:`): reports name the failure by that rule
+        named_by = next((r.id for r in load_rules(rules_file) if info.code in r.codes), None)
 
         def render(console: Any) -> None:
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
@@ -259,8 +261,10 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
                 console.print(Text("  generic:  ") + plain(info.generic))
             if info.fix:
                 console.print(Text("  fix:      ") + plain(info.fix, style="bold"))
+            if named_by:
+                console.print(Text("  reported: ") + plain(f"as {named_by} (ascendctl triage --explain {named_by})"))
 
-        out.emit({"code": info}, render)
+        out.emit({"code": info, "reported_as": named_by}, render)
         return
     for rule in load_rules(rules_file):
         if rule.id == what:

@@ -97,7 +97,8 @@ class MarkedTail:
         """The known issues `line` matches, rules first (in database order), then codes."""
         if not self._index.candidate(line):
             return ()
-        found = {r.id: Mark(r.id, r.title, r.severity) for r in self._index.matching(line)}
-        for info in find_codes(line):
+        rules, codes = self._index.named(self._index.matching(line), find_codes(line))
+        found = {r.id: Mark(r.id, r.title, r.severity) for r in rules}
+        for info in codes:
             found.setdefault(info.issue_id, Mark(info.issue_id, info.title, info.severity))
         return tuple(found.values())

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Sequence
 
-from engine.triage.codes import CODE_LITERALS, CODE_LOOSE, CODE_REGEXES
+from engine.triage.codes import CODE_LITERALS, CODE_LOOSE, CODE_REGEXES, CodeInfo
 from engine.triage.rules import Rule
 
 ENGINES = ("hyperscan", "re2", "re")
@@ -175,6 +175,8 @@ class RuleIndex:
         self._by_keyword = tuple((kw, tuple(rs)) for kw, rs in by_kw.items())
         self._by_kw = {kw: tuple(rs) for kw, rs in by_kw.items()}
         self._order = {r.id: n for n, r in enumerate(self.rules)}
+        # A code that a rule declares (`codes:`) is that rule's failure: see `named`.
+        self._fold: dict[str, Rule] = {c: r for r in self.rules for c in r.codes}
         literals = sorted(set(by_kw) | set(LEVEL_MARKERS) | set(CODE_LITERALS), key=lambda s: (-len(s), s))
         self._literals = literals
         self.parts = [re.escape(s) for s in literals] + list(CODE_REGEXES)
@@ -255,3 +257,18 @@ class RuleIndex:
         if len(hits) > 1:
             return sorted(hits.values(), key=lambda r: self._order[r.id])
         return list(hits.values())
+
+    def named(self, rules: Sequence[Rule], codes: Sequence[CodeInfo]) -> tuple[list[Rule], list[CodeInfo]]:
+        """What a line names: its rules, plus the rules that declare its codes (`codes:` in
+        rules.yaml), and the codes no rule declares. One failure, one name: a hit of 507035 is
+        the vector-core-exception rule, wherever a report or a log mark shows it."""
+        if not self._fold or not codes:
+            return list(rules), list(codes)
+        out, kept = list(rules), []
+        for info in codes:
+            rule = self._fold.get(info.code)
+            if rule is None:
+                kept.append(info)
+            elif rule not in out:
+                out.append(rule)
+        return out, kept

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.errors import BadInput
+from engine.triage.codes import explain
 from engine.triage.model import SEVERITIES
 from engine.yamlfile import Problem, duplicate_keys, line_of, load, quote
 
@@ -43,6 +44,7 @@ class Rule:
     symptom: bool = False  # a consequence of another problem, listed after the root causes
     explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
     generic: str = ""  # why the rule names a class of failure, not its cause (a wrapper code); "" when specific
+    codes: tuple[str, ...] = ()  # table codes that mean this very failure: a hit of one is reported as this rule
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
@@ -227,7 +229,13 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         symptom=bool(raw.get("symptom", False)),
         explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
         generic=" ".join(str(raw.get("generic") or "").split()),
+        codes=tuple(c.upper() for c in _as_list(raw.get("codes"), refuse, "codes")),
     )
+    for i, c in enumerate(rule.codes):
+        if explain(c) is None:
+            raise refuse(
+                "codes", i, f"{quote(c)} is not a code of engine/triage/codes.yaml", "name a code the tables know"
+            )
     if "generic" in raw and (not isinstance(raw["generic"], str) or not rule.generic):
         raise refuse("generic", None, "must say why the rule names no cause", "write the reason, or drop the key")
     for i, s in enumerate(rule.samples):
@@ -261,6 +269,19 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
                 "give each rule its own id",
             )
         first[r.id] = line
+    folded: dict[str, str] = {}
+    for raw, r in zip(items, rules):
+        for code in r.codes:
+            if code in folded:
+                raise BadInput(
+                    str(
+                        Problem(
+                            origin, line_of(raw, "codes"), f"{r.id}.codes", f"{code} is already named by {folded[code]}"
+                        )
+                    ),
+                    "one code, one rule",
+                )
+            folded[code] = r.id
     for raw, r in zip(items, rules):
         for other in r.explains:
             if other not in first or other == r.id:

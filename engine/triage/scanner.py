@@ -273,6 +273,8 @@ class Scanner:
         payload = p.payload.strip()
         rules = self.index.matching(line, parts)
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
+        cann = any(c.kind == "cann" for c in codes)
+        rules, codes = self.index.named(rules, codes)
         for rule in rules:
             ev.hits.setdefault(rule.id, (rule, payload))
         for info in codes:
@@ -282,7 +284,7 @@ class Scanner:
         if ev.lines == 1 or line is ev.exception_line:
             found = [*rules, *codes]
             ev.head_generic = bool(found) and all(w.generic or (isinstance(w, Rule) and w.symptom) for w in found)
-        if not ev.detail and any(c.kind == "cann" for c in codes) and not _BARE_INNER.match(payload):
+        if not ev.detail and cann and not _BARE_INNER.match(payload):
             ev.detail = payload
 
     def _close(self, ev: _Event) -> None:
@@ -305,9 +307,11 @@ class Scanner:
         hits: dict[str, tuple[Rule | CodeInfo, str]] = {}
         payload = p.payload.strip()
         parts = self._parts
-        for rule in self.index.matching(line, parts):
+        codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
+        rules, codes = self.index.named(self.index.matching(line, parts), codes)
+        for rule in rules:
             hits[rule.id] = (rule, payload)
-        for info in find_codes(line) if parts is None or self.index.may_hold_code(parts) else ():
+        for info in codes:
             hits.setdefault(info.issue_id, (info, payload))
         if hits:
             self._record(hits, p.stamp, source)

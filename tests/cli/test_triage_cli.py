@@ -77,8 +77,10 @@ def test_bad_fail_on_is_a_usage_error(capsys):
 def test_explain_acl_cann_torch_npu_codes_and_rules(capsys):
     code, data, _ = run_json(capsys, "--explain", "507011")
     assert code == 0 and data["code"]["name"] == "ACL_ERROR_RT_MODEL_EXECUTE"
+    assert data["reported_as"] == "model-execute-failed"  # the rule that names the same failure in reports
     code, data, _ = run_json(capsys, "--explain", "ei0006")
     assert data["code"]["code"] == "EI0006" and "HCCL" in data["code"]["family"]
+    assert data["reported_as"] is None
     code, data, _ = run_json(capsys, "--explain", "ERR00100")
     assert data["code"]["kind"] == "torch_npu"
     code, data, _ = run_json(capsys, "--explain", "hccl-socket-timeout")

@@ -74,3 +74,13 @@ def test_a_serve_run_has_its_profile_and_plan_and_a_url_engine_none(tmp_path):
     (Path(run.directory) / "profile.yaml").write_text("engine: [\n")  # damaged
     profile, why = run_profile(Path(run.directory))
     assert profile is None and why and planned_blocks(Path(run.directory)) is None
+
+
+def test_a_code_line_is_marked_by_the_rule_that_names_the_code_as_triage_does(tmp_path):
+    # torch_npu's warning for a vector-core fault: the engine screen marks it as triage reports it
+    line = "[W614 19:45:30.602900611 compiler_depend.ts:545] Warning: NPU warning, error code is 507035[Error]: "
+    log = tmp_path / "engine.log"
+    log.write_text(line + "\n", encoding="utf-8")
+    tail = MarkedTail(log)
+    assert tail.poll()
+    assert [m.id for m in tail.lines[-1].marks] == ["vector-core-exception"]

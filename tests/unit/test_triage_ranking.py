@@ -71,7 +71,8 @@ def test_a_dtype_complaint_leads_over_the_inner_error_block_before_it():
 def test_catch_alls_alone_name_no_issue_and_point_at_the_detail_line():
     report = scan_paths([str(LOGS / AICORE_TIMEOUT)])
     # 507014 / "aicore timeout" is what everything that waited on the real fault prints.
-    assert {"aicore-timeout", "acl-507014", "cann-ez9999"} <= set(ids(report))
+    # 507014 is the aicore-timeout rule's own code (`codes:`): one failure, one name
+    assert {"aicore-timeout", "cann-ez9999"} <= set(ids(report)) and "acl-507014" not in ids(report)
     assert report.root_cause() is None
     assert "Kernel task happen error, retCode=0x25, [aicore timeout]" in report.root_line
     bare = diagnose_lines(INNER_ONLY)
@@ -156,3 +157,78 @@ def test_serve_crash_diagnosis_names_the_cause_without_the_catch_alls_around_it(
     # With only catch-alls, they are shown (worded as such) rather than nothing.
     only = diagnose((LOGS / AICORE_TIMEOUT).read_text(encoding="utf-8").splitlines(), exit_code=1).findings
     assert only and all(f.generic for f in only)
+
+
+# torch_npu's warning for a vector-core fault, as printed in a Triton-Ascend kernel test log: only
+# the code says what failed.
+VECTOR_CORE_WARNING = (
+    "[W614 19:45:30.602900611 compiler_depend.ts:545] Warning: NPU warning, error code is 507035[Error]: "
+)
+
+
+def test_a_code_that_a_rule_declares_is_named_once_by_the_rule():
+    report = diagnose_lines([VECTOR_CORE_WARNING])
+    assert report.root_cause().id == "vector-core-exception"
+    assert "acl-507035" not in ids(report)
+    assert explain("507035").name == "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION"  # --explain still knows the code
+
+
+# Ascend/pytorch issue 54: the device's report of an HCCL FFTS+ task that timed out, then the
+# host-side sync that gave up; the first is what the operator has to chase (a peer that stopped).
+FFTS_TIMEOUT = [
+    "EI9999: 2024-10-21-10:42:00.204.495  The error from device(chipId:2, dieId:0), serial number is 9, hccl "
+    "fftsplus task timeout occurred during task execution, stream_id:5, sq_id:5, task_id:38827, stuck notify num:1, "
+    "timeout:30min(default).[FUNC:ProcessStarsHcclFftsPlusTimeoutErrorInfo][FILE:device_error_proc.cc][LINE:1435]",
+    "EE1002 Stream synchronize timeout. rtDeviceSynchronize execute failed, reason=[stream sync timeout]",
+]
+# vllm-ascend issue 2754: HCCL runs out of RDMA queue pairs, then the link it needed fails.
+QP_EXHAUSTED = [
+    "(VllmWorker TP3 pid=2322) ERROR 09-04 09:44:06 [multiproc_executor.py:596] RuntimeError: EI0007: [PID: 2322] "
+    "2025-09-04-09:44:05.909.517 Failed to allocate resource[qp] with info [aicpu rank:7,localUserrank:7,localIpAddr: "
+    "100.97.0.8,deviceLogicId:3,send_cq_depth:32768]. Reason: Memory resources are exhausted.",
+    "(VllmWorker TP3 pid=2322) ERROR 09-04 09:44:06 [multiproc_executor.py:596]         Transport init error. Reason: "
+    "[Create][DestLink]Create Dest error! creakLink para:rank[7]-localUserrank[7]-localIpAddr[192.168.1.3], "
+    "dst_rank[1]-remoteUserrank[1]-remote_ip_addr[192.168.1.3]",
+]
+
+# CANN's HCCL user guide (FAQ EJ0002): HCCP gets ENOLINK from the NPU NIC; then a listen on that
+# NIC fails (the line of vllm-ascend issue 4725), which alone would read as a port taken.
+PORT_DOWN = [
+    "[ERROR] HCCP(46430,alltoallv_test):2023-09-21-03:43:49.546.469 [ra hdc.c:1270]tid:46430,ra_hdc_rdev_init(1270) : "
+    "[init][ra_hdc_rdev]ra hdc message process failed ret(-67) phy_id(3)",
+    "[ERROR] HCCL(60570,):2025-12-04-14:46:07.911.312 [hccl_socket.cc:106] [60570][HcclSocket][Listen] socket type[0], "
+    "listen on ip[192.2.2.195] and specific port[16666] fail. Please check the port status and whether the port is "
+    "being used by other process.",
+]
+
+# hicann/hccl's fault-diagnosis guide: an AIV-mode collective's kernel faults; the runtime words it
+# as an AI Core kernel failure, which alone would point at a model operator.
+AIV_KERNEL = [
+    "[ERROR] RUNTIME(699131,python):2025-04-24-21:54:17.707.236 [davinci_kernel_task.cc:1268]699131 "
+    "PrintErrorInfoForDavinciTask:[INIT][DEFAULT]Aicore kernel execute failed, device_id=0, stream_id=2, "
+    "report_stream_id=2, task_id=55873, flip_num=2073, fault kernel_name=aiv_all_reduce_***, fault kernel info "
+    "ext=aiv_all_reduce_910b_bfloat16_t, program id=42, hash=9645272693770703471.",
+]
+
+
+@pytest.mark.parametrize(
+    "lines, cause, echo",
+    [
+        (FFTS_TIMEOUT, "npu-fftsplus-timeout", "hccl-op-timeout"),
+        (QP_EXHAUSTED, "hccl-qp-resources-exhausted", "hccl-transport-init"),
+        (list(reversed(QP_EXHAUSTED)), "hccl-qp-resources-exhausted", "hccl-transport-init"),
+        (PORT_DOWN, "hccl-nic-port-down", "hccl-socket-listen-failed"),
+        (AIV_KERNEL, "hccl-aiv-op-failed", "aicore-exception"),
+    ],
+)
+def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):
+    report = diagnose_lines(lines)
+    assert report.root_cause().id == cause
+    assert echo in ids(report)[1:]
+
+
+def test_the_first_acl_call_alone_names_nothing_and_shows_its_line():
+    # SetPrecisionMode is where torch_npu's first ACL call fails, whatever broke before it.
+    report = diagnose_lines([PRECISION_MODE])
+    assert report.root_cause() is None
+    assert "AclSetCompileopt" in report.root_line

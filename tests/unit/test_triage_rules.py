@@ -161,3 +161,28 @@ def test_re2_path_names_the_pieces_of_each_candidate_line():
     line = data.decode().splitlines()[1]
     assert [r.id for r in index.matching(line, parts)] == [r.id for r in index.matching(line)]
     assert "spec-decode-method-unknown" in {r.id for r in index.matching(line, parts)}
+
+
+@pytest.mark.parametrize(
+    "codes, message",
+    [
+        ("['999999']", "is not a code"),  # outside every code table
+        ("['507035']", "already named by"),  # the vector-core-exception rule declares it
+    ],
+)
+def test_a_rule_declares_only_known_codes_each_once(codes, message):
+    # the bundled database plus one rule: codes are checked against the tables and the other rules
+    text = (
+        _builtin_text()
+        + "  - id: my-rule\n    title: t\n    severity: error\n    patterns: ['NPU function error']\n"
+        + f"    codes: {codes}\n    cause: c\n    fix: f\n    samples: ['NPU function error 12']\n"
+    )
+    with pytest.raises(BadInput) as exc:
+        parse_rules(text, "my-rules.yaml")
+    assert "my-rule.codes" in exc.value.cause and message in exc.value.cause
+
+
+def _builtin_text() -> str:
+    from importlib import resources
+
+    return resources.files("engine.triage").joinpath("rules.yaml").read_text(encoding="utf-8")

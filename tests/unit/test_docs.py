@@ -105,3 +105,17 @@ def test_python_versions_agree():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert re.search(r'^requires-python = ">=3\.10"', pyproject, re.M)
     assert "Python 3.10 or newer" in readme and "Python 3.11 or newer" in readme
+
+
+@pytest.mark.parametrize(
+    "image, frame",
+    [
+        ("top.svg", "test_tui_top/test_main_screen_snapshot.svg"),
+        ("top-charts.svg", "test_tui_charts/test_charts_view_snapshot.svg"),
+        ("top-engine.svg", "test_tui_engine_screen/test_engine_screen_snapshot.svg"),
+    ],
+)
+def test_the_pictures_are_the_frames_the_tui_tests_draw(image, frame):
+    """A picture in the docs is the dashboard as it looks today: the snapshot test's own frame."""
+    drawn = ROOT / "tests" / "tui" / "__snapshots__" / frame
+    assert (ROOT / "docs" / "img" / image).read_bytes() == drawn.read_bytes(), f"copy {drawn} to docs/img/{image}"

@@ -124,6 +124,24 @@ def stop_group(proc: subprocess.Popen, grace: float = 20) -> None:
             pass
 
 
+def stop_serve(proc: subprocess.Popen, engine_pgids: tuple[int, ...] | list[int] = (), grace: float = 60) -> None:
+    """Stop an `ascendctl serve` a test started, and its engine, even when the test failed midway:
+    SIGTERM lets serve stop its engine's process group; whatever is left after `grace` is killed
+    (serve's engine runs in a group of its own, which killing serve alone would leave running)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for pgid in engine_pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def fake_tiny_model(out: Path) -> Path:
     """The demo's qwen3-tiny model as the planner and the preflight see it (config.json and a
     safetensors header, no weights), marked built so nothing rebuilds it: for tests that launch

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from helpers import engine_env, free_port, serve_events, wait_event
+from helpers import engine_env, free_port, serve_events, stop_serve, wait_event
 
 from engine import runs
 from engine.launcher import group_members
@@ -76,11 +76,12 @@ def test_two_local_hosts_serve_one_model_and_stop_cleanly(tiny_model, tmp_path):
     # Node 1 first, as an operator would start the workers: node 0 waits for it at start-up.
     node1 = _serve(profile, 1, env)
     node0 = _serve(profile, 0, env)
-    procs = [node0, node1]
+    procs, engines = [node0, node1], []
     try:
         q1, q0 = serve_events(node1), serve_events(node0)
         started1 = wait_event(q1, "started", 60)
         started0 = wait_event(q0, "started", 60)
+        engines += [started1["pid"], started0["pid"]]
         ready = wait_event(q0, "ready", 420)
         assert ready["url"] == f"http://127.0.0.1:{port}"
 
@@ -107,6 +108,4 @@ def test_two_local_hosts_serve_one_model_and_stop_cleanly(tiny_model, tmp_path):
         assert not [p for p in members if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            stop_serve(proc, engines)

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from helpers import engine_env, free_port, serve_events, wait_event
+from helpers import engine_env, free_port, serve_events, stop_serve, wait_event
 
 from engine import runs
 from engine.launcher import group_members
@@ -48,9 +48,11 @@ def test_serve_cpu_tiny_answers_keeps_its_run_dir_and_leaves_nothing_after_sigte
         text=True,
         env=dirs,
     )
+    engines: list[int] = []
     try:
         q = serve_events(proc)
         started = wait_event(q, "started", 60)
+        engines.append(started["pid"])
         ready = wait_event(q, "ready", 420)
         assert ready["url"] == f"http://127.0.0.1:{port}"
         phases = [p["phase"] for p in ready["phases"]]
@@ -81,9 +83,7 @@ def test_serve_cpu_tiny_answers_keeps_its_run_dir_and_leaves_nothing_after_sigte
         assert not [p for p in members if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         assert runs.read_run(Path(info.directory)).ended_at is not None
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        stop_serve(proc, engines)
 
 
 def test_a_broken_model_directory_exits_1_with_a_diagnosis(tiny_model, dirs, tmp_path):

@@ -4,6 +4,7 @@ plot holds data. Runs bench against the stub (a burst that queues, some failures
 from __future__ import annotations
 
 import json
+import time
 
 from helpers import require_module, require_tool
 
@@ -62,7 +63,10 @@ def test_the_html_report_loads_offline_with_data_in_every_plot(tmp_path, capsys)
         assert "<script src=" not in text  # nothing to fetch: the plotting script is in the page
 
         browser.get(page.as_uri())
-        plots = browser.execute_script(PLOTS_JS)
+        # The plots are drawn by the page's scripts after load; a loaded runner may take a while.
+        deadline = time.monotonic() + 30
+        while not (plots := browser.execute_script(PLOTS_JS)) and time.monotonic() < deadline:
+            time.sleep(0.5)
         errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     finally:
         browser.quit()

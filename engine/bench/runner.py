@@ -30,6 +30,10 @@ from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.metrics import EngineMetrics, scrape
 
 API_KEY_ENV = "VLLM_API_KEY"
+# A saturated engine answers /metrics late: during a burst on a busy 2-core host scrapes took over
+# 2 s, and a 2 s limit dropped all but 5 of an 18 s run's samples (no queue seen at all). A late
+# sample still shows the queue; a missing one shows nothing.
+SCRAPE_TIMEOUT_S = 6.0
 
 
 @dataclass(frozen=True)
@@ -400,7 +404,7 @@ class BenchRunner:
 
     async def _scrape(self) -> EngineMetrics | None:
         try:
-            return await asyncio.to_thread(scrape, self.url, 2.0, self._scraper)
+            return await asyncio.to_thread(scrape, self.url, SCRAPE_TIMEOUT_S, self._scraper)
         except AscendctlError:
             return None
 

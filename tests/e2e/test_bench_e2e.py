@@ -49,17 +49,23 @@ def test_long_doc_small_is_clamped_to_the_context(capsys, vllm_server):
 
 
 def test_burst_small_measures_the_queue(capsys, vllm_server):
-    # 8 -> 32 concurrent against max_num_seqs 8: the engine queues requests during the burst. (At
-    # 4 -> 16 a fast engine sometimes showed no waiting request in any sample.)
-    r = _bench(capsys, vllm_server.url, "--scenario", "burst", "--scale", "0.5", "--duration", "15")
+    # 16 -> 64 concurrent against max_num_seqs 8: on an idle host the engine queues requests during
+    # the burst (peak 56 waiting, drained in 6 s). On a 2-core host that is also busy elsewhere the
+    # API server's own backlog keeps the engine's queue empty (peak 0, seen in CI and with a CPU hog
+    # beside the test): then the report must say the queue did not form, not invent a drain time.
+    r = _bench(capsys, vllm_server.url, "--scenario", "burst", "--scale", "1", "--duration", "24")
     _sane(r)
     q = r["queue"]
-    # One /metrics sample a second is asked for; an engine saturated on a 2-core runner answers
-    # some late, so fewer come back (8 of 15 seen under a full test run).
+    # Four /metrics samples a second are asked for; an engine saturated on a 2-core runner answers
+    # some late, so fewer come back (5 of 72 with a CPU hog when each scrape had 2 s).
     assert q["after_phase"] == "burst" and q["samples"] >= 6
-    assert q["peak"] >= 1
-    assert q["drain_s"] is not None and q["drain_s"] >= 0
-    assert [p["load"] for p in r["phases"]] == ["8 concurrent", "32 concurrent", "8 concurrent"]
+    assert q["peak"] is not None  # the burst itself was sampled
+    assert q["formed"] == (q["peak"] > q["baseline"])
+    if q["formed"]:
+        assert q["drain_s"] is not None and q["drain_s"] >= 0
+    else:
+        assert q["drain_s"] is None
+    assert [p["load"] for p in r["phases"]] == ["16 concurrent", "64 concurrent", "16 concurrent"]
     # vLLM reports its KV cache usage: the burst's figure is measured (N/A only when it stayed flat).
     assert q["kv_peak"] is not None and (q["kv_drain_s"] is not None or not q["kv_formed"])
     assert len(r["samples"]["sent_s"]) == r["completed"] + r["failed"]

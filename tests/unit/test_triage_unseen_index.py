@@ -11,23 +11,30 @@ import yaml
 from helpers import FIXTURES, ROOT
 
 from engine.triage import load_rules
-from engine.triage.codes import find_codes
+from engine.triage.codes import explain, find_codes
 
 UNSEEN = FIXTURES / "logs" / "unseen"
 UNSEEN2 = FIXTURES / "logs" / "unseen2"
 UNSEEN3 = FIXTURES / "logs" / "unseen3"
 UNSEEN4 = FIXTURES / "logs" / "unseen4"
-SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4]
+UNSEEN5 = FIXTURES / "logs" / "unseen5"
+SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5]
 # `none-fitting`: a real cause that no rule names; scored like `none` (naming anything is wrong).
 NO_ISSUE = {
     UNSEEN: {"none"},
     UNSEEN2: {"none", "none-fitting"},
     UNSEEN3: {"none", "none-fitting"},
     UNSEEN4: {"none", "none-fitting"},
+    UNSEEN5: {"none", "none-fitting"},
 }
 # The honest splits: each was collected without the rules' author reading its reports, and each
 # must stay apart from every split collected before it.
-HELD_OUT = {UNSEEN2: [UNSEEN], UNSEEN3: [UNSEEN, UNSEEN2], UNSEEN4: [UNSEEN, UNSEEN2, UNSEEN3]}
+HELD_OUT = {
+    UNSEEN2: [UNSEEN],
+    UNSEEN3: [UNSEEN, UNSEEN2],
+    UNSEEN4: [UNSEEN, UNSEEN2, UNSEEN3],
+    UNSEEN5: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4],
+}
 # a GitHub issue or pull request, as a link or as "owner/repo/issues/N" (issues and pulls share numbers)
 _REF = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]+)")
 
@@ -61,7 +68,11 @@ def test_every_expected_issue_exists(split):
             continue
         # a code id such as acl-507011 / cann-ei0006: the code table must explain it
         code = expect.split("-", 1)[-1].upper()
-        assert any(info.issue_id == expect for info in find_codes(code)), (entry["file"], expect)
+        # a bare ACL number carries no context for find_codes, so ask the table directly too
+        info = explain(code)
+        assert any(i.issue_id == expect for i in find_codes(code)) or (
+            info is not None and info.issue_id == expect
+        ), (entry["file"], expect)
 
 
 def _refs(text: str) -> set[tuple[str, str]]:

@@ -80,7 +80,9 @@ def test_explain_acl_cann_torch_npu_codes_and_rules(capsys):
     assert data["reported_as"] == "model-execute-failed"  # the rule that names the same failure in reports
     code, data, _ = run_json(capsys, "--explain", "ei0006")
     assert data["code"]["code"] == "EI0006" and "HCCL" in data["code"]["family"]
-    assert data["reported_as"] is None
+    assert data["reported_as"] == "hccl-socket-timeout"
+    code, data, _ = run_json(capsys, "--explain", "EZ9999")
+    assert data["reported_as"] is None  # a catch-all names no one failure
     code, data, _ = run_json(capsys, "--explain", "ERR00100")
     assert data["code"]["kind"] == "torch_npu"
     code, data, _ = run_json(capsys, "--explain", "hccl-socket-timeout")

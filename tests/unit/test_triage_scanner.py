@@ -86,22 +86,22 @@ def test_serving_log_reports_only_the_engine_death_at_its_end():
 @pytest.mark.parametrize(
     "fixture, expected",
     [
-        ("e01_vllm_ascend_2567_acl_107027.log", {"aclgraph-sync-captured-stream", "acl-107027", "cann-ee9999"}),
+        ("e01_vllm_ascend_2567_acl_107027.log", {"aclgraph-sync-captured-stream", "cann-ee9999"}),
         (
             "e02_vllm_ascend_692_acl_500001.log",
             {"acl-set-precision-mode", "cann-ge-init-failed", "acl-500001", "cann-eh9999"},
         ),
         ("e03_sglang_30453_aicore_timeout.log", {"aicore-timeout", "torch-npu-inner-error"}),
         ("e04_sglang_30453_hccl_watchdog.log", {"hccl-watchdog-timeout", "aicore-timeout"}),
-        ("e05_vllm_ascend_4020_fia_561002.log", {"aclnn-tiling-failed", "acl-561002", "cann-e89999"}),
+        ("e05_vllm_ascend_4020_fia_561002.log", {"aclnn-tiling-failed", "cann-e89999"}),
         ("e06_vllm_ascend_4256_aicpu_507011.log", {"model-execute-failed", "aicpu-exception"}),
         ("e07_vllm_ascend_6190_inner_error.log", {"torch-npu-inner-error"}),
-        ("e08_lmdeploy_4272_ez3002.log", {"cann-unsupported-operator", "cann-ez3002"}),
+        ("e08_lmdeploy_4272_ez3002.log", {"cann-unsupported-operator"}),
         ("e09_llama_cpp_10108_aivec.log", {"vector-core-exception"}),
         ("e10_torchrun_hccl_allreduce.log", {"torch-npu-inner-error"}),
         ("e11a_vllm_ascend_6245_err99999.log", {"vllm-engine-startup-failed", "torch-npu-unknown-exception"}),
         ("e12_npu_oom.log", {"npu-out-of-memory"}),
-        ("e13_mindspore_ei0006.log", {"hccl-socket-timeout", "cann-ei0006"}),
+        ("e13_mindspore_ei0006.log", {"hccl-socket-timeout"}),
     ],
 )
 def test_recorded_npu_failures_are_recognised(fixture, expected):
@@ -298,7 +298,8 @@ def test_closed_stdin_and_link_loops_are_named_as_such(tmp_path, monkeypatch):
 def test_bare_error_code_is_an_acl_code():
     line = "[ERROR] RUNTIME(1234,python):2025-06-19-09:28:34.062.662 alloc failed, error code 207001"
     assert [c.code for c in find_codes(line)] == ["207001"]
-    assert ids(diagnose_lines([line]))["acl-207001"].count == 1
+    # 207001 is the runtime's own allocation failure: reported under the rule that names it
+    assert ids(diagnose_lines([line]))["npu-device-alloc-failed"].count == 1
 
 
 def test_binary_garbage_and_invalid_utf8(tmp_path):

@@ -70,9 +70,10 @@ def test_every_expected_issue_exists(split):
         code = expect.split("-", 1)[-1].upper()
         # a bare ACL number carries no context for find_codes, so ask the table directly too
         info = explain(code)
-        assert any(i.issue_id == expect for i in find_codes(code)) or (
-            info is not None and info.issue_id == expect
-        ), (entry["file"], expect)
+        assert any(i.issue_id == expect for i in find_codes(code)) or (info is not None and info.issue_id == expect), (
+            entry["file"],
+            expect,
+        )
 
 
 def _refs(text: str) -> set[tuple[str, str]]:

@@ -56,6 +56,9 @@ class RunInfo:
     phase: str | None = None
     ready_seconds: float | None = None
     restarts: int = 0
+    # False for a headless data-parallel rank: it serves no API on this host (clients use node
+    # 0's), so `top` and the exporter here have nothing to poll at `url`.
+    serves_api: bool = True
 
     @property
     def log_path(self) -> Path:

@@ -240,7 +240,8 @@ class Exporter:
         if self.with_runs:
             from engine.runs import list_runs
 
-            runs = list_runs(live_only=True)
+            # a headless data-parallel rank serves no API here: node 0's exporter covers it
+            runs = [r for r in list_runs(live_only=True) if r.serves_api]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
         self._runs = {r.run_id: r for r in runs}
         return tuple(targets)

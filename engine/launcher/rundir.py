@@ -38,7 +38,9 @@ def write_profile(run_dir: Path, text: str) -> Path:
     return path
 
 
-def new_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pid: int | None) -> runs.RunInfo:
+def new_record(
+    run_dir: Path, profile_name: str, url: str, argv: list[str], pid: int | None, serves_api: bool = True
+) -> runs.RunInfo:
     """The run as run.json will record it; the supervisor writes it (runs.write_run), and a
     state directory that cannot be written costs the record, not the run."""
     return runs.RunInfo(
@@ -49,6 +51,7 @@ def new_record(run_dir: Path, profile_name: str, url: str, argv: list[str], pid:
         profile=profile_name,
         argv=redact_argv(argv),  # run.json is read by top and bundles: no secret flag in it
         started_at=time.time(),
+        serves_api=serves_api,
     )
 
 

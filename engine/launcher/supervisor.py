@@ -196,7 +196,9 @@ class Supervisor:
         assert engine.pid is not None
         if self.info is None:
             with self._record_lock:
-                self.info = rundir.new_record(self.run_dir, self.profile_name, self.url, self.argv, engine.pid)
+                self.info = rundir.new_record(
+                    self.run_dir, self.profile_name, self.url, self.argv, engine.pid, serves_api=self.health
+                )
             self._record()
         else:
             self._record(

@@ -60,7 +60,12 @@ def targets_from_runs(skipped: list[str] | None = None) -> list[Target]:
     and said in `skipped`."""
     from engine.runs import list_runs
 
-    return [target_of(r) for r in list_runs(live_only=True, skipped=skipped)]
+    notes: list[str] = [] if skipped is None else skipped
+    runs = list_runs(live_only=True, skipped=notes)
+    for r in runs:
+        if not r.serves_api:
+            notes.append(f"{r.run_id} is a headless data-parallel rank: it serves no API here (watch node 0's)")
+    return [target_of(r) for r in runs if r.serves_api]
 
 
 def target_of(run) -> Target:

@@ -133,6 +133,19 @@ def test_without_url_it_watches_the_runs_serve_started(server, state_dir, capsys
     assert "run-42 up" in out and "run-41" not in out
 
 
+def test_a_headless_rank_serves_no_api_and_is_not_polled(server, state_dir, capsys):
+    """A headless data-parallel rank records node 0's URL; on its own host there is no API to
+    poll, so top says so once and watches the runs that serve one."""
+    for run_id, url, serves in (("run-50", server.url, True), ("run-51", "http://127.0.0.1:9", False)):
+        run = runs_dir() / run_id
+        run.mkdir(parents=True)
+        write_run(RunInfo(run_id, str(run), os.getpid(), url, "dp2", started_at=time.time(), serves_api=serves))
+    assert main(["top", "--once", "--interval", "0.1", "--no-devices"]) == 0
+    cap = capsys.readouterr()
+    assert "run-50 up" in cap.out and "run-51" not in cap.out and "unreachable" not in cap.out
+    assert "run-51 is a headless data-parallel rank" in cap.err
+
+
 def test_host_devices_are_polled_by_default(server, capsys):
     assert main(["top", server.url, "--json", "--once", "--interval", "0.1"]) == 0
     data = json.loads(capsys.readouterr().out)

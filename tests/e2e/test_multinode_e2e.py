@@ -18,6 +18,7 @@ from helpers import engine_env, free_port, serve_events, stop_serve, wait_event
 
 from engine import runs
 from engine.launcher import group_members
+from engine.telemetry import targets_from_runs
 
 pytestmark = pytest.mark.e2e
 ASCENDCTL = str(Path(sys.executable).with_name("ascendctl"))
@@ -97,6 +98,11 @@ def test_two_local_hosts_serve_one_model_and_stop_cleanly(tiny_model, tmp_path):
 
         headless = next(r for r in runs.list_runs() if r.pid == started1["pid"])
         assert "in headless mode" in headless.log_path.read_text(errors="replace")
+        # `top` / the exporter on the headless host poll only what serves an API: node 0's run here.
+        assert headless.serves_api is False
+        skipped: list[str] = []
+        assert [t.url for t in targets_from_runs(skipped)] == [ready["url"]]
+        assert any(headless.run_id in note and "headless" in note for note in skipped)
 
         members = group_members(started0["pid"]) + group_members(started1["pid"])
         assert len(members) >= 3

@@ -302,3 +302,22 @@ def test_cuda_devices_go_out_under_dcgm_exporter_names():
     assert s["DCGM_FI_DEV_FB_FREE"][0].value == 142771.0
     assert s["DCGM_FI_DEV_GPU_UTIL"][0].labels == {"gpu": "0", "modelName": "NVIDIA H200", "Hostname": "gpu-host"}
     assert not any(name.startswith("npu_chip_info") for name in s)
+
+
+def test_a_headless_rank_is_not_an_engine_to_scrape(tmp_path, monkeypatch):
+    """A headless data-parallel rank records node 0's URL but serves no API on its host: the
+    exporter there scrapes only the runs that serve one."""
+    import os
+
+    from engine.runs import RunInfo, runs_dir, write_run
+
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path))
+    for run_id, url, serves in (("run-1", "http://127.0.0.1:8000", True), ("run-2", "http://10.0.0.1:8000", False)):
+        run = runs_dir() / run_id
+        run.mkdir(parents=True)
+        write_run(RunInfo(run_id, str(run), os.getpid(), url, "dp2", started_at=time.time(), serves_api=serves))
+    exp = Exporter(doctor=False, plogs=False)
+    try:
+        assert [t.url for t in exp._targets_now()] == ["http://127.0.0.1:8000"]
+    finally:
+        exp.close()

@@ -24,7 +24,11 @@ def test_top_json_shows_running_requests_under_load(vllm_server, capsys):
                     json={
                         "model": vllm_server.served_name,
                         "prompt": "count to one hundred: " * 8,
-                        "max_tokens": 128,
+                        # long answers: each request stays in the engine for a while, so a
+                        # one-second sample finds it running even when a busy host's API
+                        # server hands requests over slowly (128 tokens: 0 running in all 6
+                        # samples once in CI)
+                        "max_tokens": 384,
                         "ignore_eos": True,
                     },
                 )
@@ -33,13 +37,13 @@ def test_top_json_shows_running_requests_under_load(vllm_server, capsys):
     for w in workers:
         w.start()
     try:
-        rc = main(["top", vllm_server.url, "--json", "--interval", "1", "--count", "6", "--no-devices"])
+        rc = main(["top", vllm_server.url, "--json", "--interval", "1", "--count", "8", "--no-devices"])
     finally:
         stop.set()
         for w in workers:
             w.join(180)
     snaps = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert rc == 0 and len(snaps) == 6
+    assert rc == 0 and len(snaps) == 8
     engines = [s["engines"][0] for s in snaps]
     assert all(e["status"]["ok"] for e in engines)
     assert max(e["running"] for e in engines) >= 1

@@ -16,6 +16,7 @@ from typing import Mapping
 
 from engine.errors import Unreachable
 from engine.system.cann import process_log_dir
+from engine.system.follow import Follower
 from engine.triage.codes import find_codes
 
 # A busy host keeps thousands of plog files: only those written lately are followed.
@@ -29,8 +30,7 @@ class PlogCounter:
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.base = Path(process_log_dir(env if env is not None else os.environ))
-        self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
+        self._follow: dict[Path, Follower] = {}
         self._started = False
         self.counts: Counter[tuple[str, str]] = Counter()  # (code, kind) -> lines
 
@@ -40,27 +40,16 @@ class PlogCounter:
         first = not self._started
         self._started = True
         for path in self._recent():
+            follower = self._follow.get(path)
+            if follower is None:
+                # a file there when the exporter started counts from its end, a later one from its start
+                follower = Follower(path, READ_CAP, first="end" if first else "start", again="start")
+                self._follow[path] = follower
             try:
-                size = path.stat().st_size
+                chunk = follower.poll()
             except OSError:
                 continue
-            if path not in self._offsets:
-                self._offsets[path] = size if first else 0
-            offset = self._offsets[path]
-            if size < offset:  # rotated or truncated
-                offset = 0
-            if size == offset:
-                continue
-            try:
-                with path.open("rb") as f:
-                    f.seek(offset)
-                    data = f.read(READ_CAP)
-            except OSError:
-                continue
-            self._offsets[path] = offset + len(data)
-            lines = (self._partial.pop(path, b"") + data).split(b"\n")
-            self._partial[path] = lines.pop()
-            for raw in lines:
+            for raw in chunk.lines:
                 if b"ERROR" not in raw[:16]:
                     continue
                 for info in find_codes(raw.decode("utf-8", "replace")):
@@ -83,7 +72,6 @@ class PlogCounter:
                     found.append((mtime, p))
         found.sort(reverse=True)
         keep = [p for _, p in found[:MAX_FILES]]
-        for gone in set(self._offsets) - set(keep):  # forget files no longer followed
-            self._offsets.pop(gone, None)
-            self._partial.pop(gone, None)
+        for gone in set(self._follow) - set(keep):  # forget files no longer followed
+            self._follow.pop(gone, None)
         return keep

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from engine.system.follow import Follower
 from engine.triage import Rule, find_codes, load_rules
 from engine.triage.matcher import RuleIndex
 from engine.triage.scanner import MAX_LINE
@@ -48,50 +49,36 @@ class MarkedTail:
         rules: Sequence[Rule] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.max_bytes = max_bytes
         self.lines: deque[MarkedLine] = deque(maxlen=keep)
         self.error: str | None = None
-        self.offset: int | None = None  # where the next read starts; None: not read yet
-        self.restarts = 0  # times the file was read again from its end (rotated, truncated)
-        self._inode: int | None = None
-        self._partial = b""
+        # only the newest lines are shown: one that fell behind jumps to the end
+        self._follow = Follower(self.path, max_bytes, first="tail", again="tail", catch_up=False, max_line=MAX_LINE)
         self._index = RuleIndex(load_rules() if rules is None else rules)
+
+    @property
+    def offset(self) -> int | None:
+        """Where the next read starts; None: not read yet."""
+        return self._follow.offset
+
+    @property
+    def restarts(self) -> int:
+        """Times the file was read again from its end (rotated, truncated)."""
+        return self._follow.restarts
 
     def poll(self) -> bool:
         """Read what was appended; True when the lines changed."""
         try:
-            with self.path.open("rb") as f:
-                st = os.fstat(f.fileno())
-                fresh = self.offset is None or st.st_ino != self._inode or st.st_size < self.offset
-                if fresh and self.offset is not None:
-                    self.restarts += 1
-                start = st.st_size - self.max_bytes if fresh else self.offset
-                start = max(0, start, st.st_size - self.max_bytes)
-                f.seek(start)
-                data = f.read(st.st_size - start)
+            chunk = self._follow.poll()
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return False
         self.error = None
-        skipped = not fresh and start != self.offset  # more was appended than one read takes
-        self._inode, self.offset = st.st_ino, start + len(data)
-        if fresh or skipped:
-            self._partial = b""
-            if fresh:
-                self.lines.clear()
-            if start > 0:  # the read began mid-line: that piece of a line is not shown
-                data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
-        if not data:
-            return fresh
-        pieces = (self._partial + data).split(b"\n")
-        self._partial = pieces.pop()  # an unfinished last line waits for the next poll
-        if len(self._partial) > MAX_LINE:  # a "line" that never ends: show its start
-            pieces.append(self._partial[:MAX_LINE])
-            self._partial = b""
-        for raw in pieces[-(self.lines.maxlen or len(pieces)) :]:  # older ones would scroll away
-            text = raw[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")
+        if chunk.fresh:
+            self.lines.clear()
+        for raw in chunk.lines[-(self.lines.maxlen or len(chunk.lines)) :]:  # older ones would scroll away
+            text = raw.decode("utf-8", "replace").rstrip("\r")
             self.lines.append(MarkedLine(text, self.marks(text)))
-        return bool(pieces) or fresh
+        return bool(chunk.lines) or chunk.fresh
 
     def marks(self, line: str) -> tuple[Mark, ...]:
         """The known issues `line` matches, rules first (in database order), then codes."""

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from engine.metrics.startup_log import KvCapacity, parse_kv_capacity
+from engine.system.follow import Follower
 
 # The first look reads the head of the log (start-up lines carry the KV capacity) and only the
 # tail of a big log; later polls read what was appended, at most this much per poll.
@@ -17,33 +18,30 @@ TAIL_BYTES = 1024 * 1024
 class LogTail:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.offset: int | None = None
         self.capacity = KvCapacity()
         self.error: str | None = None
-        self._partial = ""
+        # every line is scanned: one that fell behind reads on, TAIL_BYTES a poll
+        self._follow = Follower(self.path, TAIL_BYTES, first="tail", again="tail", catch_up=True)
         from engine.triage import Scanner  # its rules load on first use, not when top starts
 
         self._scanner = Scanner()
 
+    @property
+    def offset(self) -> int | None:
+        return self._follow.offset
+
     def poll(self) -> None:
         try:
-            size = self.path.stat().st_size
-            with self.path.open("rb") as f:
-                if self.offset is None or size < self.offset:  # first look, or the log was rotated
+            chunk = self._follow.poll()
+            if chunk.fresh:  # first look, or the log was replaced: its head announces the KV capacity
+                with self.path.open("rb") as f:
                     head = f.read(HEAD_BYTES).decode("utf-8", "replace")
-                    self.capacity = _merge(self.capacity, parse_kv_capacity(head.splitlines()))
-                    self.offset = max(0, size - TAIL_BYTES)
-                    self._partial = ""
-                f.seek(self.offset)
-                data = f.read(TAIL_BYTES)
+                self.capacity = _merge(self.capacity, parse_kv_capacity(head.splitlines()))
             self.error = None
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return
-        self.offset += len(data)
-        text = self._partial + data.decode("utf-8", "replace")
-        lines = text.split("\n")
-        self._partial = lines.pop()  # an unfinished last line waits for the next poll
+        lines = [raw.decode("utf-8", "replace") for raw in chunk.lines]
         self.capacity = _merge(self.capacity, parse_kv_capacity(lines))
         for line in lines:
             self._scanner.feed(line, source=self.path.name)

@@ -19,7 +19,8 @@ UNSEEN3 = FIXTURES / "logs" / "unseen3"
 UNSEEN4 = FIXTURES / "logs" / "unseen4"
 UNSEEN5 = FIXTURES / "logs" / "unseen5"
 UNSEEN6 = FIXTURES / "logs" / "unseen6"
-SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6]
+UNSEEN7 = FIXTURES / "logs" / "unseen7"
+SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7]
 # `none-fitting`: a real cause that no rule names; scored like `none` (naming anything is wrong).
 NO_ISSUE = {
     UNSEEN: {"none"},
@@ -28,6 +29,7 @@ NO_ISSUE = {
     UNSEEN4: {"none", "none-fitting"},
     UNSEEN5: {"none", "none-fitting"},
     UNSEEN6: {"none", "none-fitting"},
+    UNSEEN7: {"none", "none-fitting"},
 }
 # The honest splits: each was collected without the rules' author reading its reports, and each
 # must stay apart from every split collected before it.
@@ -37,6 +39,7 @@ HELD_OUT = {
     UNSEEN4: [UNSEEN, UNSEEN2, UNSEEN3],
     UNSEEN5: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4],
     UNSEEN6: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5],
+    UNSEEN7: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6],
 }
 # a GitHub issue or pull request, as a link or as "owner/repo/issues/N" (issues and pulls share numbers)
 _REF = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]+)")

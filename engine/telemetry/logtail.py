@@ -26,10 +26,6 @@ class LogTail:
 
         self._scanner = Scanner()
 
-    @property
-    def offset(self) -> int | None:
-        return self._follow.offset
-
     def poll(self) -> None:
         try:
             chunk = self._follow.poll()

@@ -101,11 +101,29 @@ def _tests(severity: dict[str, str]) -> list[dict]:
             None,
         )
     )
+    leak = {"id": "hbm-leak", "severity": "warning", "subject": "npu0", "source": "rule", "host": "node1"}
+    tests.append(
+        _case(
+            "AscendctlMemoryLeak",
+            [{"series": _series("ascendctl_diagnostic_active", leak), "values": "1x5"}],
+            "2m",
+            {**leak, "severity": "warning"},
+        )
+    )
+    other = {**leak, "id": "kv-cache-pressure"}  # another threshold rule: not a leak
+    tests.append(
+        _case(
+            "AscendctlMemoryLeak",
+            [{"series": _series("ascendctl_diagnostic_active", other), "values": "1x5"}],
+            "2m",
+            None,
+        )
+    )
     return tests
 
 
 def test_every_alert_has_a_firing_and_a_quiet_case():
-    tested = set(CASES) | {"AscendctlKvCachePressure", "AscendctlCriticalKnownIssue"}
+    tested = set(CASES) | {"AscendctlKvCachePressure", "AscendctlCriticalKnownIssue", "AscendctlMemoryLeak"}
     assert {a.name for a in alerts()} == tested
 
 

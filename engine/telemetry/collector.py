@@ -139,6 +139,7 @@ class _EngineState:
         self.last_rates = EngineRates()
         self.history: dict[str, deque] = {k: deque(maxlen=HISTORY_LEN) for k in HISTORY_KEYS}
         self.log = LogTail(target.log_path) if target.log_path else None
+        self.pid = target.pid  # `serve --restart` starts a new engine: see Collector._engine_rss
 
 
 class Collector:
@@ -271,11 +272,24 @@ class Collector:
             log_path=state.target.log_path,
             pending_threshold=state.target.pending_threshold,
             hbm_budget=state.target.hbm_budget,
-            rss_mb=self._rss(state.target.pid) if metrics is not None else None,
+            rss_mb=self._engine_rss(state) if metrics is not None else None,
         )
         if pool is not None:
             view = replace(view, kv=pool)
         return replace(view, levels=engine_levels(view, self.thresholds))
+
+    def _engine_rss(self, state: _EngineState) -> float | None:
+        """The memory of the engine's process tree. When that process is gone but its run lives on
+        (`serve --restart` started another engine), the run record holds the new pid."""
+        rss = self._rss(state.pid)
+        if rss is None and state.target.pid is not None and state.target.log_path:
+            from engine.runs import read_run
+
+            run = read_run(Path(state.target.log_path).parent)
+            if run is not None and run.pid is not None and run.pid != state.pid:
+                state.pid = run.pid
+                rss = self._rss(state.pid)
+        return rss
 
 
 def is_exporter(url: str, timeout: float = 1.0) -> bool:

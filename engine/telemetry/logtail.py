@@ -21,7 +21,7 @@ class LogTail:
         self.capacity = KvCapacity()
         self.error: str | None = None
         # every line is scanned: one that fell behind reads on, TAIL_BYTES a poll
-        self._follow = Follower(self.path, TAIL_BYTES, first="tail", again="tail", catch_up=True)
+        self._follow = Follower(self.path, TAIL_BYTES, first="tail", again="tail", catch_up=True, head_bytes=HEAD_BYTES)
         from engine.triage import Scanner  # its rules load on first use, not when top starts
 
         self._scanner = Scanner()
@@ -29,14 +29,13 @@ class LogTail:
     def poll(self) -> None:
         try:
             chunk = self._follow.poll()
-            if chunk.fresh:  # first look, or the log was replaced: its head announces the KV capacity
-                with self.path.open("rb") as f:
-                    head = f.read(HEAD_BYTES).decode("utf-8", "replace")
-                self.capacity = _merge(self.capacity, parse_kv_capacity(head.splitlines()))
             self.error = None
         except OSError as exc:
             self.error = f"{self.path}: {exc.strerror or exc}"
             return
+        if chunk.head:  # a big log read from its tail: its head announces the KV capacity
+            head = chunk.head.decode("utf-8", "replace").splitlines()
+            self.capacity = _merge(self.capacity, parse_kv_capacity(head))
         lines = [raw.decode("utf-8", "replace") for raw in chunk.lines]
         self.capacity = _merge(self.capacity, parse_kv_capacity(lines))
         for line in lines:

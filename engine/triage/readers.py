@@ -18,9 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Sequence
 
+from engine.system.follow import MAX_LINE
 from engine.triage.model import TriageReport
 from engine.triage.rules import Rule
-from engine.triage.scanner import MAX_LINE, Scanner
+from engine.triage.scanner import Scanner
 
 CHUNK = 1024 * 1024  # small enough that the line count and the pre-filter read it from cache
 STDIN = "-"

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from engine.system.follow import MAX_LINE
 from engine.triage.codes import CodeInfo, find_codes
 from engine.triage.formats import ERROR_LEVELS, Parsed, Stamp, parse_line
 from engine.triage.matcher import RuleIndex
@@ -20,7 +21,6 @@ from engine.triage.miner import TemplateMiner
 from engine.triage.model import IssueSummary, TriageReport, severity_rank
 from engine.triage.rules import Rule, load_rules
 
-MAX_LINE = 64 * 1024  # longer lines are cut: rules look at the start of a line
 MAX_OPEN_EVENTS = 256
 MAX_EVENT_LINES = 2000
 MAX_MESSAGE_LINES = 60  # lines after the exception line that still belong to its message

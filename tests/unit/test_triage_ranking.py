@@ -211,6 +211,15 @@ AIV_KERNEL = [
     "ext=aiv_all_reduce_910b_bfloat16_t, program id=42, hash=9645272693770703471.",
 ]
 
+# A vector-core fault (Ascend/pytorch issue 66), then the driver call that fails on that device as
+# a driver internal error (vllm-ascend issue 8186): the kernel fault is the one to chase.
+FAULT_THEN_DRIVER = [
+    "RuntimeError: operator():build/CMakeFiles/torch_npu.dir/compiler_depend.ts:25 NPU function error: "
+    "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(copy_stream), error code is 507035",
+    "(Worker_TP0 pid=1070) ERROR 04-30 23:38:48 [multiproc_executor.py:932]         rtMemGetInfoEx execution failed, "
+    "reason=driver error:internal error[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:65]",
+]
+
 
 @pytest.mark.parametrize(
     "lines, cause, echo",
@@ -220,6 +229,7 @@ AIV_KERNEL = [
         (list(reversed(QP_EXHAUSTED)), "hccl-qp-resources-exhausted", "hccl-transport-init"),
         (PORT_DOWN, "hccl-nic-port-down", "hccl-socket-listen-failed"),
         (AIV_KERNEL, "hccl-aiv-op-failed", "aicore-exception"),
+        (FAULT_THEN_DRIVER, "vector-core-exception", "npu-driver-internal-error"),
     ],
 )
 def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):

@@ -220,6 +220,18 @@ FAULT_THEN_DRIVER = [
     "reason=driver error:internal error[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:65]",
 ]
 
+# MoE dispatch could not get its HCCL resources (vllm-ascend issue 8568); where the log also shows
+# the tiling check's HCCL_BUFFSIZE complaint (vllm-ascend issue 4051), that is the cause to fix.
+MOE_WINDOW = [
+    "EZ9999[PID: 5317] 2026-04-22-08:49:02.433.180 AclNN_Inner_Error(EZ9999):  Nnopbase fails to invoke the "
+    "HcclAllocComResourceByTiling function of the hccl module. ret = 4, comm = 0xfffeb02eb000.",
+    "(Worker_TP0_EP0 pid=940663) ERROR 11-07 06:32:37 [multiproc_executor.py:671] EZ9999[PID: 940663] "
+    "2025-11-07-06:32:37.914.373 (EZ9999):  HCCL_BUFFSIZE is too SMALL, maxBs = 64, h = 2048, epWorldSize = 4, "
+    "localMoeExpertNum = 128, sharedExpertNum = 0, tokenNeedSizeDispatch = 4608, tokenNeedSizeCombine = 4096, k = 10, "
+    "NEEDED_HCCL_BUFFSIZE(((maxBs * tokenNeedSizeDispatch * ep_worldsize * localMoeExpertNum) + (maxBs * "
+    "tokenNeedSizeCombine * (k + sharedExpertNum))) * 2) = 294MB, HCCL_BUFFSIZE=200MB.",
+]
+
 
 @pytest.mark.parametrize(
     "lines, cause, echo",
@@ -230,12 +242,17 @@ FAULT_THEN_DRIVER = [
         (PORT_DOWN, "hccl-nic-port-down", "hccl-socket-listen-failed"),
         (AIV_KERNEL, "hccl-aiv-op-failed", "aicore-exception"),
         (FAULT_THEN_DRIVER, "vector-core-exception", "npu-driver-internal-error"),
+        (MOE_WINDOW, "moe-hccl-buffsize-too-small", "moe-dispatch-hccl-resource"),
     ],
 )
 def test_the_cause_leads_over_the_failure_it_explains(lines, cause, echo):
     report = diagnose_lines(lines)
     assert report.root_cause().id == cause
     assert echo in ids(report)[1:]
+
+
+def test_moe_dispatch_without_its_hccl_resources_is_named_when_nothing_explains_it():
+    assert diagnose_lines(MOE_WINDOW[:1]).root_cause().id == "moe-dispatch-hccl-resource"
 
 
 def test_the_first_acl_call_alone_names_nothing_and_shows_its_line():

@@ -21,7 +21,8 @@ UNSEEN5 = FIXTURES / "logs" / "unseen5"
 UNSEEN6 = FIXTURES / "logs" / "unseen6"
 UNSEEN7 = FIXTURES / "logs" / "unseen7"
 UNSEEN8 = FIXTURES / "logs" / "unseen8"
-SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8]
+UNSEEN9 = FIXTURES / "logs" / "unseen9"
+SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8, UNSEEN9]
 # `none-fitting`: a real cause that no rule names; scored like `none` (naming anything is wrong).
 NO_ISSUE = {
     UNSEEN: {"none"},
@@ -32,6 +33,7 @@ NO_ISSUE = {
     UNSEEN6: {"none", "none-fitting"},
     UNSEEN7: {"none", "none-fitting"},
     UNSEEN8: {"none", "none-fitting"},
+    UNSEEN9: {"none", "none-fitting"},
 }
 # The honest splits: each was collected without the rules' author reading its reports, and each
 # must stay apart from every split collected before it.
@@ -43,6 +45,7 @@ HELD_OUT = {
     UNSEEN6: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5],
     UNSEEN7: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6],
     UNSEEN8: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7],
+    UNSEEN9: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8],
 }
 # a GitHub issue or pull request, as a link or as "owner/repo/issues/N" (issues and pulls share numbers)
 _REF = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]+)")

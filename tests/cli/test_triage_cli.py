@@ -53,8 +53,12 @@ def test_json_report_and_fail_on(capsys):
     assert data["lines"] == 168 and data["inputs"] == [str(KV_LOG)]
 
 
-def test_warning_threshold_and_never(capsys):
-    log = FIXTURES / "logs" / "e11b_ray_err99999.log"  # only an info-level issue
+def test_warning_threshold_and_never(capsys, tmp_path):
+    log = tmp_path / "err99999.log"  # e11b's ERR99999 line alone: only info-level issues
+    log.write_text(
+        "[ERROR] 2025-05-28-03:53:39 (PID:23386, Device:0, RankID:-1) ERR99999 UNKNOWN applicaiton exception\n",
+        encoding="utf-8",
+    )
     assert main(["triage", "--json", str(log)]) == 0
     assert main(["triage", "--json", "--fail-on", "info", str(log)]) == 1
     assert main(["triage", "--json", "--fail-on", "never", str(KV_LOG)]) == 0

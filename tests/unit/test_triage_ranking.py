@@ -80,6 +80,15 @@ def test_catch_alls_alone_name_no_issue_and_point_at_the_detail_line():
     assert bare.root_cause() is None and bare.issues  # listed, not named
 
 
+def test_a_rank_whose_own_kernel_timed_out_is_not_blamed_on_its_hccl_watchdog():
+    # sglang issue 30453: the rank's AI Core kernel timed out (507014), then its HCCL watchdog
+    # ended the collective. The watchdog is the consequence; 507014 names no cause by itself, so
+    # the report names nothing and points at the timeout line rather than at "a peer stopped".
+    report = scan_paths([str(LOGS / AICORE_TIMEOUT), str(LOGS / "e04_sglang_30453_hccl_watchdog.log")])
+    assert "hccl-watchdog-timeout" in ids(report) and report.root_cause() is None
+    assert "error code is 507014" in report.root_line
+
+
 def test_the_first_cause_leads_over_a_later_one_of_the_same_severity():
     # numpy 2 refused at import; the first ACL call fails afterwards (its cause is not the kernels).
     report = diagnose_lines([NUMPY2, PRECISION_MODE])

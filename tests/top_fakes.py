@@ -264,5 +264,9 @@ async def settle(pilot, app, seq):
     for _ in range(100):
         await pilot.pause(0.02)
         if app.latest is not None and app.latest.seq >= seq and not app._polling:
+            # the snapshot is in; the widgets draw it on the next turns of the message loop (a
+            # busy host once read an empty engines table right here)
+            await pilot.pause()
+            await pilot.pause(0.05)
             return
     raise AssertionError(f"snapshot {seq} never arrived")

@@ -23,7 +23,20 @@ UNSEEN7 = FIXTURES / "logs" / "unseen7"
 UNSEEN8 = FIXTURES / "logs" / "unseen8"
 UNSEEN9 = FIXTURES / "logs" / "unseen9"
 UNSEEN10 = FIXTURES / "logs" / "unseen10"
-SPLITS = [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8, UNSEEN9, UNSEEN10]
+UNSEEN11 = FIXTURES / "logs" / "unseen11"
+SPLITS = [
+    UNSEEN,
+    UNSEEN2,
+    UNSEEN3,
+    UNSEEN4,
+    UNSEEN5,
+    UNSEEN6,
+    UNSEEN7,
+    UNSEEN8,
+    UNSEEN9,
+    UNSEEN10,
+    UNSEEN11,
+]
 # `none-fitting`: a real cause that no rule names; scored like `none` (naming anything is wrong).
 NO_ISSUE = {
     UNSEEN: {"none"},
@@ -36,6 +49,7 @@ NO_ISSUE = {
     UNSEEN8: {"none", "none-fitting"},
     UNSEEN9: {"none", "none-fitting"},
     UNSEEN10: {"none", "none-fitting"},
+    UNSEEN11: {"none", "none-fitting"},
 }
 # The honest splits: each was collected without the rules' author reading its reports, and each
 # must stay apart from every split collected before it.
@@ -49,6 +63,7 @@ HELD_OUT = {
     UNSEEN8: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7],
     UNSEEN9: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8],
     UNSEEN10: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8, UNSEEN9],
+    UNSEEN11: [UNSEEN, UNSEEN2, UNSEEN3, UNSEEN4, UNSEEN5, UNSEEN6, UNSEEN7, UNSEEN8, UNSEEN9, UNSEEN10],
 }
 # a GitHub issue or pull request, as a link or as "owner/repo/issues/N" (issues and pulls share numbers)
 _REF = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]+)")

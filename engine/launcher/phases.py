@@ -115,6 +115,9 @@ class PhaseTracker:
     def elapsed(self) -> float:
         return self._clock() - self._t0
 
+    def reached(self, phase_id: str) -> bool:
+        return phase_id in self._states
+
     def feed(self, line: str) -> PhaseEvent | None:
         message = log_message(line)
         if not message:

@@ -261,7 +261,9 @@ class Supervisor:
                     return False
                 try:
                     if client.get(self._health).status_code == 200 and self._serves_port():
-                        self._ready_at = self.tracker.elapsed()
+                        ready_at = self.tracker.elapsed()
+                        self._catch_up_on_phases()
+                        self._ready_at = ready_at
                         self._record(phase="ready", ready_seconds=round(self._ready_at, 3))
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
@@ -272,6 +274,17 @@ class Supervisor:
                     return False
                 self._stop.wait(self.poll_interval)
         return False
+
+    def _catch_up_on_phases(self, patience: float = 1.0) -> None:
+        """/health can answer before the output thread has read the lines that announced the API
+        server (a busy host): wait a moment for the last start-up phase, so the ready report lists
+        every phase. An engine that never prints it costs `patience` once."""
+        if not self.tracker.specs:
+            return
+        last = self.tracker.specs[-1].id
+        deadline = time.monotonic() + patience
+        while not self.tracker.reached(last) and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.02)
 
     def _serves_port(self) -> bool:
         """Is the server that answered /health this engine? Another server on the port (one

@@ -283,8 +283,9 @@ class Supervisor:
             return
         last = self.tracker.specs[-1].id
         deadline = time.monotonic() + patience
-        while not self.tracker.reached(last) and time.monotonic() < deadline and not self._stop.is_set():
-            time.sleep(0.02)
+        while not self.tracker.reached(last) and time.monotonic() < deadline:
+            if self._stop.wait(0.02):  # a stop was asked for: report what was read
+                return
 
     def _serves_port(self) -> bool:
         """Is the server that answered /health this engine? Another server on the port (one

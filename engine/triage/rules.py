@@ -7,15 +7,20 @@ with the rule id, never discovered halfway through a 2 GB log.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
-from dataclasses import dataclass
+import tempfile
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
 from engine.errors import BadInput
-from engine.triage.codes import explain
+from engine.runs import cache_dir
+from engine.triage.codes import CODES_FILE, explain
 from engine.triage.model import SEVERITIES
 from engine.yamlfile import Problem, duplicate_keys, line_of, load, quote
 
@@ -40,14 +45,24 @@ class Rule:
     links: tuple[str, ...]
     samples: tuple[str, ...]
     counter_samples: tuple[str, ...]
-    compiled: tuple[re.Pattern[str], ...]
     symptom: bool = False  # a consequence of another problem, listed after the root causes
     explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
     generic: str = ""  # why the rule names a class of failure, not its cause (a wrapper code); "" when specific
     codes: tuple[str, ...] = ()  # table codes that mean this very failure: a hit of one is reported as this rule
 
+    @property
+    def compiled(self) -> tuple[re.Pattern[str], ...]:
+        return _compile(self.patterns)
+
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
+
+
+@lru_cache(maxsize=None)
+def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    # On first use, not at load: a run names a handful of rules, and compiling all ~600 patterns
+    # was a third of `triage`'s start-up. Load still checks that every pattern compiles.
+    return tuple(re.compile(p) for p in patterns)
 
 
 def required_literals(pattern: str) -> list[str] | None:
@@ -188,7 +203,6 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
             "severity", None, f"{quote(raw['severity'])} is not one of {', '.join(SEVERITIES)}", "fix the severity"
         )
     patterns = _as_list(raw["patterns"], refuse, "patterns")
-    compiled = []
     for i, p in enumerate(patterns):
         if _UNPORTABLE.search(p):
             raise refuse(
@@ -198,7 +212,7 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
                 "rules must stay in the RE2 / grep -E subset",
             )
         try:
-            compiled.append(re.compile(p))
+            re.compile(p)
         except re.error as exc:
             raise refuse("patterns", i, f"bad regex {quote(p)}: {exc}", "fix the pattern") from None
     keywords = _as_list(raw.get("keywords"), refuse, "keywords")
@@ -225,7 +239,6 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         links=tuple(_as_list(raw.get("links"), refuse, "links")),
         samples=tuple(_as_list(raw["samples"], refuse, "samples")),
         counter_samples=tuple(_as_list(raw.get("counter_samples"), refuse, "counter_samples")),
-        compiled=tuple(compiled),
         symptom=bool(raw.get("symptom", False)),
         explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
         generic=" ".join(str(raw.get("generic") or "").split()),
@@ -292,10 +305,59 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+# Checked rules are kept in the user's cache dir, keyed by the rules text, the code table and
+# this module (whose checks and fields they passed): reading and checking ~300 rules took most of
+# `triage`'s start-up, which is most of its time on a small log. Any trouble with the cache
+# (unwritable, torn, stale) only means the rules are checked again.
+_KEEP_CACHED = 8  # rules files (the bundled one, a user's own): older cache files are removed
+
+
+def _cache_file(text: str) -> Path:
+    digest = hashlib.sha256(text.encode("utf-8"))
+    digest.update(Path(__file__).read_bytes())
+    digest.update(resources.files("engine.triage").joinpath(CODES_FILE).read_bytes())
+    return cache_dir() / "triage" / f"rules-{digest.hexdigest()[:32]}.json"
+
+
+def _from_cache(path: Path) -> tuple[Rule, ...] | None:
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(
+            Rule(**{f.name: tuple(v) if isinstance(v, list) else v for f in fields(Rule) for v in [item[f.name]]})
+            for item in items
+        )
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _to_cache(path: Path, rules: tuple[Rule, ...]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump([asdict(r) for r in rules], f)
+        os.replace(tmp, path)
+        kept = sorted(path.parent.glob("rules-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[_KEEP_CACHED:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _checked(text: str, origin: str) -> tuple[Rule, ...]:
+    """parse_rules, or its answer from the last time this very text was checked."""
+    path = _cache_file(text)
+    rules = _from_cache(path)
+    if rules is None:
+        rules = parse_rules(text, origin)
+        _to_cache(path, rules)
+    return rules
+
+
 @lru_cache(maxsize=None)
 def _builtin() -> tuple[Rule, ...]:
     text = resources.files("engine.triage").joinpath(RULES_FILE).read_text(encoding="utf-8")
-    return parse_rules(text, RULES_FILE)
+    return _checked(text, RULES_FILE)
 
 
 def load_rules(path: str | Path | None = None) -> tuple[Rule, ...]:
@@ -307,4 +369,4 @@ def load_rules(path: str | Path | None = None) -> tuple[Rule, ...]:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot read rules file {p}: {exc}", "pass a readable YAML file") from None
-    return parse_rules(text, str(p))
+    return _checked(text, str(p))

@@ -204,3 +204,39 @@ def _builtin_text() -> str:
     from importlib import resources
 
     return resources.files("engine.triage").joinpath("rules.yaml").read_text(encoding="utf-8")
+
+
+def test_checked_rules_are_kept_and_reused_until_the_file_changes(tmp_path, monkeypatch):
+    """A second run reads the checked rules back instead of checking ~300 rules again (most of
+    a small log's triage time); an edit is checked afresh, errors and all; a torn cache is ignored."""
+    import engine.triage.rules as rules_mod
+
+    good = "rules:\n  - id: r-one\n    title: t\n    severity: error\n    patterns: ['NPU function error']\n"
+    good += "    cause: c\n    fix: f\n    samples: ['NPU function error 12']\n"
+    path = tmp_path / "mine.yaml"
+    path.write_text(good, encoding="utf-8")
+    first = load_rules(path)
+    cached = list((tmp_path / "cache" / "triage").glob("rules-*.json"))
+    assert len(cached) == 1
+
+    checks = []
+    monkeypatch.setattr(rules_mod, "parse_rules", lambda *a: checks.append(a) or parse_rules(*a))
+    again = load_rules(path)
+    assert again == first and again[0].match("NPU function error 3") and checks == []
+
+    path.write_text(good.replace("NPU function error'", "NPU (function error'"), encoding="utf-8")
+    with pytest.raises(BadInput, match="bad regex"):
+        load_rules(path)
+
+    path.write_text(good, encoding="utf-8")
+    cached[0].write_text('[{"id": "r-one"', encoding="utf-8")  # torn by a full disk
+    assert load_rules(path) == first and len(checks) == 2
+
+
+def test_the_bundled_rules_read_back_from_the_cache_equal_the_checked_ones(tmp_path):
+    import engine.triage.rules as rules_mod
+
+    text = (rules_mod.Path(rules_mod.__file__).parent / rules_mod.RULES_FILE).read_text(encoding="utf-8")
+    checked = parse_rules(text, rules_mod.RULES_FILE)
+    rules_mod._to_cache(rules_mod._cache_file(text), checked)
+    assert rules_mod._from_cache(rules_mod._cache_file(text)) == checked

@@ -324,9 +324,12 @@ class Scanner:
 
     def _failed(self, source: str, key: str, text: str, hits: dict[str, tuple[Rule | CodeInfo, str]]) -> None:
         """An error event of the process `key`: remember the first one, and that it failed last.
-        Wrappers and consequences (symptom rules) and notices (info: torch_npu's exit hook) say
-        nothing about the root."""
-        if hits and all((isinstance(w, Rule) and w.symptom) or w.severity == "info" for w, _ in hits.values()):
+        Wrappers and consequences (symptom rules), notices (info: torch_npu's exit hook) and lines
+        a warning explains (vllm-ascend logs the failed import of its kernels at ERROR and serves
+        on) say nothing about the root: the warning is the answer only when no error follows."""
+        if hits and all(
+            (isinstance(w, Rule) and w.symptom) or w.severity in ("info", "warning") for w, _ in hits.values()
+        ):
             return
         k = (source, key)
         if k not in self._first_error:

@@ -117,6 +117,18 @@ def test_a_warning_before_an_unknown_error_names_nothing_and_the_error_is_the_ro
     assert report.root_line == error
 
 
+def test_a_warning_that_names_the_error_line_itself_is_named():
+    # vllm-ascend logs the failed import of its kernels at ERROR and serves on: the warning-level
+    # rule explains that very error event, so it is the answer, not a warning beside an unknown error
+    line = (
+        "ERROR 04-28 16:10:09 camem.py:69] Failed to import vllm_ascend_C:No module named 'vllm_ascend.vllm_ascend_C'"
+    )
+    report = diagnose_lines([line])
+    assert report.root_cause().id == "ascend-custom-kernels-not-loaded"
+    # ... and stays behind an error that follows it
+    assert diagnose_lines([line, "KeyError: 'model.layers.23.mlp.experts.w2_weight'"]).root_cause() is None
+
+
 def test_a_warning_alone_is_named():
     report = diagnose_lines([ULIMIT])
     assert report.root_line is None  # a warning line is not where a failure starts

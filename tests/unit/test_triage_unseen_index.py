@@ -95,3 +95,18 @@ def test_no_rule_cites_a_report_of_a_held_out_split(split):
         assert not any(source + end in cited for end in ("'", '"', ")", " ", "\n", "#", "/")), entry["file"]
         # also the bare owner/repo/issues/N form, and a pull request cited as an issue
         assert not _refs(source) & cited_refs, entry["file"]
+
+
+_STAMP = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}")  # a log line with a clock time belongs to one run
+
+
+@pytest.mark.parametrize("split", list(HELD_OUT), ids=lambda p: p.name)
+def test_no_rule_sample_is_a_line_of_a_held_out_log(split):
+    """What the source checks cannot see: a report cross-posted to a thread a rule cites, or a
+    documentation example copied both ways. A held-out log shares no time-stamped line with the
+    rules' samples and counter-samples (the same time and PID mean the same run)."""
+    seen = {s.strip() for r in load_rules() for s in r.samples + r.counter_samples}
+    for log in sorted(split.glob("*.log")):
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            line = line.strip()
+            assert not (len(line) >= 60 and _STAMP.search(line) and line in seen), (log.name, line[:100])

@@ -306,7 +306,7 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
 
 
 # Checked rules are kept in the user's cache dir, keyed by the rules text, the code table and
-# this module (whose checks and fields they passed): reading and checking ~300 rules took most of
+# this module (whose checks and fields they passed): reading and checking ~400 rules took most of
 # `triage`'s start-up, which is most of its time on a small log. Any trouble with the cache
 # (unwritable, torn, stale) only means the rules are checked again.
 _KEEP_CACHED = 8  # rules files (the bundled one, a user's own): older cache files are removed
@@ -331,17 +331,20 @@ def _from_cache(path: Path) -> tuple[Rule, ...] | None:
 
 
 def _to_cache(path: Path, rules: tuple[Rule, ...]) -> None:
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rules-")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump([asdict(r) for r in rules], f)
         os.replace(tmp, path)
+        tmp = None
         kept = sorted(path.parent.glob("rules-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[_KEEP_CACHED:]:
             old.unlink(missing_ok=True)
     except OSError:
-        pass
+        if tmp is not None:  # a full disk: leave no half-written file behind
+            Path(tmp).unlink(missing_ok=True)
 
 
 def _checked(text: str, origin: str) -> tuple[Rule, ...]:

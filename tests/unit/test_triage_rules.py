@@ -240,3 +240,22 @@ def test_the_bundled_rules_read_back_from_the_cache_equal_the_checked_ones(tmp_p
     checked = parse_rules(text, rules_mod.RULES_FILE)
     rules_mod._to_cache(rules_mod._cache_file(text), checked)
     assert rules_mod._from_cache(rules_mod._cache_file(text)) == checked
+
+
+def test_a_full_disk_costs_the_cache_not_the_rules(tmp_path, monkeypatch):
+    import errno
+
+    import engine.triage.rules as rules_mod
+
+    def full(*_a, **_k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rules_mod.json, "dump", full)
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "rules:\n  - id: r-one\n    title: t\n    severity: error\n    patterns: ['NPU function error']\n"
+        "    cause: c\n    fix: f\n    samples: ['NPU function error 12']\n",
+        encoding="utf-8",
+    )
+    assert [r.id for r in load_rules(path)] == ["r-one"]
+    assert list((tmp_path / "cache" / "triage").iterdir()) == []  # no half-written file left

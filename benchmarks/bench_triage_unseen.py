@@ -54,6 +54,7 @@ def folded() -> dict[str, str]:
 
 
 NO_ISSUE = {"none", "none-fitting"}  # nothing known should be named (none-fitting: no rule fits)
+_NO_CAUSE = re.compile(r"(?i)thread states no cause")  # how a label says its thread named no cause
 
 
 def verdict(expect: str, got: str | None) -> str:
@@ -102,9 +103,6 @@ def main() -> int:
         # rule differently; the logs with a stated cause are the firmer half.
         print(f"  of them {sum(stated.values())} whose thread states the cause: " + _shares(stated))
     return 0
-
-
-_NO_CAUSE = re.compile(r"(?i)thread states no cause")
 
 
 def _shares(counts: dict[str, int]) -> str:

@@ -322,12 +322,14 @@ def _cache_file(text: str) -> Path:
 def _from_cache(path: Path) -> tuple[Rule, ...] | None:
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
-        return tuple(
-            Rule(**{f.name: tuple(v) if isinstance(v, list) else v for f in fields(Rule) for v in [item[f.name]]})
-            for item in items
-        )
+        # JSON gives lists back where a Rule holds tuples
+        return tuple(Rule(**{f.name: _tuple_if_list(item[f.name]) for f in fields(Rule)}) for item in items)
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def _tuple_if_list(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _to_cache(path: Path, rules: tuple[Rule, ...]) -> None:

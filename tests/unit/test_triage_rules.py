@@ -207,7 +207,7 @@ def _builtin_text() -> str:
 
 
 def test_checked_rules_are_kept_and_reused_until_the_file_changes(tmp_path, monkeypatch):
-    """A second run reads the checked rules back instead of checking ~300 rules again (most of
+    """A second run reads the checked rules back instead of checking ~400 rules again (most of
     a small log's triage time); an edit is checked afresh, errors and all; a torn cache is ignored."""
     import engine.triage.rules as rules_mod
 

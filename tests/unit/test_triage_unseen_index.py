@@ -11,7 +11,7 @@ import yaml
 from helpers import FIXTURES, ROOT
 
 from engine.triage import load_rules
-from engine.triage.codes import explain, find_codes
+from engine.triage.codes import CodeInfo, explain, find_codes
 
 UNSEEN = FIXTURES / "logs" / "unseen"
 # every split, in the order they were collected: unseen, unseen2, unseen3 ... (a new folder joins
@@ -55,13 +55,14 @@ def test_every_expected_issue_exists(split):
         if expect in NO_ISSUE[split] or expect in known:
             continue
         # a code id such as acl-507011 / cann-ei0006: the code table must explain it
-        code = expect.split("-", 1)[-1].upper()
-        # a bare ACL number carries no context for find_codes, so ask the table directly too
-        info = explain(code)
-        assert any(i.issue_id == expect for i in find_codes(code)) or (info is not None and info.issue_id == expect), (
-            entry["file"],
-            expect,
-        )
+        assert _code_info(expect) is not None, (entry["file"], expect)
+
+
+def _code_info(expect: str) -> CodeInfo | None:
+    """The code-table entry a label such as acl-507011 / cann-ei0006 names, or None."""
+    code = expect.split("-", 1)[-1].upper()
+    # a bare ACL number carries no context for find_codes, so ask the table directly too
+    return next((i for i in [*find_codes(code), explain(code)] if i is not None and i.issue_id == expect), None)
 
 
 def _refs(text: str) -> set[tuple[str, str]]:
@@ -119,8 +120,5 @@ def test_no_label_names_a_generic_issue(split):
     generic = {r.id for r in load_rules() if r.generic}
     for entry in _index(split)["logs"]:
         expect = entry["expect"]
-        info = explain(expect.split("-", 1)[-1].upper()) if expect.startswith(("acl-", "cann-", "torch_npu-")) else None
-        assert expect not in generic and not (info is not None and info.issue_id == expect and info.generic), (
-            entry["file"],
-            expect,
-        )
+        info = _code_info(expect)
+        assert expect not in generic and not (info is not None and info.generic), (entry["file"], expect)

@@ -254,8 +254,10 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
     info = explain(what)
     if info is not None:
-        # the rule that declares the code (`codes:`): reports name the failure by that rule
-        named_by = next((r.id for r in load_rules(rules_file) if info.code in r.codes), None)
+        # the rule that declares the code (`codes:`), or the code it is `same_as`: reports name
+        # the failure by that one
+        code = info.same_as or info.code
+        named_by = next((r.id for r in load_rules(rules_file) if code in r.codes), info.same_as or None)
 
         def render(console: Any) -> None:
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))

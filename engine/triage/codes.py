@@ -40,6 +40,7 @@ class CodeInfo:
     fix: str
     family: str  # the range the code belongs to, e.g. "runtime: execution / driver failure"
     generic: str = ""  # why the code names no cause (a catch-all: the line beside it does); "" when specific
+    same_as: str = ""  # the code a log names this very failure by as well (the driver's E-code of a runtime code)
 
     @property
     def issue_id(self) -> str:
@@ -103,6 +104,7 @@ def explain(code: str) -> CodeInfo | None:
         fix=entry.get("fix", (fam or {}).get("fix", "")),
         family=family,
         generic=_generic(entry, t) if entry else str(t.get("generic_unlisted", "")),
+        same_as=str(entry.get("same_as", "")),
     )
 
 
@@ -132,11 +134,15 @@ def _explain_torch_npu(code: str, t: dict[str, Any]) -> CodeInfo | None:
 
 
 def find_codes(line: str) -> list[CodeInfo]:
-    """Codes in a log line that the tables can explain, in order, each once."""
+    """Codes in a log line that the tables can explain, in order, each once. A code that is
+    `same_as` another is found as that one: the driver's EL0014 and the runtime's 207000 printed
+    for one refused call are one failure, and a report names it once."""
     found: dict[str, CodeInfo] = {}
     for rx in (_ACL_CONTEXT, _CANN, _TORCH_NPU):
         for m in rx.finditer(line):
             info = explain(m.group("code"))
+            if info is not None and info.same_as:
+                info = explain(info.same_as) or info
             if info is not None:
                 found.setdefault(info.code, info)
     return list(found.values())

@@ -87,6 +87,9 @@ def test_explain_acl_cann_torch_npu_codes_and_rules(capsys):
     assert data["reported_as"] == "hccl-socket-timeout"
     code, data, _ = run_json(capsys, "--explain", "EZ9999")
     assert data["reported_as"] is None  # a catch-all names no one failure
+    code, data, _ = run_json(capsys, "--explain", "EL0014")
+    assert data["code"]["name"] == "Operation_Unsupported"  # its own meaning...
+    assert data["reported_as"] == "207000"  # ...reported under the runtime code of the same refusal
     code, data, _ = run_json(capsys, "--explain", "ERR00100")
     assert data["code"]["kind"] == "torch_npu"
     code, data, _ = run_json(capsys, "--explain", "hccl-socket-timeout")

@@ -299,6 +299,18 @@ def test_closed_stdin_and_link_loops_are_named_as_such(tmp_path, monkeypatch):
     ]
 
 
+def test_a_driver_code_and_its_runtime_code_are_one_failure():
+    # the driver's E-code and the runtime's return code of one refused call: one name, counted twice
+    lines = ["EL0014: The operation is unsupported.", "memcpy failed, kind = 1, runtime result = 207000"]
+    report = diagnose_lines(lines)
+    assert [i.id for i in report.issues] == ["acl-207000"]
+    assert report.issues[0].count == 2
+    assert explain("EL0014").same_as == "207000"  # --explain still tells the E-code's own meaning
+    for code in ("EL0002", "EL0004", "EL0014"):
+        target = explain(explain(code).same_as)
+        assert target is not None and target.kind == "acl" and target.name and not target.generic
+
+
 def test_bare_error_code_is_an_acl_code():
     line = "[ERROR] RUNTIME(1234,python):2025-06-19-09:28:34.062.662 alloc failed, error code 207001"
     assert [c.code for c in find_codes(line)] == ["207001"]

@@ -250,14 +250,14 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
     from rich.text import Text
 
     from engine.errors import BadInput
-    from engine.triage import explain, load_rules
+    from engine.triage import explain, load_rules, reported_as
 
     info = explain(what)
     if info is not None:
         # the rule that declares the code (`codes:`), or the code it is `same_as`: reports name
         # the failure by that one
-        code = info.same_as or info.code
-        named_by = next((r.id for r in load_rules(rules_file) if code in r.codes), info.same_as or None)
+        code = reported_as(info).code
+        named_by = next((r.id for r in load_rules(rules_file) if code in r.codes), None if code == info.code else code)
 
         def render(console: Any) -> None:
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))

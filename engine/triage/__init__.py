@@ -11,7 +11,7 @@ Library API (used by `ascendctl triage`, by `serve` on a crash and by `top` on a
     report = scan_paths(["plog/", "engine.log.gz", "-"])   # files, directories, .gz, stdin
 """
 
-from engine.triage.codes import CodeInfo, explain, find_codes
+from engine.triage.codes import CodeInfo, explain, find_codes, reported_as
 from engine.triage.model import SEVERITIES, IssueSummary, Template, TriageReport, severity_rank
 from engine.triage.readers import scan_paths
 from engine.triage.rules import Rule, load_rules
@@ -28,6 +28,7 @@ __all__ = [
     "diagnose_lines",
     "explain",
     "find_codes",
+    "reported_as",
     "load_rules",
     "scan_paths",
     "severity_rank",

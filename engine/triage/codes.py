@@ -141,11 +141,15 @@ def find_codes(line: str) -> list[CodeInfo]:
     for rx in (_ACL_CONTEXT, _CANN, _TORCH_NPU):
         for m in rx.finditer(line):
             info = explain(m.group("code"))
-            if info is not None and info.same_as:
-                info = explain(info.same_as) or info
             if info is not None:
+                info = reported_as(info)
                 found.setdefault(info.code, info)
     return list(found.values())
+
+
+def reported_as(info: CodeInfo) -> CodeInfo:
+    """The entry a report names this code's failure by: the code it is `same_as`, else itself."""
+    return (explain(info.same_as) or info) if info.same_as else info
 
 
 def all_codes() -> list[CodeInfo]:

@@ -77,7 +77,7 @@ def bundle(
 
     from ascendctl import __version__
     from ascendctl.output import get_output
-    from engine.bundle import BundleOptions, build_bundle, default_name
+    from engine.bundle.builder import BundleOptions, build_bundle, default_name
     from engine.system.host import Host
 
     out = get_output()
@@ -98,7 +98,7 @@ def bundle(
             "(secrets are still masked); share it only with people who may see them"
         )
     if with_device_logs:
-        from engine.bundle import DEVICE_LOG_TIMEOUT_FACTOR
+        from engine.bundle.builder import DEVICE_LOG_TIMEOUT_FACTOR
 
         out.info(
             "--with-device-logs: msnpureport pulls every card's logs over the driver; this takes minutes "

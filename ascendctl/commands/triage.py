@@ -103,18 +103,11 @@ def triage(
 def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
     its npu-smi output and manifest are not logs."""
-    import os
-    import tarfile
+    from engine.bundle.layout import bundle_dir, bundle_logs
 
     out: list[str] = []
     for p in paths:
-        # a plain log is the common case: the bundle module (and its imports) only for what may be one
-        if p == "-" or not (os.path.isdir(p) or (os.path.isfile(p) and tarfile.is_tarfile(p))):
-            out.append(p)
-            continue
-        from engine.bundle import bundle_dir, bundle_logs
-
-        top = bundle_dir(p)
+        top = None if p == "-" else bundle_dir(p)
         out.extend(bundle_logs(top) if top is not None else [p])
     return out
 

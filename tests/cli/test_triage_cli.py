@@ -73,6 +73,31 @@ def test_unreadable_input_exits_2_but_still_reports_the_rest(capsys, tmp_path):
     assert "could not read 1 input" in err
 
 
+def test_a_file_this_user_cannot_read_exits_2_and_the_rest_is_reported(capsys, tmp_path, monkeypatch):
+    import builtins
+    import tarfile
+
+    # As a non-root user chmod 000 would do; the tests may run as root, so open() is refused instead,
+    # for the log reader and for the bundle check (tarfile keeps its own reference to open).
+    secret = tmp_path / "secret.log"
+    secret.write_text("ERROR something\n")
+
+    def refusing(real):
+        def open_(file, *args, **kwargs):
+            if str(file) == str(secret):
+                raise PermissionError(13, "Permission denied", str(file))
+            return real(file, *args, **kwargs)
+
+        return open_
+
+    monkeypatch.setattr(builtins, "open", refusing(builtins.open))
+    monkeypatch.setattr(tarfile, "bltn_open", refusing(tarfile.bltn_open))
+    code, data, err = run_json(capsys, str(secret), str(KV_LOG))
+    assert code == 2 and len(data["unreadable"]) == 1 and "Permission denied" in data["unreadable"][0]
+    assert any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
+    assert "could not read 1 input" in err
+
+
 def test_bad_fail_on_is_a_usage_error(capsys):
     assert main(["triage", "--fail-on", "loud", str(KV_LOG)]) == 2
     assert "--fail-on" in capsys.readouterr().err

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ascendctl.cli import main
-from engine.bundle import MANIFEST, BundleOptions, build_bundle
+from engine.bundle.builder import BundleOptions, build_bundle
+from engine.bundle.layout import MANIFEST
 from engine.bundle.redactor import Redactor
 from engine.doctor import run_doctor
 from engine.system.host import Host
@@ -482,7 +483,7 @@ def test_ctrl_c_during_msnpureport_stops_it_and_leaves_no_archive(tmp_path):
 
 
 def test_device_logs_need_root_and_say_so(tmp_path, monkeypatch):
-    from engine.bundle import Source, _Builder
+    from engine.bundle.builder import Source, _Builder
 
     bin_dir = fake_msnpureport(tmp_path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}

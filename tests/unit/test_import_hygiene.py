@@ -22,10 +22,14 @@ def _engine_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.walk_packages(engine.__path__, "engine.") if not m.name.endswith("__main__"))
 
 
-def _loaded_after(code: str) -> set[str]:
+def _modules_after(code: str) -> set[str]:
     probe = code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    return {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _loaded_after(code: str) -> set[str]:
+    return {m.split(".")[0] for m in _modules_after(code)}
 
 
 def test_engine_never_loads_ui_libraries():
@@ -38,6 +42,14 @@ def test_engine_never_loads_ui_libraries():
 def test_cli_help_loads_no_engine_runtime():
     loaded = _loaded_after("from ascendctl.cli import app")
     assert not loaded & set(HEAVY), f"`ascendctl --help` would import {sorted(loaded & set(HEAVY))}"
+
+
+def test_triage_of_a_plain_log_never_loads_the_bundle_builder(tmp_path):
+    # triage asks every path whether it is a bundle; a plain log must not pay for building one.
+    log = tmp_path / "engine.log"
+    log.write_text("INFO Started server process\n")
+    loaded = _modules_after(f"from ascendctl.cli import main\nmain(['triage', '--fail-on', 'never', {str(log)!r}])")
+    assert "engine.bundle.layout" in loaded and "engine.bundle.builder" not in loaded
 
 
 def test_import_linter_contract_holds():

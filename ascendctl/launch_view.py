@@ -43,23 +43,27 @@ def preflight(
     out: Output, prof: Profile, spec: LaunchSpec, port_option: str | None = None, listens: bool = True
 ) -> None:
     """Fail before the engine starts: a taken port, a missing model, a plan that does not fit
-    (exit 2), doctor's errors for this profile (exit 1, each printed with its fix). `port_option`
+    (exit 2), doctor's errors for this profile (exit 1, each printed with its fix). Then what the
+    plan warns about (a layout's short HCCL_CONNECT_TIMEOUT), before anything starts. `port_option`
     is how this command takes a port, for the fix of a taken one (default: --set server.port=)."""
     from engine.errors import ProblemsFound
-    from engine.launcher import preflight_errors
+    from engine.launcher import run_preflight
 
     if port_option is None:
-        errors = preflight_errors(prof, spec.host, spec.port, listens=listens)
+        found = run_preflight(prof, spec.host, spec.port, listens=listens)
     else:
-        errors = preflight_errors(prof, spec.host, spec.port, port_option, listens=listens)
-    if not errors:
-        return
-    for check in errors:
+        found = run_preflight(prof, spec.host, spec.port, port_option, listens=listens)
+    for check in found.errors:
         out.error(f"doctor {check.cause}", check.fix)
-    raise ProblemsFound(
-        f"doctor found {len(errors)} error(s) for profile {prof.name}: the engine was not started",
-        f"fix them (`ascendctl doctor --profile {prof.name}` shows every check), or start anyway with --skip-preflight",
-    )
+    if found.errors:
+        raise ProblemsFound(
+            f"doctor found {len(found.errors)} error(s) for profile {prof.name}: the engine was not started",
+            f"fix them (`ascendctl doctor --profile {prof.name}` shows every check), or start anyway with "
+            "--skip-preflight",
+        )
+    if found.plan is not None:
+        for warning in found.plan.warnings:
+            out.warn(warning)
 
 
 def show_diagnosis(out: Output, outcome: Outcome) -> None:

@@ -163,7 +163,6 @@ def serve_node(
 
     if not skip_preflight:
         preflight(out, prof, spec, listens=launch.serves_api)
-        _layout_warnings(out, prof)
     for step in launch.steps:
         if step.supervised:
             continue
@@ -191,20 +190,6 @@ def serve_node(
         health=launch.serves_api,
     )
     _supervise(out, view, supervisor)
-
-
-def _layout_warnings(out: Output, prof: Profile) -> None:
-    """What the plan of the layout warns about (a short HCCL_CONNECT_TIMEOUT), said before the
-    host starts; a plan that cannot be made is no reason to stop (the preflight said so)."""
-    from engine.capacity import plan
-    from engine.errors import AscendctlError
-
-    try:
-        warnings = plan(prof).warnings
-    except AscendctlError:
-        return
-    for warning in warnings:
-        out.warn(warning)
 
 
 def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str | None, dropped: list[str]) -> None:

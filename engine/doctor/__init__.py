@@ -180,8 +180,11 @@ def run_doctor(
     profile_name: str | None = None,
     model_dir: str | None = None,
     only: list[str] | None = None,
+    plan: Any = None,
 ) -> DoctorReport:
     """Run every check against this machine (default), a recorded tree (`root`), or `host`.
+    `plan`: the memory plan of `profile` for `model_dir` when the caller has made it already (the
+    launch preflight): doctor judges that one instead of planning again.
 
     Raises engine.errors.Unreachable when `root` is not a directory (nothing can be probed).
     """
@@ -197,7 +200,14 @@ def run_doctor(
         port = profile.server.port
     started = time.perf_counter()
     ctx = Context(
-        host, live=live, env_known=env_known, port=port, profile=profile, profile_name=profile_name, model_dir=model_dir
+        host,
+        live=live,
+        env_known=env_known,
+        port=port,
+        profile=profile,
+        profile_name=profile_name,
+        model_dir=model_dir,
+        plan=plan,
     )
     checks = run_checks(ctx, only)
     facts = _facts(ctx)

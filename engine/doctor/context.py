@@ -71,6 +71,7 @@ class Context:
         profile: Any = None,
         profile_name: str | None = None,
         model_dir: str | None = None,
+        plan: Any = None,
     ) -> None:
         self.host = host
         self.live = live
@@ -79,6 +80,7 @@ class Context:
         self.profile = profile
         self.profile_name = profile_name
         self.model_dir = model_dir
+        self.plan = plan  # the memory plan of profile and model_dir, when the caller made it already
         self._engine = _Background(lambda: query_engine(host, ENGINE_TIMEOUT))
         self._npu = _Background(self._probe_npu_smi) if self.npu_smi_path else None
 

@@ -161,7 +161,7 @@ def _plan_verdict(ctx: Context) -> Outcome | str:
     from engine.capacity import NO_FIT, TIGHT, plan
 
     try:
-        p = plan(ctx.profile, ctx.model_dir)
+        p = ctx.plan if ctx.plan is not None else plan(ctx.profile, ctx.model_dir)
     except AscendctlError as exc:
         return f"plan not run ({exc.cause})"
     reasons = "; ".join(p.reasons) or p.verdict

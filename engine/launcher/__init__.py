@@ -1,7 +1,7 @@
 """Launch and supervise the engine: `ascendctl serve` and `ascendctl demo` are thin shells
-around `preflight_errors` and `prepare_run`.
+around `run_preflight` and `prepare_run`.
 
-    errors = preflight_errors(profile, spec.host, spec.port)  # BadInput: the port is taken
+    found = run_preflight(profile, spec.host, spec.port)      # BadInput: the port is taken
     sup = prepare_run(profile, spec, listener=view)           # port locked, run directory made
     outcome = sup.run()                                       # or start(), wait_ready(), ...,
                                                               # then outcome() and shutdown()
@@ -12,7 +12,7 @@ around `preflight_errors` and `prepare_run`.
 - watchdog: kills the engine's process group when ascendctl dies, however it dies
 - supervisor: readiness (/health answered by this engine), signal forwarding, restarts, the outcome
 - portlock: one supervised run per port (a lock file under the state directory)
-- preflight: checks before launch (the port, doctor's errors for the profile)
+- preflight: checks before launch (the port, the model, the memory plan, doctor's errors for the profile)
 - diagnosis: why it died (triage's matcher on the log tail, plus the root exception)
 - rundir: the run directory (run.json, engine.log, profile.yaml)
 """
@@ -20,7 +20,7 @@ around `preflight_errors` and `prepare_run`.
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker, log_message
 from engine.launcher.portlock import PortLock, port_lock_holder
-from engine.launcher.preflight import check_port, port_is_free, preflight_errors
+from engine.launcher.preflight import Preflight, check_port, port_is_free, run_preflight
 from engine.launcher.process import EngineProcess, group_members
 from engine.launcher.run import prepare_run, run_once
 from engine.launcher.supervisor import Listener, Outcome, RestartPolicy, Supervisor, health_url
@@ -34,6 +34,7 @@ __all__ = [
     "PhaseRecord",
     "PhaseTracker",
     "PortLock",
+    "Preflight",
     "RestartPolicy",
     "Supervisor",
     "check_port",
@@ -44,7 +45,7 @@ __all__ = [
     "log_message",
     "port_is_free",
     "port_lock_holder",
-    "preflight_errors",
     "prepare_run",
     "run_once",
+    "run_preflight",
 ]

@@ -3,6 +3,7 @@ with the fix instead of minutes later in the engine log."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,16 @@ from engine.launcher.portlock import SET_PORT, check_port_lock
 from engine.system.ports import port_holder, port_is_free
 
 if TYPE_CHECKING:
+    from engine.capacity import Plan
     from engine.profiles import Profile
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the checks before a launch found that does not stop it on its own."""
+
+    errors: list[CheckResult]  # doctor's: the caller shows each with its fix and does not start (exit 1)
+    plan: Plan | None  # the memory plan, made once for the launch; None when it cannot be made
 
 
 def check_port(host: str, port: int, port_option: str = SET_PORT) -> None:
@@ -46,20 +56,21 @@ def check_model(profile: Profile) -> None:
         raise BadInput(f"{path} holds no config.json: not a model directory, or its download is incomplete", fix)
 
 
-def check_plan(profile: Profile) -> None:
-    """BadInput (exit 2) when the memory plan's verdict is does-not-fit: the engine would refuse to
-    start or run out of memory, every time, so this is a setting to change, not a launch to retry.
+def check_plan(profile: Profile) -> Plan | None:
+    """The memory plan of `profile`; BadInput (exit 2) when its verdict is does-not-fit: the engine
+    would refuse to start or run out of memory, every time, so this is a setting to change, not a
+    launch to retry.
 
     A plan that cannot be made (weights the planner cannot read, such as .bin files) does not stop
-    the launch: the engine may load what the planner cannot."""
+    the launch (None): the engine may load what the planner cannot."""
     from engine.capacity import NO_FIT, plan
 
     try:
         result = plan(profile)
     except AscendctlError:
-        return
+        return None
     if result.verdict != NO_FIT:
-        return
+        return result
     limit = result.model.max_position_embeddings
     if limit and result.max_model_len > limit:
         change = f"--set engine.max_model_len={limit} (the model's limit) or less"
@@ -76,18 +87,19 @@ def check_plan(profile: Profile) -> None:
     )
 
 
-def preflight_errors(
+def run_preflight(
     profile: Profile, host: str, port: int, port_option: str = SET_PORT, listens: bool = True
-) -> list[CheckResult]:
+) -> Preflight:
     """Everything that should stop a launch of `profile` on `host:port` before the engine starts.
 
     A taken port, a model.path that is no model directory, or a plan that does not fit raise
     BadInput (exit 2: the fix is a setting, and no restart could help). Returns doctor's errors for
-    the profile, every one of them: the caller shows each with its fix and does not start (exit 1).
+    the profile, every one of them, and the memory plan (its warnings are the caller's to say).
     """
     if listens:  # a headless host or a Ray worker binds no API port
         check_port(host, port, port_option)
     check_model(profile)
-    check_plan(profile)
-    report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path)
-    return [c for c in report.checks if c.status is Status.ERROR]
+    made = check_plan(profile)
+    # The plan of a big MoE model reads hundreds of safetensors headers: doctor judges this one.
+    report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path, plan=made)
+    return Preflight([c for c in report.checks if c.status is Status.ERROR], made)

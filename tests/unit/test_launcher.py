@@ -27,8 +27,8 @@ from engine.launcher import (
     group_members,
     health_url,
     log_message,
-    preflight_errors,
     prepare_run,
+    run_preflight,
 )
 from engine.launcher.diagnosis import describe_exit, root_exception
 from engine.launcher.phases import parse_phases
@@ -449,15 +449,15 @@ def test_preflight_is_the_port_then_every_doctor_error_of_the_profile(tmp_path):
     from engine.profiles import load_profile
 
     tiny = str(fake_tiny_model(tmp_path / "tiny"))
-    assert preflight_errors(load_profile("cpu-tiny", model=tiny), "127.0.0.1", free_port()) == []
+    assert run_preflight(load_profile("cpu-tiny", model=tiny), "127.0.0.1", free_port()).errors == []
     qwen = str(FIXTURES / "models" / "Qwen3-32B")
-    errors = preflight_errors(load_profile("910b-32b", model=qwen), "127.0.0.1", free_port())  # this host has no NPU
+    errors = run_preflight(load_profile("910b-32b", model=qwen), "127.0.0.1", free_port()).errors  # no NPU here
     assert [e.id for e in errors] == ["profile.platform"] and errors[0].cause.startswith("profile.platform:")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         with pytest.raises(BadInput):
-            preflight_errors(load_profile("cpu-tiny"), "127.0.0.1", sock.getsockname()[1])
+            run_preflight(load_profile("cpu-tiny"), "127.0.0.1", sock.getsockname()[1])
 
 
 def test_prepare_run_writes_the_profile_and_the_engine_start_writes_run_json(state):

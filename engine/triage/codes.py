@@ -17,14 +17,16 @@ from engine.errors import BadInput
 CODES_FILE = "codes.yaml"
 
 # Shapes in which codes appear in logs (any hit sends the line through the slow path).
-CODE_LITERALS = ("error code", "ErrCode=", "retCode is", "runtime result = ")
+# "errorCode" is how Ascend's samples, and the inference apps built from them, print an ACL return
+# code ("acl init failed, errorCode = 100002").
+CODE_LITERALS = ("error code", "ErrCode=", "retCode is", "runtime result = ", "errorCode")
 CODE_REGEXES = (r"\bE[0-9A-Z][0-9]{4}\b", r"ERR[0-9]{5}")
 # The regexes loosened for Python's `re` (a leading literal is searched fast); hits are then
 # confirmed against the exact ones.
 CODE_LOOSE = r"E(?:[0-9A-Z][0-9]{4}|RR[0-9]{5})"
 _ACL_CONTEXT = re.compile(
-    # `error code is 507011`, `error code: 507011`, and the bare `error code 207001`
-    r"(?:error code(?: is|:)?|ErrCode=|retCode is|runtime result = )\s*(?P<code>[1-5][0-9]{5})\b"
+    # `error code is 507011`, `error code: 507011`, the bare `error code 207001`, `errorCode = 100002`
+    r"(?:error code(?: is|:)?|ErrCode=|retCode is|runtime result = |errorCode ?[=:])\s*(?P<code>[1-5][0-9]{5})\b"
 )
 _CANN = re.compile(r"(?<![A-Za-z0-9])(?P<code>E[0-9A-Z][0-9]{4})(?![0-9])")
 _TORCH_NPU = re.compile(r"\b(?P<code>ERR[0-9]{5})\b")

@@ -322,6 +322,25 @@ def test_bare_error_code_is_an_acl_code():
     assert ids(diagnose_lines([line]))["npu-device-alloc-failed"].count == 1
 
 
+def test_an_acl_code_as_the_ascend_samples_print_it(tmp_path):
+    # Ascend's samples (and apps built from them) log ACL return codes as `errorCode = N`
+    line = "ultra_infer/runtime/backends/om/om_backend.cc(174)::InitResource\tacl init failed, errorCode = 100002"
+    assert [c.code for c in find_codes(line)] == ["100002"]
+    assert find_codes("model has errorCode fields, 3 of 100002 rows") == []  # not a code without `=`
+    # 100002 is aclInit called twice in one process: the rule that claims the code names it,
+    # whichever pre-filter reads the file
+    log = tmp_path / "app.log"
+    log.write_text(line + "\n")
+    assert "acl-repeat-initialize" in ids(diagnose_lines([line]))
+    for engine in ENGINES:
+        try:
+            scanner = Scanner(engine=engine)
+            scanner.index.engine
+        except RuntimeError:
+            continue  # not installed here; the `re` path always runs
+        assert "acl-repeat-initialize" in ids(scan_paths([str(log)], scanner=scanner)), engine
+
+
 def test_binary_garbage_and_invalid_utf8(tmp_path):
     blob = tmp_path / "core.bin"
     blob.write_bytes(

@@ -118,7 +118,7 @@ def main() -> int:
     if sum(stated.values()) < n:
         # Collectors label threads that state no cause by what the log shows; a stated cause is
         # firmer ground for the label but not for agreement on it (whether a rule's cause is the
-        # thread's): two labellers of unseen2-17 agreed on 84% of these and 87% of the rest.
+        # thread's): two labellers of unseen2-18 agreed on 84% of these and 88% of the rest.
         print(f"  of them {sum(stated.values())} whose thread states the cause: " + _shares(stated))
     if sum(second.values()):
         print("  against a second labeller's labels: " + _shares(second))

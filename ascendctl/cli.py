@@ -106,7 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = app(args=args, prog_name="ascendctl", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
+    except typer.Abort as exc:
+        # Click turns an EOFError raised anywhere in a command into Abort ("interrupted"); one that
+        # did not come from a prompt is a bug of ours and must not pass for Ctrl-C in silence.
+        if isinstance(exc.__cause__, EOFError):
+            if out.debug:
+                traceback.print_exception(exc.__cause__)
+            out.error(f"unexpected error: EOFError: {exc.__cause__}", "run again with --debug and report the traceback")
+            return EXIT_SOFTWARE
         return EXIT_INTERRUPTED
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.

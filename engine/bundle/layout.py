@@ -40,7 +40,7 @@ def bundle_dir(path: str | Path) -> Path | None:
     p = Path(path)
     try:
         maybe = p.is_dir() or (p.is_file() and tarfile.is_tarfile(p))
-    except OSError:  # a file this user cannot read is no bundle; the log reader reports it unreadable
+    except (OSError, EOFError):  # unreadable, or a gzip cut short: no bundle; the log reader says why
         maybe = False
     if not maybe:
         return None

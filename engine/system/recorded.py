@@ -163,7 +163,14 @@ def recorded_root(path: str | Path) -> Path:
     import tarfile
 
     path = Path(path)
-    if not path.is_file() or not tarfile.is_tarfile(path):
+    try:
+        is_archive = path.is_file() and tarfile.is_tarfile(path)
+    except (OSError, EOFError) as exc:  # unreadable by this user, or a compressed file cut short
+        raise Unreachable(
+            f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
+            "give --root a recorded tree or a whole archive this user can read (its permissions, its size)",
+        ) from exc
+    if not is_archive:
         return path
     key = path.resolve()
     if key not in _UNPACKED:

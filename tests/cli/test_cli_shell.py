@@ -72,6 +72,18 @@ def test_a_crash_has_its_own_exit_code_not_found_problems(capsys, monkeypatch):
     assert "| 70 |" in readme
 
 
+def test_a_stray_eoferror_is_a_crash_not_ctrl_c(capsys, monkeypatch):
+    # Click turns any EOFError in a command into Abort, which reads as "interrupted" (130)
+    from ascendctl.errors import EXIT_SOFTWARE
+
+    def boom(*_a, **_k):
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr("engine.doctor.run_doctor", boom)
+    assert main(["doctor"]) == EXIT_SOFTWARE
+    assert "unexpected error: EOFError: Compressed file ended" in capsys.readouterr().err
+
+
 def test_off_a_terminal_long_lines_are_not_wrapped():
     import io
 

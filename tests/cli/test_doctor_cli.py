@@ -43,6 +43,16 @@ def test_doctor_nothing_to_probe_exits_3(capsys, tmp_path):
     assert "error: no recorded machine at" in err and "fix:" in err and "Traceback" not in err
 
 
+def test_doctor_on_an_archive_cut_short_says_so(capsys, tmp_path):
+    # a bundle whose copy stopped after the gzip header: tarfile's probe raises EOFError, which
+    # Click would turn into a silent "interrupted" (130)
+    cut = tmp_path / "bundle.tar.gz"
+    cut.write_bytes(b"\x1f\x8b")
+    code, out, err = run(capsys, "doctor", "--root", str(cut))
+    assert code == 3 and out == ""
+    assert "cannot read" in err and "ended before" in err and "fix:" in err and "Traceback" not in err
+
+
 def test_doctor_json(capsys):
     code, out, _ = run(capsys, "doctor", "--json", "--root", str(HOSTS / "python313-stack-needs-lt313"))
     doc = json.loads(out)

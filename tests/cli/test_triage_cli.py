@@ -73,6 +73,16 @@ def test_unreadable_input_exits_2_but_still_reports_the_rest(capsys, tmp_path):
     assert "could not read 1 input" in err
 
 
+def test_an_archive_cut_short_is_reported_not_taken_for_ctrl_c(capsys, tmp_path):
+    # the bundle check probes a .tar.gz; a copy cut after the gzip header makes that probe raise
+    # EOFError, which once ended the command as a silent "interrupted" (130)
+    cut = tmp_path / "bundle.tar.gz"
+    cut.write_bytes(b"\x1f\x8b")
+    code, data, err = run_json(capsys, str(cut), str(KV_LOG))
+    assert code == 2 and len(data["unreadable"]) == 1 and "truncated" in data["unreadable"][0]
+    assert any(i["id"] == "vllm-no-kv-cache-memory" for i in data["issues"])
+
+
 def test_a_file_this_user_cannot_read_exits_2_and_the_rest_is_reported(capsys, tmp_path, monkeypatch):
     import builtins
     import tarfile

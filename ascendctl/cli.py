@@ -109,12 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except typer.Abort as exc:
         # Click turns an EOFError raised anywhere in a command into Abort ("interrupted"); one that
         # did not come from a prompt is a bug of ours and must not pass for Ctrl-C in silence.
-        if isinstance(exc.__cause__, EOFError):
-            if out.debug:
-                traceback.print_exception(exc.__cause__)
-            out.error(f"unexpected error: EOFError: {exc.__cause__}", "run again with --debug and report the traceback")
-            return EXIT_SOFTWARE
-        return EXIT_INTERRUPTED
+        return _crashed(out, exc.__cause__) if isinstance(exc.__cause__, EOFError) else EXIT_INTERRUPTED
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
         ctx = getattr(exc, "ctx", None)
@@ -128,12 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         out.error(exc.cause, exc.fix)
         return exit_code_for(exc)
-    except Exception as exc:  # a bug of ours: one line, the traceback only on --debug
-        if out.debug:
-            traceback.print_exc()
-        out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
-        return EXIT_SOFTWARE
+    except Exception as exc:
+        return _crashed(out, exc)
     return code if isinstance(code, int) else 0
+
+
+def _crashed(out: Output, exc: BaseException) -> int:
+    """A bug of ours: one line, the traceback only on --debug, its own exit code."""
+    if out.debug:
+        traceback.print_exception(exc)
+    out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
+    return EXIT_SOFTWARE
 
 
 if __name__ == "__main__":

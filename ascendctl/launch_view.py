@@ -48,11 +48,9 @@ def preflight(
     is how this command takes a port, for the fix of a taken one (default: --set server.port=)."""
     from engine.errors import ProblemsFound
     from engine.launcher import run_preflight
+    from engine.launcher.portlock import SET_PORT
 
-    if port_option is None:
-        found = run_preflight(prof, spec.host, spec.port, listens=listens)
-    else:
-        found = run_preflight(prof, spec.host, spec.port, port_option, listens=listens)
+    found = run_preflight(prof, spec.host, spec.port, port_option or SET_PORT, listens=listens)
     for check in found.errors:
         out.error(f"doctor {check.cause}", check.fix)
     if found.errors:

@@ -98,14 +98,15 @@ def main() -> int:
     for entry in index["logs"]:
         report = scan_paths([str(split / entry["file"])])
         got = leading(report)
-        v = verdict(as_rule.get(entry["expect"], entry["expect"]), got)
+        expect = as_rule.get(entry["expect"], entry["expect"])
+        v = verdict(expect, got)
         counts[v] += 1
         if not _NO_CAUSE.match(entry.get("cause", "")):
             stated[v] += 1
         if "expect_second" in entry:
             other = as_rule.get(entry["expect_second"], entry["expect_second"])
             second[verdict(other, got)] += 1
-            if same_label(as_rule.get(entry["expect"], entry["expect"]), other):
+            if same_label(expect, other):
                 agreed[v] += 1
         if not args.quiet:
             print(f"{v:6}  {entry['file']:52}  expect {entry['expect']:36} got {got or '-'}")

@@ -30,6 +30,9 @@ def _isolated_user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("ASCENDCTL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ASCENDCTL_PROFILES_DIR", str(tmp_path / "profiles"))
+    # top and the exporter look for engine containers by label: not the containers of other
+    # tests on this machine (a test that wants them sets it back to a runtime).
+    monkeypatch.setenv("ASCENDCTL_CONTAINER_DISCOVERY", "off")
     tz = os.environ.get("TZ")
     yield
     if tz is None:

@@ -24,7 +24,7 @@ import httpx
 from engine.devices.sample import DeviceSample
 from engine.errors import AscendctlError, Unreachable
 from engine.metrics.prom import LeanParser, scrape
-from engine.telemetry.collector import Collector, Target, target_of
+from engine.telemetry.collector import Collector, Target, target_of, with_containers
 from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
@@ -165,6 +165,7 @@ class Exporter:
         self._collector: Collector | None = None
         self._targets: tuple[Target, ...] = ()
         self._runs: dict[str, Any] = {}
+        self._container_profiles: dict[str, str | None] = {}
         self._extras: dict[str, EngineExtra] = {}
         self._snapshot: Snapshot | None = None
         self._groups: list[_Group] = []
@@ -243,6 +244,13 @@ class Exporter:
             # a headless data-parallel rank serves no API here: node 0's exporter covers it
             runs = [r for r in list_runs(live_only=True) if r.serves_api]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
+            # Engines in containers, found by their `ascendctl.run` label: no URL needed.
+            from engine.container.discover import find_engines
+
+            notes: list[str] = []
+            found = find_engines(notes=notes)
+            self._container_profiles = {c.run_id: c.entry.profile for c in found}
+            targets = with_containers(targets, notes, found)
         self._runs = {r.run_id: r for r in runs}
         return tuple(targets)
 
@@ -285,7 +293,7 @@ class Exporter:
         return EngineExtra(
             label=view.label,
             url=view.url,
-            profile=run.profile if run is not None else None,
+            profile=run.profile if run is not None else self._container_profiles.get(view.label),
             pid=run.pid if run is not None else None,
             phase=run.phase if run is not None else None,
             ready_seconds=run.ready_seconds if run is not None else None,

@@ -142,6 +142,21 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         "Seconds with requests running and no token generated (0 when tokens flow).",
         labels=["engine", "host"],
     )
+    container = GaugeMetricFamily(
+        "ascendctl_engine_container_info",
+        "The container an engine runs in, found by its ascendctl.run label (value 1).",
+        labels=["engine", "container", "runtime", "image", "npus", "host"],
+    )
+    container_cpu = GaugeMetricFamily(
+        "ascendctl_engine_container_cpu_percent",
+        "CPU use of the engine's container, percent of one CPU (the runtime's stats).",
+        labels=["engine", "host"],
+    )
+    container_memory = GaugeMetricFamily(
+        "ascendctl_engine_container_memory_bytes",
+        "Memory use of the engine's container (the runtime's stats).",
+        labels=["engine", "host"],
+    )
     from engine.exporter.collect import STALL_AFTER_S
 
     npus_by_pid = _npus_by_pid(state.devices)
@@ -150,6 +165,15 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         extra = state.engines.get(view.label)
         up.add_metric([name, host], 1.0 if view.status.ok else 0.0)
         npus = _engine_npus(extra.pid if extra else None, npus_by_pid)
+        ctr = view.container
+        if ctr is not None:
+            given = ",".join(str(n) for n in ctr.npus) if ctr.npus is not None else ""
+            npus = npus or ([given] if given else [])
+            container.add_metric([name, ctr.name, ctr.runtime, ctr.image or "", given, host], 1.0)
+            if ctr.cpu_percent is not None:
+                container_cpu.add_metric([name, host], ctr.cpu_percent)
+            if ctr.memory_mb is not None:
+                container_memory.add_metric([name, host], ctr.memory_mb * 1024 * 1024)
         info.add_metric(
             [
                 name,
@@ -178,6 +202,7 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
             stall_s.add_metric([name, host], seconds)
             stalled.add_metric([name, host], 1.0 if seconds >= STALL_AFTER_S else 0.0)
     yield from (up, info, phase, ready, restarts, blocks, stalled, stall_s)
+    yield from (container, container_cpu, container_memory)
 
 
 def engine_name(label: str) -> str:

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
@@ -26,7 +26,7 @@ from engine.severity import rank as severity_rank
 from engine.system.proctree import tree_rss_mib
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
-from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.snapshot import ContainerView, Diagnostic, EngineView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels, hbm_budget
 
 HISTORY_LEN = 60
@@ -49,15 +49,23 @@ class Target:
     # The engine's process, when `ascendctl serve` started it on this host: its tree's memory is
     # watched for a leak (rss-leak).
     pid: int | None = None
+    # The container the engine runs in, found by its `ascendctl.run` label: its name, the
+    # runtime that lists it, the NPUs it was given and its image.
+    container: str | None = None
+    runtime: str | None = None
+    npus: tuple[int, ...] | None = None
+    image: str | None = None
 
     @property
     def name(self) -> str:
         return self.label or self.url.split("://", 1)[-1].rstrip("/")
 
 
-def targets_from_runs(skipped: list[str] | None = None) -> list[Target]:
-    """The live runs `ascendctl serve` started (newest first); damaged run records are left out
-    and said in `skipped`."""
+def targets_from_runs(skipped: list[str] | None = None, containers: list | None = None) -> list[Target]:
+    """The live runs `ascendctl serve` started (newest first), and the engines in containers that
+    carry a run's label (with_containers); damaged run records are left out and said in
+    `skipped`. `containers`: what engine.container.discover.find_engines found, when the caller
+    asked already (None: ask now)."""
     from engine.runs import list_runs
 
     notes: list[str] = [] if skipped is None else skipped
@@ -65,7 +73,38 @@ def targets_from_runs(skipped: list[str] | None = None) -> list[Target]:
     for r in runs:
         if not r.serves_api:
             notes.append(f"{r.run_id} is a headless data-parallel rank: it serves no API here (watch node 0's)")
-    return [target_of(r) for r in runs if r.serves_api]
+    return with_containers([target_of(r) for r in runs if r.serves_api], notes, containers)
+
+
+def with_containers(targets: list[Target], notes: list[str], containers: list | None = None) -> list[Target]:
+    """`targets` with the engines found in containers by their `ascendctl.run` label: a run's
+    own target gains its container (CPU, memory, NPUs); a container whose run is not here
+    (another user's state directory, a run directory removed) is added from its labels alone,
+    with the run's log when the run directory is on this host."""
+    from engine.container.runtime import LABEL_URL
+    from engine.runs import PROFILE_FILE
+
+    if containers is None:
+        from engine.container.discover import find_engines
+
+        containers = find_engines(notes=notes)
+    out = list(targets)
+    by_label = {t.label: i for i, t in enumerate(out) if t.label}
+    by_url = {t.url.rstrip("/"): i for i, t in enumerate(out)}
+    for c in containers:
+        url = (c.entry.url or "").rstrip("/")
+        at = by_label.get(c.run_id, by_url.get(url) if url else None)
+        extra = {"container": c.name, "runtime": c.runtime, "npus": c.npus, "image": c.image}
+        if at is not None:
+            out[at] = replace(out[at], **extra)
+        elif url:
+            pending, budget = (None, None)
+            if c.log_path:
+                pending, budget = _profile_limits(Path(c.log_path).parent / PROFILE_FILE)
+            out.append(Target(url, c.run_id, c.log_path, pending, budget, **extra))
+        else:
+            notes.append(f"container {c.name} of run {c.run_id} has no {LABEL_URL} label: it cannot be polled")
+    return out
 
 
 def target_of(run) -> Target:
@@ -153,11 +192,15 @@ class Collector:
         wall: Callable[[], float] = time.time,
         timeout: float = 2.0,
         rss_fn: Callable[[int | None], float | None] = tree_rss_mib,
+        usage_fn: Callable[[str], Mapping[str, Any]] | None = None,
     ) -> None:
         self.thresholds = thresholds or Thresholds.defaults()
         self.devices = devices
         self._clock, self._wall = clock, wall
         self._rss = rss_fn
+        # {container name: Usage} of one runtime (`stats`), asked once a tick for the engines
+        # that run in containers.
+        self._usage = usage_fn or _container_usage
         self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
         self._remote_client = httpx.Client(timeout=timeout) if any(t.remote for t in targets) else None
         parsers = {t.url: LeanParser() for t in targets}
@@ -193,6 +236,7 @@ class Collector:
             device_status = self._device_status.view(now)
         local = [s for s in self._engines if not s.target.remote]
         engines = [self._poll_engine(state, now) for state in local]
+        engines = self._add_containers(local, engines)
         # Cards are judged against the engines' own memory budget, so the engines are polled first.
         budget = hbm_budget(engines, self.thresholds)
         levels = {d.key: device_levels(d, self.thresholds, budget) for d in devices}
@@ -212,6 +256,37 @@ class Collector:
         return Snapshot(
             now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics), self.thresholds, levels
         )
+
+    def _add_containers(self, local: list[_EngineState], engines: list[EngineView]) -> list[EngineView]:
+        """Each container engine's view with its container's CPU and memory of this tick (one
+        `stats` per runtime; when it fails, the figures are N/A and the engine row stays)."""
+        runtimes = {s.target.runtime for s in local if s.target.container and s.target.runtime}
+        usage: dict[str, Any] = {}
+        for runtime in sorted(runtimes):
+            try:
+                usage.update(self._usage(runtime))
+            except Exception:  # noqa: BLE001 - a runtime that does not answer costs its figures only
+                pass
+        out = []
+        for state, view in zip(local, engines):
+            t = state.target
+            if t.container:
+                u = usage.get(t.container)
+                mb = 1024 * 1024
+                view = replace(
+                    view,
+                    container=ContainerView(
+                        t.container,
+                        t.runtime or "",
+                        getattr(u, "cpu_percent", None),
+                        u.memory_bytes / mb if u is not None and u.memory_bytes is not None else None,
+                        u.memory_limit_bytes / mb if u is not None and u.memory_limit_bytes is not None else None,
+                        t.npus,
+                        t.image,
+                    ),
+                )
+            out.append(view)
+        return out
 
     def _poll_remote(self, state: _EngineState, now: float) -> Snapshot:
         """A remote exporter's latest snapshot, every name prefixed with its host. When it does
@@ -290,6 +365,13 @@ class Collector:
                 state.pid = run.pid
                 rss = self._rss(state.pid)
         return rss
+
+
+def _container_usage(runtime: str) -> Mapping[str, Any]:
+    from engine.container.discover import container_usage
+    from engine.system.host import Host
+
+    return container_usage(Host(), runtime)
 
 
 def is_exporter(url: str, timeout: float = 1.0) -> bool:

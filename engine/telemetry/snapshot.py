@@ -41,6 +41,20 @@ class SourceStatus:
     error_kind: str | None = None
 
 
+@dataclass(frozen=True)
+class ContainerView:
+    """The container an engine runs in (found by its `ascendctl.run` label): its CPU and memory
+    from the runtime's `stats`, and the NPUs it was given."""
+
+    name: str
+    runtime: str  # docker, podman or nerdctl
+    cpu_percent: float | None = None  # of one CPU: 200 is two CPUs busy
+    memory_mb: float | None = None
+    memory_limit_mb: float | None = None
+    npus: tuple[int, ...] | None = None  # None: neither --device nor ASCEND_VISIBLE_DEVICES says
+    image: str | None = None
+
+
 # One engine at one tick: its status, a field per figure the catalog puts on the view
 # (running, waiting, preemptions...), the KV pool, the rates, the sparkline series (history keys
 # of the catalog) so that a replay draws the same lines as the live view, and the levels.
@@ -65,6 +79,8 @@ EngineView = dataclasses.make_dataclass(
         # Resident memory of the engine's process tree in MiB, for a run `ascendctl serve` started
         # on this host (None for an engine known only by its URL). Last, for the same reason.
         ("rss_mb", float | None, field(default=None)),
+        # The container of an engine that runs in one (None for a host engine). Last, as above.
+        ("container", ContainerView | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,

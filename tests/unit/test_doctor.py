@@ -46,6 +46,13 @@ EXPECTED = {
     ),
     "atlas-300i-310p": ("ok", {}),
     "cpu-host": ("ok", {"cann.toolkit": "skip", "devices.nodes": "skip", "devices.npu_smi": "skip"}),
+    # Container hosts (PROVENANCE.md, "Container hosts").
+    "docker-ascend-runtime": (
+        "ok",
+        {"container.runtime": "ok", "container.ascend_runtime": "ok", "container.image": "ok"},
+    ),
+    "podman-a3-image": ("warnings", {"container.runtime": "ok", "container.image": "warning"}),
+    "container-ascend-runtime": ("errors", {"container.shm": "error", "container.npus": "error"}),
     # Rebuilt from public vllm-ascend issues (PROVENANCE.md): only what the report showed. All but
     # the last one served; a report collected while serving shows its HBM in use.
     "vllm-ascend-2498-910b3-container": ("warnings", {"devices.memory": "warning"}),

@@ -1,0 +1,428 @@
+"""Checks for serving in a container: the runtime (docker, podman, nerdctl) present and answering,
+Ascend Docker Runtime installed and registered, the engine image present and made for this
+host's driver and chip, /dev/shm, and inside a container the NPUs it owns.
+
+Every command goes through the Host's runner with a timeout and every file through its root, so
+`doctor --root` replays a recorded docker or podman host. The profile's `container:` section is
+read defensively (`image`, `runtime`, `devices`): a profile without one checks the runtime and
+the images present.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.container.discover import run as run_runtime
+from engine.container.discover import unreachable
+from engine.container.inspect import ImageFacts, image_facts, json_documents, parse_device_list, split_reference
+from engine.container.runtime import RUNTIMES, Runtime, find_runtime
+from engine.doctor.checks import check
+from engine.doctor.context import Context
+from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.errors import AscendctlError, BadInput
+from engine.system import paths
+from engine.system.devnodes import visible_devices
+from engine.versions import cann_release
+
+RUNTIME_TIMEOUT = 10.0
+DAEMON_JSON = "/etc/docker/daemon.json"
+# Where Ascend Docker Runtime's installer puts its binaries (Ascend-docker-runtime_<ver>_linux-
+# <arch>.run --install), and the name it registers the runtime under in daemon.json.
+ASCEND_RUNTIME_DIR = "/usr/local/Ascend/Ascend-Docker-Runtime"
+ASCEND_RUNTIME_BIN = f"{ASCEND_RUNTIME_DIR}/ascend-docker-runtime"
+ASCEND_RUNTIME_NAME = "ascend"
+ASCEND_RUNTIME_INSTALL = (
+    "install Ascend Docker Runtime (MindCluster's Ascend-docker-runtime_<version>_linux-<arch>.run --install), "
+    "then sudo systemctl restart docker"
+)
+# vLLM's workers share tensors through /dev/shm: the vllm-ascend docker lines give --shm-size=1g
+# (A2 / A3) and 10g (300I Duo); docker's default is 64 MiB.
+SHM_MIN_BYTES = 1 << 30
+
+
+def _section(ctx: Context) -> Any:
+    """The profile's `container:` section, when the profile has one (None otherwise)."""
+    return getattr(ctx.profile, "container", None) if ctx.profile is not None else None
+
+
+def _wanted(ctx: Context, key: str) -> Any:
+    return getattr(_section(ctx), key, None)
+
+
+@dataclass(frozen=True)
+class RuntimeProbe:
+    runtime: Runtime | None
+    version: str | None = None  # the server's (docker) or the CLI's (podman) version
+    info: dict | None = None
+    cause: str | None = None  # why it is not usable
+    fix: str | None = None
+    note: str | None = None  # a runtime tried before this one, and why it was passed over
+
+
+def _probe(ctx: Context) -> RuntimeProbe:
+    """The runtime's answers, asked once per doctor run."""
+    cached = ctx.__dict__.get("_container_runtime")
+    if cached is None:
+        cached = _probe_runtime(ctx)
+        ctx.__dict__["_container_runtime"] = cached
+    return cached
+
+
+def _probe_runtime(ctx: Context) -> RuntimeProbe:
+    """The runtime the profile names; with `auto`, the first installed one that answers (docker
+    installed with its daemon stopped beside a working podman: podman), else the first's failure."""
+    choice = _wanted(ctx, "runtime") or "auto"
+    names = RUNTIMES if choice == "auto" else (choice,)
+    first: RuntimeProbe | None = None
+    for name in names:
+        try:
+            runtime = find_runtime(ctx.host, name)
+        except BadInput as exc:
+            if choice != "auto":  # the profile named a runtime that is not installed
+                return RuntimeProbe(None, cause=exc.cause, fix=exc.fix)
+            continue
+        probe = _ask(ctx, runtime)
+        if probe.cause is None:
+            if first is not None:
+                probe = replace(probe, note=f"{first.runtime.name} is installed but unusable: {first.cause}")
+            return probe
+        first = first or probe
+    return first or RuntimeProbe(None)
+
+
+def _ask(ctx: Context, runtime: Runtime) -> RuntimeProbe:
+    try:
+        result = run_runtime(ctx.host, runtime, "version", "--format", "json", timeout=RUNTIME_TIMEOUT)
+    except AscendctlError as exc:
+        return RuntimeProbe(runtime, cause=f"{runtime.name} version: {exc.cause}", fix=exc.fix)
+    if not result.ok:
+        cause, fix = unreachable(runtime.name, result)
+        return RuntimeProbe(runtime, cause=cause, fix=fix)
+    docs = json_documents(result.stdout)
+    data = docs[0] if docs else {}
+    server = data.get("Server") or {}
+    client = data.get("Client") or {}
+    version = str(server.get("Version") or client.get("Version") or "") or None
+    try:
+        got = run_runtime(ctx.host, runtime, "info", "--format", "json", timeout=RUNTIME_TIMEOUT)
+    except AscendctlError as exc:
+        return RuntimeProbe(runtime, version, cause=f"{runtime.name} info: {exc.cause}", fix=exc.fix)
+    if not got.ok:
+        cause, fix = unreachable(runtime.name, got)
+        return RuntimeProbe(runtime, version, cause=cause, fix=fix)
+    docs = json_documents(got.stdout)
+    return RuntimeProbe(runtime, version, docs[0] if docs else None)
+
+
+def _wants_container(ctx: Context) -> bool:
+    section = _section(ctx)
+    return section is not None and getattr(section, "enabled", True) is not False
+
+
+@check("container.runtime", "container", "Container runtime (docker, podman, nerdctl) present and answering")
+def check_runtime(ctx: Context) -> Outcome:
+    p = _probe(ctx)
+    if p.runtime is None:
+        if p.cause:
+            return error(p.cause, p.fix or "")
+        if _wants_container(ctx):
+            return error(
+                "the profile serves in a container, but no container runtime is installed (docker, podman, nerdctl)",
+                "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container",
+            )
+        return skip("no container runtime installed (docker, podman, nerdctl): engines run on the host")
+    if p.cause:
+        # Docker installed with its daemon stopped stops nobody who serves on the host.
+        return (error if _wants_container(ctx) else warn)(p.cause, p.fix or "")
+    info = p.info or {}
+    host = info.get("host") or {}  # podman
+    details = []
+    default = info.get("DefaultRuntime") or (host.get("ociRuntime") or {}).get("name")
+    if default:
+        details.append(f"default runtime {default}")
+    cgroup = info.get("CgroupDriver") or host.get("cgroupManager")
+    if cgroup:
+        details.append(f"cgroup {cgroup}")
+    rootless = (host.get("security") or {}).get("rootless")
+    if rootless:
+        details.append("rootless")
+    extra = f" ({', '.join(details)})" if details else ""
+    note = f"; {p.note}" if p.note else ""
+    return ok(f"{p.runtime.name} {p.version or '(version unknown)'} answers{extra}{note}")
+
+
+def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]:
+    """(daemon.json's runtimes, its default-runtime, why it could not be read)."""
+    text = paths.read_text(ctx.host, DAEMON_JSON)
+    if text is None:
+        return None, None, None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, None, f"{DAEMON_JSON} is not valid JSON ({exc.msg}, line {exc.lineno})"
+    if not isinstance(data, dict):
+        return None, None, f"{DAEMON_JSON} is not a JSON object"
+    runtimes = data.get("runtimes")
+    return (runtimes if isinstance(runtimes, dict) else {}), data.get("default-runtime"), None
+
+
+@check("container.ascend_runtime", "container", "Ascend Docker Runtime installed and registered with Docker")
+def check_ascend_runtime(ctx: Context) -> Outcome:
+    if ctx.platform != "ascend":
+        return skip("no NPU: Ascend Docker Runtime is for Ascend hosts")
+    if ctx.container:
+        return skip("inside a container: Ascend Docker Runtime is checked on the host")
+    p = _probe(ctx)
+    needed = _wanted(ctx, "devices") == "ascend-runtime"
+    fail = error if needed else warn
+    if p.runtime is None and not needed:
+        return skip("no container runtime installed: engines run on the host")
+    if p.runtime is not None and p.runtime.name == "podman":
+        if needed:
+            return error(
+                "the profile asks for Ascend Docker Runtime (devices: ascend-runtime), which Docker and containerd "
+                "use, but the runtime here is podman",
+                "set container.devices: mounts (the quick start's --device and driver mounts), or use Docker",
+            )
+        return skip("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts")
+    runtimes, default, bad = _daemon_runtimes(ctx)
+    if bad:
+        return error(bad, f"fix {DAEMON_JSON}, then sudo systemctl restart docker")
+    entry = (runtimes or {}).get(ASCEND_RUNTIME_NAME)
+    path = str((entry or {}).get("path") or ASCEND_RUNTIME_BIN) if isinstance(entry, dict) or entry is None else ""
+    installed = paths.exists(ctx.host, path) if path else False
+    if entry is None:
+        if installed:
+            return error(
+                f"Ascend Docker Runtime is installed ({path}) but not registered in {DAEMON_JSON}",
+                f'add "runtimes": {{"ascend": {{"path": "{path}", "runtimeArgs": []}}}} to {DAEMON_JSON} '
+                "(or rerun its installer with --install), then sudo systemctl restart docker",
+            )
+        if ctx.host.partial:
+            return skip("Ascend Docker Runtime files not recorded")
+        return fail(
+            "Ascend Docker Runtime is not installed: containers need the quick start's --device and driver mounts",
+            ASCEND_RUNTIME_INSTALL + "; or set container.devices: mounts",
+        )
+    if not installed:
+        return error(
+            f"{DAEMON_JSON} registers the ascend runtime at {path}, which does not exist",
+            ASCEND_RUNTIME_INSTALL,
+        )
+    loaded = (p.info or {}).get("Runtimes")
+    if p.runtime is not None and p.runtime.name == "docker" and isinstance(loaded, dict):
+        if ASCEND_RUNTIME_NAME not in loaded:
+            return warn(
+                f"the ascend runtime is in {DAEMON_JSON} but the running Docker daemon does not list it",
+                "sudo systemctl restart docker (the daemon reads daemon.json when it starts)",
+            )
+    how = "the default runtime" if default == ASCEND_RUNTIME_NAME else "used with --runtime ascend"
+    return ok(f"Ascend Docker Runtime registered as `ascend` ({path}), {how}")
+
+
+def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
+    """(reference, id, labels) of every image the runtime has, from `images --format json`:
+    podman's array (Names, Labels) or docker's lines (Repository, Tag, ID)."""
+    assert p.runtime is not None
+    result = run_runtime(ctx.host, p.runtime, "images", "--format", "json", timeout=RUNTIME_TIMEOUT)
+    if not result.ok:
+        raise BadInput(*unreachable(p.runtime.name, result))
+    out = []
+    for item in json_documents(result.stdout):
+        image_id = str(item.get("Id") or item.get("ID") or "")
+        labels = item.get("Labels") if isinstance(item.get("Labels"), dict) else {}
+        names = [str(n) for n in item.get("Names") or item.get("RepoTags") or []]
+        if not names and item.get("Repository"):
+            names = [f"{item['Repository']}:{item.get('Tag') or 'latest'}"]
+        out += [(name, image_id, labels) for name in names]
+    return out
+
+
+def _labels_of(ctx: Context, p: RuntimeProbe, image_id: str, labels: dict) -> dict:
+    """An image's labels: from the list when it says them (podman), else `image inspect ID`."""
+    if labels or not image_id:
+        return labels
+    assert p.runtime is not None
+    try:
+        got = run_runtime(ctx.host, p.runtime, "image", "inspect", image_id, timeout=RUNTIME_TIMEOUT)
+    except AscendctlError:
+        return {}
+    docs = json_documents(got.stdout) if got.ok else []
+    found = ((docs[0].get("Config") or {}).get("Labels") or docs[0].get("Labels")) if docs else None
+    return found if isinstance(found, dict) else {}
+
+
+def _same_image(a: str, b: str) -> bool:
+    def norm(ref: str) -> str:
+        repo, tag = split_reference(ref)
+        repo = re.sub(r"^(docker\.io/)?(library/)?", "", repo)
+        return f"{repo}:{tag or 'latest'}"
+
+    return norm(a) == norm(b)
+
+
+def _host_family(ctx: Context) -> str | None:
+    table = ctx.npu_smi.table if ctx.platform == "ascend" else None
+    for c in table.chips if table is not None else ():
+        chip = ctx.matrix.chip(c.name)
+        if chip is not None:
+            return chip.family
+    return None
+
+
+def _driver_version(ctx: Context) -> str | None:
+    d = ctx.driver
+    if d is not None and d.version:
+        return d.version
+    table = ctx.npu_smi.table if ctx.platform == "ascend" else None
+    return getattr(table, "driver_version", None) if table is not None else None
+
+
+def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
+    """(status, summary, fix) of one engine image against this host's chip and driver."""
+    cann = facts.cann
+    if cann is None and facts.vllm_ascend:
+        row = ctx.matrix.release(facts.vllm_ascend)
+        cann = row.cann if row is not None else None
+    where = "labels" if facts.source == "labels" else "tag"
+    what = f"{facts.reference}: vllm-ascend {facts.vllm_ascend or '?'}, CANN {cann or '?'} (from its {where})"
+    family = _host_family(ctx)
+    image_family = {"a2": "A2", "a3": "A3", "310p": "310P", "950": "950"}.get(facts.chip or "")
+    if family and image_family and family != image_family:
+        suffix = {"A2": "", "A3": "-a3", "310P": "-310p", "950": "-950dt"}.get(family, "")
+        return (
+            "error",
+            f"{what} is built for {image_family}, this host's NPUs are {family}",
+            f"use the image made for {family}: quay.io/ascend/vllm-ascend:v{facts.vllm_ascend or '<version>'}{suffix}",
+        )
+    driver = _driver_version(ctx)
+    if not cann or not driver:
+        return "ok", f"{what}; driver pairing not checked (needs the CANN and the driver version)", ""
+    verdict = ctx.matrix.driver_compatible(driver, cann)
+    fix = (
+        f"use an image whose CANN Huawei's compatibility table lists for driver {driver}, "
+        f"or upgrade the driver (HDK) for CANN {cann_release(cann) or cann}"
+    )
+    if verdict is False:
+        return "error", f"{what}: Huawei's compatibility table marks driver {driver} incompatible with it", fix
+    if verdict is None:
+        return "warning", f"{what}: Huawei's compatibility table does not list driver {driver} for it", fix
+    return "ok", f"{what} pairs with driver {driver}", ""
+
+
+@check("container.image", "container", "The engine image present, built for this chip and this host's driver")
+def check_image(ctx: Context) -> Outcome:
+    p = _probe(ctx)
+    if p.runtime is None or p.cause:
+        return skip("no usable container runtime (see container.runtime)")
+    wanted = _wanted(ctx, "image")
+    try:
+        images = _images(ctx, p)
+    except AscendctlError as exc:
+        return error(exc.cause, exc.fix)
+    if wanted:
+        match = next((i for i in images if _same_image(i[0], str(wanted))), None)
+        if match is None:
+            return error(
+                f"the profile's image {wanted} is not on this host",
+                f"pull it: {p.runtime.name} pull {wanted} (or serve --pull)",
+            )
+        candidates = [match]
+    else:
+        candidates = [i for i in images if "vllm-ascend" in split_reference(i[0])[0]]
+        if not candidates:
+            return skip(f"no vllm-ascend image on this host ({p.runtime.name} images)")
+    rows = [
+        _judge_image(ctx, image_facts(ref, _labels_of(ctx, p, image_id, labels)))
+        for ref, image_id, labels in candidates
+    ]
+    bad = [r for r in rows if r[0] == "error"] or [r for r in rows if r[0] == "warning"]
+    if bad:
+        status, summary, fix = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        # An image no profile names is only lying there: a warning, not a broken host.
+        if status == "error" and wanted:
+            return error(summary + more, fix)
+        return warn(summary + more, fix)
+    return ok("; ".join(r[1] for r in rows))
+
+
+_SHM = re.compile(r"^\S+\s+/dev/shm\s+\S+\s+(\S+)", re.M)
+
+
+def _size_option(options: str) -> int | None:
+    m = re.search(r"(?:^|,)size=(\d+)([kmgKMG]?)", options)
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+
+
+@check("container.shm", "container", "/dev/shm large enough for the engine's workers (inside a container)")
+def check_shm(ctx: Context) -> Outcome:
+    if not ctx.container:
+        return skip("not in a container: /dev/shm is the host's")
+    mounts = paths.read_text(ctx.host, "/proc/mounts")
+    if mounts is None:
+        return skip("/proc/mounts not recorded")
+    m = _SHM.search(mounts)
+    size = _size_option(m.group(1)) if m else None
+    if size is None:
+        return skip("/dev/shm size unknown (not in /proc/mounts)")
+    need = "10g" if _host_family(ctx) == "310P" else "1g"
+    if size < SHM_MIN_BYTES:
+        return error(
+            f"/dev/shm is {size / (1 << 20):.0f} MiB (docker's default is 64 MiB); the engine's workers need more",
+            f"start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)",
+        )
+    return ok(f"/dev/shm is {size / (1 << 30):.1f} GiB")
+
+
+@check("container.npus", "container", "Inside a container: the NPUs it owns, and ASCEND_RT_VISIBLE_DEVICES within them")
+def check_owned_npus(ctx: Context) -> Outcome:
+    if not ctx.container:
+        return skip("not in a container")
+    if ctx.platform != "ascend":
+        return skip("no NPU in this container")
+    env = ctx.host.env
+    nodes = list(ctx.nodes.davinci)
+    given_raw = env.get("ASCEND_VISIBLE_DEVICES")
+    given = parse_device_list(given_raw)
+    global_raw = env.get("ASCEND_GLOBAL_VISIBLE_DEVICES")
+    owned = given if given is not None else parse_device_list(global_raw)
+    source = (
+        f"ASCEND_VISIBLE_DEVICES={given_raw}"
+        if given is not None
+        else f"ASCEND_GLOBAL_VISIBLE_DEVICES={global_raw}"
+        if owned is not None
+        else "its /dev/davinciN nodes"
+    )
+    if given is not None and not ctx.host.partial:
+        missing = [n for n in given if n not in nodes]
+        if missing:
+            return error(
+                f"{source}, but /dev/davinci{', /dev/davinci'.join(map(str, missing))} is not in this container",
+                "start the container with Ascend Docker Runtime (--runtime ascend) or one --device /dev/davinciN "
+                "per NPU it should own",
+            )
+        extra = [n for n in nodes if n not in given]
+        if extra:
+            return warn(
+                f"{source}, but the container also sees /dev/davinci{', /dev/davinci'.join(map(str, extra))}",
+                "give the container only its own NPUs: another job's NPUs must not be visible to this one",
+            )
+    count = len(owned) if owned is not None else len(nodes)
+    if not count:
+        return skip("no NPU owned by this container (see devices.nodes)")
+    ids = visible_devices(ctx.host)
+    if ids is not None:
+        beyond = [i for i in ids if i >= count]
+        if beyond:
+            return error(
+                f"ASCEND_RT_VISIBLE_DEVICES names {', '.join(map(str, beyond))}, but the container owns {count} NPU(s) "
+                f"({source}): inside it they are numbered 0-{count - 1}",
+                f"set ASCEND_RT_VISIBLE_DEVICES to ids from 0 to {count - 1}, or unset it",
+            )
+    return ok(f"the container owns {count} NPU(s) ({source})")

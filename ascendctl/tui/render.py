@@ -147,7 +147,25 @@ def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> 
         f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
         style="" if r.ttft.count else "dim",
     )
-    return [*lines, load, pool, flow, cache, lat]
+    return [*lines, load, pool, flow, cache, lat, *container_line(e)]
+
+
+def container_line(e: EngineView) -> list[Text]:
+    """The container an engine runs in (found by its label): its CPU, memory and NPUs; nothing
+    for an engine on the host."""
+    c = getattr(e, "container", None)
+    if c is None:
+        return []
+    mem = None if c.memory_mb is None else c.memory_mb / 1024
+    limit = f" / {c.memory_limit_mb / 1024:.1f} GiB" if c.memory_limit_mb else ""
+    npus = "N/A" if c.npus is None else ",".join(map(str, c.npus)) or "none"
+    return [
+        Text(
+            f"  {clean(c.runtime)} container {clean(c.name)}  CPU {num(c.cpu_percent, '{:.0f}', '%')}"
+            f"  memory {num(mem, '{:.1f}', ' GiB')}{limit}  NPUs {npus}",
+            style="dim",
+        )
+    ]
 
 
 def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) -> Text:

@@ -202,3 +202,38 @@ def test_engine_screen_snapshot(snap_compare, run, monkeypatch):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(130, 48), run_before=open_engine)
+
+
+async def test_an_engine_found_in_a_container_shows_its_container_and_reads_its_runs_log(run):
+    """A container labelled with the run's id and URL (no run.json needed): the engine screen
+    shows the container's CPU, memory and NPUs, and tails the run directory's log."""
+    from engine.container.discover import ContainerEngine
+    from engine.container.inspect import ContainerEntry, Usage
+    from engine.telemetry import Collector, Thresholds
+    from engine.telemetry.collector import with_containers
+    from top_fakes import ScriptedScrape
+
+    name = f"ascendctl-{RUN_ID}"
+    entry = ContainerEntry("abc123", name, RUN_ID, "cpu-tiny", URL, "running")
+    found = ContainerEngine("podman", entry, (0, 1), "quay.io/ascend/vllm-ascend:v0.13.0", run.log_path.as_posix())
+    targets = with_containers([], [], [found])
+    tick = iter(range(1_800_000_000, 1_900_000_000))
+    collector = Collector(
+        targets,
+        None,
+        Thresholds.defaults(),
+        scrape_fn=ScriptedScrape({URL: [IDLE, BUSY]}),
+        clock=lambda: float(next(tick)),
+        wall=lambda: float(next(tick)),
+        usage_fn=lambda runtime: {name: Usage(212.0, 3.5 * 1024**3, 16 * 1024**3)},
+    )
+    app = TopApp(collector.poll, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, EngineScreen)
+        figures = text_of(screen, "#engine-figures")
+        assert f"podman container {name}  CPU 212%  memory 3.5 GiB / 16.0 GiB  NPUs 0,1" in figures
+        assert "profile cpu-tiny" in text_of(screen, "#engine-plan")
+        assert "5 marked" in text_of(screen, "#engine-log-title")

@@ -640,6 +640,9 @@ class _Builder:
         )
         self.collect("serve run", "run", self.opts.run or "the newest ascendctl serve run", self.run_files)
         self.collect("metrics", "metrics", "GET /metrics of the run", self.metrics)
+        from engine.bundle import containers
+
+        self.collect("container", "run", "the run's engine container", lambda src: containers.collect(self, src))
         self.collect("CANN plogs", "log", "~/ascend/log", self.plogs, timeout=t * 6)
         if self.opts.device_logs:
             self.collect("device logs", "log", "msnpureport (slow)", self.device_logs, inline=True)

@@ -207,11 +207,12 @@ def test_engine_screen_snapshot(snap_compare, run, monkeypatch):
 async def test_an_engine_found_in_a_container_shows_its_container_and_reads_its_runs_log(run):
     """A container labelled with the run's id and URL (no run.json needed): the engine screen
     shows the container's CPU, memory and NPUs, and tails the run directory's log."""
+    from top_fakes import ScriptedScrape
+
     from engine.container.discover import ContainerEngine
     from engine.container.inspect import ContainerEntry, Usage
     from engine.telemetry import Collector, Thresholds
     from engine.telemetry.collector import with_containers
-    from top_fakes import ScriptedScrape
 
     name = f"ascendctl-{RUN_ID}"
     entry = ContainerEntry("abc123", name, RUN_ID, "cpu-tiny", URL, "running")

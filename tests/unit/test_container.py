@@ -381,3 +381,69 @@ def test_the_exporter_labels_container_engines():
     assert f'ascendctl_engine_container_cpu_percent{{engine="{RUN_ID}",host="h1"}} 49.5' in text
     assert f'ascendctl_engine_container_memory_bytes{{engine="{RUN_ID}",host="h1"}} 5.36870912e+08' in text
     assert 'npus="0,1"' in text.split("ascendctl_engine_info{", 1)[1].split("\n", 1)[0]
+
+
+# -- bundle -------------------------------------------------------------------------------------
+
+
+def test_bundle_of_a_container_run_has_the_runtime_the_redacted_inspect_and_the_log_tail(tmp_path):
+    import tarfile
+
+    from engine.bundle.builder import BundleOptions, build_bundle
+    from engine.bundle.layout import MANIFEST
+
+    tree = tmp_path / "host"
+    shutil.copytree(HOSTS / "cpu-host", tree, symlinks=True)
+    commands = tree / ".recorded" / "commands"
+    commands.mkdir(parents=True, exist_ok=True)
+    name = f"ascendctl-{RUN_ID}"
+    kv_log = (FIXTURES / "vllm" / "fail_kv_too_small.log").read_text()
+    (commands / f"podman_inspect_{name}.out").write_text((CTR / "podman-inspect.json").read_text())
+    (commands / f"podman_logs_--tail_2000_{name}.out").write_text(kv_log)
+    for key in ("version", "info"):
+        shutil.copy(HOSTS / "podman-a3-image/.recorded/commands" / f"podman_{key}_--format_json.out", commands)
+    run_dir = tmp_path / "state" / "runs" / RUN_ID
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": RUN_ID,
+                "directory": str(run_dir),
+                "pid": None,
+                "url": "http://127.0.0.1:8123",
+                "profile": "cpu-tiny",
+            }
+        )
+    )
+    host, env_known = recorded_host(tree)
+    out = tmp_path / "b.tar.gz"
+    build_bundle(BundleOptions(out=out, run=str(run_dir)), host=host, live=False, env_known=env_known)
+    with tarfile.open(out) as tar:
+        tar.extractall(tmp_path / "x", filter="tar")
+    (top,) = list((tmp_path / "x").iterdir())
+    manifest = json.loads((top / MANIFEST).read_text())
+    (src,) = [s for s in manifest["sources"] if s["name"] == "container"]
+    assert src["status"] == "ok" and set(src["members"]) == {
+        "run/container/runtime.json",
+        "run/container/inspect.json",
+        "run/container/container.log",
+    }
+    assert json.loads((top / "run/container/runtime.json").read_text())["version"]["Client"]["Version"] == "4.3.1"
+    inspect = json.loads((top / "run/container/inspect.json").read_text())
+    assert f"HF_TOKEN={MASK}" in inspect["Config"]["Env"] and "ASCEND_VISIBLE_DEVICES=0-1" in inspect["Config"]["Env"]
+    everything = "".join(p.read_text(errors="replace") for p in top.rglob("*") if p.is_file())
+    assert "hf_secretvalue123" not in everything
+    assert "run/container/container.log" in manifest["logs"]
+    triage = json.loads((top / "triage.json").read_text())
+    assert triage["issues"], "triage read the container's log"
+    # the runtime's answers are recorded: doctor on the archive replays them
+    assert by_id(run_doctor(root=out, only=["container"]))["container.runtime"].summary.startswith("podman 4.3.1")
+
+
+def test_bundle_without_a_container_says_why(tmp_path):
+    from engine.bundle.builder import BundleOptions, build_bundle
+
+    host, env_known = recorded_host(HOSTS / "cpu-host")
+    result = build_bundle(BundleOptions(out=tmp_path / "b.tar.gz"), host=host, live=False, env_known=env_known)
+    (src,) = [s for s in result.sources if s.name == "container"]
+    assert src.status == "skipped" and src.why == "no container runtime installed"

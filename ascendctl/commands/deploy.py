@@ -1,4 +1,5 @@
-"""`ascendctl deploy k8s`: a profile's multi-host layout as a Kubernetes LeaderWorkerSet."""
+"""`ascendctl deploy k8s` / `deploy compose`: a profile as Kubernetes manifests (a LeaderWorkerSet
+for a multi-host layout, a Deployment or StatefulSet for one host) or as a Compose file."""
 
 from __future__ import annotations
 
@@ -32,8 +33,25 @@ def _k8s(
     ),
     shm_size: Optional[str] = typer.Option(None, "--shm-size", help="Size of /dev/shm (default 1Gi, as the docs)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the manifest to FILE, not stdout."),
+    kind: str = typer.Option("Deployment", "--kind", help="One-host profiles: Deployment (default) or StatefulSet."),
+    host_network: bool = typer.Option(
+        False,
+        "--host-network",
+        help="One-host profiles: run the pod on the host's network (multi-host pods always do).",
+    ),
+    model_pvc: Optional[str] = typer.Option(
+        None, "--model-pvc", help="One-host profiles: mount the model from this PersistentVolumeClaim, not a hostPath."
+    ),
 ) -> None:
-    """Write a LeaderWorkerSet manifest for a profile with a `nodes` section, and a Service for its leaders.
+    """Write Kubernetes manifests for a profile: a LeaderWorkerSet for a `nodes` layout, a Deployment for one host.
+
+    A profile with a `nodes` section gets a LeaderWorkerSet and a Service for its leaders; a
+    one-host profile gets a Deployment (--kind StatefulSet for one) and a Service: the image,
+    the NPUs as huawei.com/Ascend910 or Ascend310P (--device-plugin cce: CCE's names), the driver,
+    dcmi, npu-smi and install-info mounts, the model directory read-only (a hostPath, or
+    --model-pvc), /dev/shm in memory, a startup probe on /health sized from the plan's weight-load
+    time, readiness on /health, and a liveness probe that completes one token (a hung engine
+    keeps /health at 200). Host network with --host-network.
 
     One group of nodes.count pods: the leader is node 0 (the API, ready when /health answers),
     worker K is node K, each running what `serve --node-rank K` runs, with its variables
@@ -43,23 +61,31 @@ def _k8s(
     directory read-only, and get a memory-backed /dev/shm. Secret-looking variables and the API
     key come from a Secret named NAME-secrets.
 
-    Exit codes: 0 written; 2 the profile has no `nodes` section, or a bad option.
+    Exit codes: 0 written; 2 a bad option, or a profile no image is known for without --image.
     """
-    import json
-
     from ascendctl.output import get_output
-    from engine.deploy import K8sOptions, default_image, lws_manifest
-    from engine.errors import BadInput
-    from engine.stacks.matrix import newest_engine
+    from engine.deploy import K8sOptions, lws_manifest
 
     out = get_output()
     prof = load(profile, sets, model)
-    newest = newest_engine(prof.platform)
-    vllm_version = newest[0] if newest else None
-    if image is None:
-        if newest is None:
-            raise BadInput(f"no engine image is known for platform {prof.platform}", "give one with --image")
-        image = default_image(prof, newest[1].rpartition(" ")[2])
+    image, vllm_version = _image(prof, image)
+    if prof.nodes is None:
+        _one_host_k8s(
+            prof,
+            model,
+            image,
+            vllm_version,
+            name,
+            namespace,
+            kind,
+            device_plugin,
+            npu_resource,
+            shm_size,
+            host_network,
+            model_pvc,
+            output,
+        )
+        return
     documents = lws_manifest(
         prof,
         K8sOptions(
@@ -73,17 +99,7 @@ def _k8s(
             engine_version=vllm_version,
         ),
     )
-    header = f"# LeaderWorkerSet for profile {prof.name}, written by ascendctl deploy k8s\n"
-    if output:
-        text = json.dumps(documents, indent=2) + "\n" if out.json_mode else header + _yaml(documents)
-        try:
-            with open(output, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise BadInput(f"cannot write {output}: {exc.strerror or exc}", "choose another --output path") from exc
-        out.info(f"wrote {output}")
-    else:
-        out.emit({"documents": documents}, lambda console: console.file.write(header + _yaml(documents)))
+    _write(documents, f"# LeaderWorkerSet for profile {prof.name}, written by ascendctl deploy k8s\n", output)
     secrets = sorted(
         {
             ref["valueFrom"]["secretKeyRef"]["key"]
@@ -96,6 +112,154 @@ def _k8s(
     if secrets:
         out.info(f"create the Secret {set_name}-secrets with {', '.join(secrets)} before applying it")
     out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {set_name}-leader")
+
+
+def _image(prof, image: Optional[str]) -> tuple[str, Optional[str]]:
+    """The image (--image, else the profile's container.image, else the official one of the
+    newest vllm-ascend release ascendctl knows) and the vLLM version its flags are built for."""
+    from engine.deploy import default_image
+    from engine.errors import BadInput
+    from engine.stacks.matrix import newest_engine
+
+    newest = newest_engine(prof.platform)
+    vllm_version = newest[0] if newest else None
+    image = image or getattr(getattr(prof, "container", None), "image", None)
+    if image is None:
+        if newest is None or prof.platform != "ascend":
+            raise BadInput(f"no engine image is known for platform {prof.platform}", "give one with --image")
+        image = default_image(prof, newest[1].rpartition(" ")[2])
+    return image, vllm_version
+
+
+def _write(documents: list, header: str, output: Optional[str], single: bool = False) -> None:
+    """YAML on stdout or into --output; with --json, the documents as JSON."""
+    import json
+
+    from ascendctl.output import get_output
+    from engine.errors import BadInput
+
+    out = get_output()
+    body = (lambda: _yaml([documents[0]])) if single else (lambda: _yaml(documents))
+    data = documents[0] if single else documents
+    if output:
+        text = json.dumps(data, indent=2) + "\n" if out.json_mode else header + body()
+        try:
+            with open(output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise BadInput(f"cannot write {output}: {exc.strerror or exc}", "choose another --output path") from exc
+        out.info(f"wrote {output}")
+    else:
+        out.emit(
+            {"document": data} if single else {"documents": data},
+            lambda console: console.file.write(header + body()),
+        )
+
+
+def _one_host_k8s(
+    prof,
+    model,
+    image,
+    vllm_version,
+    name,
+    namespace,
+    kind,
+    device_plugin,
+    npu_resource,
+    shm_size,
+    host_network,
+    model_pvc,
+    output,
+) -> None:
+    from ascendctl.output import get_output
+    from engine.deploy.single import OneHostOptions, deployment_manifest, expected_load_s, startup_budget_s
+
+    out = get_output()
+    load_s, how = expected_load_s(prof, model)
+    options = OneHostOptions(
+        image=image,
+        name=name or "",
+        namespace=namespace,
+        kind=kind,
+        device_plugin=device_plugin,
+        npu_resource=npu_resource,
+        shm_size=shm_size,
+        host_network=host_network,
+        model_pvc=model_pvc,
+        engine_version=vllm_version,
+    )
+    documents = deployment_manifest(prof, options, load_s)
+    _write(documents, f"# {kind} for profile {prof.name}, written by ascendctl deploy k8s\n", output)
+    workload = documents[0]["metadata"]["name"]
+    out.info(f"startup probe allows {startup_budget_s(load_s)} s ({how})")
+    secrets = sorted(
+        e["valueFrom"]["secretKeyRef"]["key"]
+        for e in documents[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    )
+    if secrets:
+        out.info(f"create the Secret {workload}-secrets with {', '.join(secrets)} before applying it")
+    out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {workload}")
+
+
+def _compose(
+    profile: str = typer.Option(..., "--profile", "-p", help=PROFILE_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help=SET_HELP),
+    image: Optional[str] = typer.Option(
+        None,
+        "--image",
+        help="Container image (default: the profile's container.image, else quay.io/ascend/vllm-ascend at the newest "
+        "vllm-ascend release ascendctl knows, with the chip's suffix).",
+    ),
+    name: Optional[str] = typer.Option(
+        None, "--name", help="Name of the project and container (default: the profile's)."
+    ),
+    devices: str = typer.Option(
+        "mounts",
+        "--devices",
+        help="How the NPUs reach the container: mounts (the quick start's --device lines) or ascend-runtime (Ascend "
+        "Docker Runtime: runtime ascend and ASCEND_VISIBLE_DEVICES).",
+    ),
+    shm_size: Optional[str] = typer.Option(None, "--shm-size", help="Size of /dev/shm (default 1g; 10g on 300I Duo)."),
+    host_network: bool = typer.Option(
+        False, "--host-network", help="Use the host's network instead of a published port."
+    ),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the Compose file to FILE, not stdout."),
+) -> None:
+    """Write a Compose file that serves a one-host profile in the official image.
+
+    One service: the engine's command as `serve` builds it, the NPUs of the profile as the quick
+    start's --device lines (or Ascend Docker Runtime with --devices ascend-runtime), the driver,
+    dcmi, npu-smi and install-info mounts and the model directory read-only, /dev/shm sized as the
+    docs do, the port published on the profile's address (127.0.0.1 by default), a health check
+    that completes one token (start period from the plan's weight-load time). Secret-looking
+    variables and the API key are read from the environment or an .env file when Compose starts.
+
+    Exit codes: 0 written; 2 a multi-host profile, or a bad option.
+    """
+    from ascendctl.output import get_output
+    from engine.deploy.single import OneHostOptions, compose_file, expected_load_s
+
+    out = get_output()
+    prof = load(profile, sets, model)
+    image, vllm_version = _image(prof, image)
+    load_s, how = expected_load_s(prof, model)
+    document = compose_file(
+        prof,
+        OneHostOptions(
+            image=image,
+            name=name or "",
+            shm_size=shm_size,
+            host_network=host_network,
+            engine_version=vllm_version,
+            devices=devices,
+        ),
+        load_s,
+    )
+    _write([document], f"# Compose file for profile {prof.name}, written by ascendctl deploy compose\n", output, True)
+    out.info(f"health check start period from {how}")
+    out.info(f"start: docker compose -f {output or 'FILE'} up -d (podman compose works too)")
 
 
 def _yaml(documents: list) -> str:
@@ -115,8 +279,10 @@ def _yaml(documents: list) -> str:
 
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
-        help="Deployment manifests from a profile: `deploy k8s` writes a LeaderWorkerSet for a multi-host layout.",
+        help="Deployment files from a profile: `deploy k8s` (a LeaderWorkerSet, or a Deployment for one host), "
+        "`deploy compose`.",
         no_args_is_help=True,
     )
     group.command("k8s")(_k8s)
+    group.command("compose")(_compose)
     app.add_typer(group, name="deploy")

@@ -86,6 +86,10 @@ if [ "$DEV" = 1 ]; then
     if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
         dev_apt "the HTML report's browser test" chromium chromium-driver
     fi
+    # podman and runc: the container tests run real containers (crun refuses a mixed cgroup layout).
+    if ! { command -v podman >/dev/null && command -v runc >/dev/null; }; then
+        dev_apt "the container tests" podman runc
+    fi
 fi
 
 extras=fast

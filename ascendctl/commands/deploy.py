@@ -123,7 +123,8 @@ def _image(prof, image: Optional[str]) -> tuple[str, Optional[str]]:
 
     newest = newest_engine(prof.platform)
     vllm_version = newest[0] if newest else None
-    image = image or getattr(getattr(prof, "container", None), "image", None)
+    named = getattr(getattr(prof, "container", None), "image", None)
+    image = image or (named if named not in (None, "", "auto") else None)
     if image is None:
         if newest is None or prof.platform != "ascend":
             raise BadInput(f"no engine image is known for platform {prof.platform}", "give one with --image")

@@ -447,3 +447,12 @@ def test_bundle_without_a_container_says_why(tmp_path):
     result = build_bundle(BundleOptions(out=tmp_path / "b.tar.gz"), host=host, live=False, env_known=env_known)
     (src,) = [s for s in result.sources if s.name == "container"]
     assert src.status == "skipped" and src.why == "no container runtime installed"
+
+
+def test_a_small_shm_only_warns_for_the_cpu_engine(tmp_path):
+    root = _variant(tmp_path, "cpu-host")
+    (root / ".dockerenv").write_text("")
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc/mounts").write_text("shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n")
+    c = by_id(run_doctor(root, only=["container.shm"]))["container.shm"]
+    assert c.status is Status.WARN and "64 MiB" in c.summary

@@ -28,18 +28,20 @@ LOG_TAIL_LINES = 2000
 
 
 def _recorded_container(run: Any) -> tuple[str | None, str | None]:
-    """(runtime, container name or id) a run's run.json records, read as plain JSON: the fields
-    `serve --container` writes may be newer than this RunInfo."""
+    """(runtime, container name or id) of the `container` record `serve --container` writes into
+    run.json (runtime, name, id, image...), read as plain JSON so that a RunInfo without the field
+    still finds it; (None, None) for a host engine."""
     if run is None:
         return None, None
     try:
         data = json.loads((Path(run.directory) / "run.json").read_text("utf-8"))
     except (OSError, ValueError):
         return None, None
-    runtime = data.get("runtime")
-    if isinstance(runtime, dict):
-        runtime = runtime.get("name")
-    name = data.get("container_name") or data.get("container_id") or data.get("container")
+    record = data.get("container") if isinstance(data, dict) else None
+    if not isinstance(record, dict):  # a host engine
+        return None, None
+    runtime = record.get("runtime")
+    name = record.get("name") or record.get("id")
     return (str(runtime) if runtime else None), (str(name) if name else None)
 
 

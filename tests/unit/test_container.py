@@ -412,6 +412,8 @@ def test_bundle_of_a_container_run_has_the_runtime_the_redacted_inspect_and_the_
                 "pid": None,
                 "url": "http://127.0.0.1:8123",
                 "profile": "cpu-tiny",
+                # what `serve --container` records of its container; its name is looked up by it
+                "container": {"runtime": "podman", "name": name, "id": "e2a97da7c89e", "image": None},
             }
         )
     )

@@ -144,8 +144,8 @@ class _Filter:
 def unpack(
     archive: str | os.PathLike[str],
     dest: str | os.PathLike[str],
-    max_bytes: int = MAX_UNPACKED,
-    max_members: int = MAX_MEMBERS,
+    max_bytes: int | None = None,
+    max_members: int | None = None,
 ) -> None:
     """Unpack a .tar(.gz) into `dest` (an empty folder) with the data filter and the caps.
 
@@ -154,7 +154,7 @@ def unpack(
     dest = Path(dest)
     try:
         with term_as_interrupt():
-            keep = _Filter(max_bytes, max_members)
+            keep = _Filter(max_bytes or MAX_UNPACKED, max_members or MAX_MEMBERS)
             with tarfile.open(archive) as tar:
                 tar.extractall(dest, filter=keep)
             keep.make_absolute_links(dest)

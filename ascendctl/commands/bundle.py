@@ -82,10 +82,8 @@ def bundle(
 
     from ascendctl import __version__
     from ascendctl.output import get_output
-    from engine.bundle.builder import BundleOptions, build_bundle, default_name
+    from engine.bundle.builder import BundleOptions, build_bundle, check_out, default_name, find_run
     from engine.system.host import Host
-
-    from engine.bundle.builder import check_out, find_run
 
     out = get_output()
     # Before any work: where the archive goes (never over a device, a FIFO or a folder) and the run.

@@ -47,7 +47,11 @@ def crafted(path: Path, outside: Path) -> Path:
         add(t, "case/.recorded/env", b"HOME=/root\n")
         add(t, "case/process_log/debug/plog/plog-1_1.log", b"[ERROR] EZ9999 x\n")
         logs = ["process_log/debug/plog/plog-1_1.log", "../../../../../../.." + str(outside), str(outside)]
-        add(t, "case/manifest.json", json.dumps({"kind": "ascendctl-bundle", "schema_version": 1, "logs": logs}).encode())
+        add(
+            t,
+            "case/manifest.json",
+            json.dumps({"kind": "ascendctl-bundle", "schema_version": 1, "logs": logs}).encode(),
+        )
         add(t, "case/etc/hostname", link="/dev/zero")
         add(t, "case/etc/hccn.conf", link=str(outside))
         add(t, "case/etc/machine-id", link="../../../../../../.." + str(outside))

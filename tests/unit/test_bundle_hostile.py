@@ -252,3 +252,49 @@ def test_only_folders_doctor_listed_are_listed_and_never_tmp_or_home(tmp_path):
 
     assert verdicts(run_doctor(root=out)) == verdicts(run_doctor(root=tree))
     assert json.loads((unpacked(out) / MANIFEST).read_text())["kind"] == "ascendctl-bundle"
+
+
+def test_sigterm_mid_bundle_leaves_no_archive_part_or_staging_folder(tmp_path):
+    """`kill` (SIGTERM, as systemd or a batch system stops a job) cleans up as Ctrl-C does."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pidfile = tmp_path / "npu-smi.pid"
+    (bin_dir / "npu-smi").write_text(f'#!/bin/sh\necho $$ >> "{pidfile}"\nexec sleep 60\n')  # a stuck driver
+    (bin_dir / "npu-smi").chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "TMPDIR": str(scratch),
+        "ASCENDCTL_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(ROOT),
+    }
+    out = tmp_path / "b.tar.gz"
+    cmd = [sys.executable, "-m", "ascendctl", "bundle", "--out", str(out), "--timeout", "30"]
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not pidfile.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert pidfile.exists(), "the bundle never reached npu-smi"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in pidfile.read_text().split() if pidfile.exists() else []:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert proc.returncode == 130, err
+    assert not out.exists() and not list(tmp_path.glob(".b.tar.gz*")) and not list(tmp_path.glob("*.map.json"))
+    assert not list(scratch.glob(".ascendctl-bundle-*"))

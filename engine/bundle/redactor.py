@@ -78,7 +78,7 @@ _PUBLIC_HOSTS = (
 # Variables and flags whose values are host names: learned before any file is written, so that a
 # short name (`node-5`) is replaced in every file, not only where a domain shows it is a host.
 _HOST_VALUE = re.compile(
-    r"(?:^|[\s\"'{,])(?:--|-)?(?P<n>[A-Za-z_][A-Za-z0-9_.\-]*?(?:ADDR|ADDRESS|HOST|HOSTS|HOSTNAME|_IP|_IPS|PEERS|NODES|PROXY|SERVER|SERVERS))"
+    r"(?:^|[\s\"'{,])(?:--|-)?(?P<n>[A-Za-z_][A-Za-z0-9_.\-]*?(?:ADDR|ADDRESS|HOST|HOSTS|HOSTNAME|_IP|_IPS|PEERS|NODES|PROXY))"
     r"[\"']?(?:\s*[=:]\s*|\s+)[\"']?(?P<v>[^\s\"']+)",
     re.I,
 )
@@ -107,12 +107,13 @@ class Redactor:
 
     # ---- what to look for
 
-    def learn_host(self, name: str | None, own: bool = False) -> None:
+    def learn_host(self, name: str | None, own: bool = False, short: bool = True) -> None:
         """A host name to replace. Names guessed from text need 3 characters (a short word is more
         likely not a host); the machine's own name (`own`: /etc/hostname, HOSTNAME) is replaced
-        whatever its length, since it identifies the customer."""
+        whatever its length, since it identifies the customer. `short=False`: a domain (`.corp.example`
+        in NO_PROXY), whose first label names no host."""
         shortest = 1 if own else 3
-        for n in {name or "", (name or "").split(".")[0]}:
+        for n in {name or "", (name or "").split(".")[0] if short else ""}:
             if len(n) >= shortest and n.lower() not in _KEEP_HOSTS and not re.fullmatch(r"[\d.]+", n):
                 self._names.setdefault(n, "host")
                 self._regex = {}
@@ -138,9 +139,15 @@ class Redactor:
         says it holds hosts (MASTER_ADDR, HCCL_PEERS, NO_PROXY, --host), one or a list."""
         for m in _HOST_VALUE.finditer(text):
             for item in re.split(r"[,;\s]+", m.group("v")):
+                domain = item.lstrip("[('\"").startswith(".")  # `.corp.example`: every host under it
                 item = item.strip("[]()'\".").split(":")[0] if item.count(":") == 1 else item.strip("[]()'\".")
-                if re.fullmatch(r"[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*", item):
-                    self.learn_host(item)
+                # A name without a domain needs a digit or a '-' (node-5, gpu7): `true`, `auto` or
+                # `master` in such a variable is a setting, and replacing the word everywhere would wreck text.
+                dotted = "." in item
+                if re.fullmatch(r"[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*", item) and (
+                    dotted or re.search(r"[\d\-]", item)
+                ):
+                    self.learn_host(item, short=not domain)
         self.learn(text)
 
     def learn_env(self, env: dict[str, str] | Iterable[tuple[str, str]]) -> None:

@@ -638,11 +638,13 @@ def live_interfaces() -> dict[str, list[str]]:
 
 def _recorded_interfaces(root: Path) -> dict[str, list[str]] | None:
     """`.recorded/interfaces`: one `NAME ADDRESS...` a line (what `ip -brief addr` prints, state column allowed)."""
-    path = root / ".recorded" / "interfaces"
-    if not path.is_file():
+    from engine.system.archive import read_regular
+
+    raw = read_regular(root / ".recorded" / "interfaces")
+    if raw is None:
         return None
     out: dict[str, list[str]] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in raw.decode("utf-8", "replace").splitlines():
         words = line.split()
         if words:
             out[words[0]] = [

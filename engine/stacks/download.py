@@ -30,7 +30,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
@@ -66,6 +65,8 @@ PIP_MAIN = (
     "from pip._internal.cli.main import main; sys.exit(main())"
 )
 
+# The most of one metadata file (PKG-INFO, pyproject.toml, requirements) read from a source archive.
+SDIST_FILE_LIMIT = 4 * 1024 * 1024
 # pip's lines worth showing while a step runs (resolution, then the files saved).
 SHOWN = ("Collecting", "Saved", "File was", "ERROR")
 Progress = Callable[[str], None]
@@ -189,21 +190,14 @@ def sdist_requirements(path: Path, empty_target: bool = False) -> tuple[list[str
     PKG-INFO's Requires-Dist (or requirements.txt where PKG-INFO leaves them dynamic; vLLM built
     with VLLM_TARGET_DEVICE=empty reads requirements/common.txt) and pyproject.toml's
     [build-system] requires (setuptools and wheel where it has none)."""
+    from engine.system.archive import read_members
+
     files: dict[str, str] = {}
     wanted = ("PKG-INFO", "pyproject.toml", "requirements.txt", "requirements/common.txt")
-    if path.name.endswith(".zip"):
-        with zipfile.ZipFile(path) as z:
-            for n in z.namelist():
-                if n.split("/", 1)[-1] in wanted and n.count("/") <= 2:
-                    files.setdefault(n.split("/", 1)[-1], z.read(n).decode("utf-8", "replace"))
-    else:
-        with tarfile.open(path) as t:
-            for member in t:
-                rel = member.name.split("/", 1)[-1]
-                if member.isfile() and rel in wanted and member.name.count("/") <= 2:
-                    f = t.extractfile(member)
-                    if f is not None:
-                        files.setdefault(rel, f.read().decode("utf-8", "replace"))
+    # An index's archive is read through the one safe reader: regular members only, each capped.
+    found = read_members(path, lambda n: n.split("/", 1)[-1] in wanted and n.count("/") <= 2, limit=SDIST_FILE_LIMIT)
+    for name, data in found.items():
+        files.setdefault(name.split("/", 1)[-1], data.decode("utf-8", "replace"))
     info = files.get("PKG-INFO", "")
     requires_dist = re.findall(r"^Requires-Dist:\s*(.+?)\s*$", info, re.M)
     dynamic = re.search(r"^Dynamic:\s*Requires-Dist\s*$", info, re.M | re.I)

@@ -148,3 +148,18 @@ def test_read_regular_refuses_fifos_devices_and_links_and_caps(tmp_path):
     assert archive.read_regular(tmp_path / "link", limit=10, follow=True) == b"a" * 10
     # The live machine's Host reads only regular files too.
     assert Host(root=Path("/")).read_text("/dev/zero") is None
+
+
+def test_a_source_archives_metadata_is_read_capped_and_never_through_a_link(tmp_path):
+    from engine.stacks import download
+
+    sdist = tmp_path / "evil-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        add(t, "evil-1.0/PKG-INFO", link="/etc/passwd")
+        add(t, "evil-1.0/pyproject.toml", size=64 << 20)  # 64 MB of zeros where a few lines belong
+        add(t, "evil-1.0/requirements.txt", b"numpy\n")
+    found = archive.read_members(sdist, lambda n: n.count("/") == 1, limit=1 << 20)
+    assert sorted(found) == ["evil-1.0/pyproject.toml", "evil-1.0/requirements.txt"]
+    assert len(found["evil-1.0/pyproject.toml"]) == 1 << 20
+    runtime, build = download.sdist_requirements(sdist)
+    assert runtime == ["numpy"] and build == ["setuptools>=40.8.0", "wheel"]

@@ -104,8 +104,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VPY" -c 'import ascen
 fi
 
 if [ -n "$WHEELHOUSE" ]; then
-    # Before any pip call: the wheelhouse's architecture, Python and glibc against this host's
-    # (standard library only; nothing is installed yet).
+    # Before any pip call: the wheelhouse's architecture, Python and glibc against this host's, and
+    # every file against its sha256, with no package file the manifest does not list (standard
+    # library only; nothing is installed yet, so nothing from the folder has run).
     "$VPY" -m engine.stacks.wheelhouse --check-host "$WHEELHOUSE" || exit 1
 fi
 

@@ -3,7 +3,8 @@
 A variable or flag is secret when one part of its name (split at `_` or `-`) is a secret word,
 or ends in one (`APIKEY`, `HFTOKEN`): HF_TOKEN, VLLM_API_KEY, HCCL_CRED, DB_PASS and --hf-token
 are masked; TOKENIZERS_PARALLELISM and KEYRING_BACKEND are not (the word starts the part, it does
-not end it). Inside any value, credentials in URLs and token-shaped strings are masked as well.
+not end it). Inside any value, credentials in URLs, token-shaped strings, the credential of an
+`Authorization` header (`Bearer X`), cookies, PEM private keys and AWS secret keys are masked as well.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ _TOKENS = re.compile(
     r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abp]-[A-Za-z0-9\-]{10,}"
     r"|AKIA[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,})\b"
 )
+# The credential of an HTTP header, whole: `Authorization: Bearer X`, `'Authorization': 'Basic X'`,
+# a bare `Bearer X`, and every cookie of a `Cookie:` / `Set-Cookie:` header.
+_BEARER = re.compile(r"\b(?P<s>Bearer\s+)(?P<v>[A-Za-z0-9._~+/=\-]{8,})", re.I)
+_AUTH_HEADER = re.compile(
+    r"(?P<k>\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?P<s>(?:Bearer|Basic|Digest|Token|Negotiate|AWS4-HMAC-SHA256)\s+)?"
+    r"(?P<v>[^\s\"',}][^\"'\n,}]*)",
+    re.I,
+)
+_COOKIE = re.compile(r"(?P<k>\b(?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)(?P<v>[^\"'\n]+)", re.I)
+_PEM = re.compile(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY|[A-Z0-9 ]*PRIVATE KEY BLOCK)-----.*?(?:-----END (?P=kind)-----|\Z)",
+    re.S,
+)
+# An AWS secret access key: 40 characters of base64, on a line that speaks of AWS or a secret.
+_AWS_CONTEXT = re.compile(r"aws|secret", re.I)
+_AWS_SECRET = re.compile(
+    r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[0-9])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])[A-Za-z0-9+][A-Za-z0-9/+]{39}(?![A-Za-z0-9/+=])"
+)
 _FLAG = re.compile(r"^(--?[A-Za-z0-9_\-]+)(=(.*))?$", re.S)
 _FLAG_IN_TEXT = re.compile(r"(--[A-Za-z0-9_\-]+)([= ])(\S+)")
 
@@ -64,8 +83,22 @@ def is_secret_name(name: str) -> bool:
 def redact_value(value: str) -> str:
     """Mask credentials inside a value: user:password@ in URLs, token-shaped strings, and the
     argument of a secret flag written in the text (`--api-key X`)."""
-    value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", value)
+    low = value.lower()  # each pattern runs only where its word is: a big log costs less
+    if "://" in value:
+        value = _URL_CREDS.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{MASK}@", value)
     value = _TOKENS.sub(MASK, value)
+    if "-----begin" in low:
+        value = _PEM.sub(lambda m: f"-----BEGIN {m.group('kind')}-----{MASK}-----END {m.group('kind')}-----", value)
+    if "authorization" in low:
+        value = _AUTH_HEADER.sub(lambda m: m.group("k") + (m.group("s") or "") + MASK, value)
+    if "bearer" in low:
+        value = _BEARER.sub(lambda m: m.group("s") + MASK, value)
+    if "cookie" in low:
+        value = _COOKIE.sub(lambda m: m.group("k") + MASK, value)
+    if "aws" in low or "secret" in low:
+        value = "\n".join(
+            _AWS_SECRET.sub(MASK, line) if _AWS_CONTEXT.search(line) else line for line in value.split("\n")
+        )
     return _FLAG_IN_TEXT.sub(
         lambda m: m.group(1) + m.group(2) + (MASK if is_secret_name(m.group(1)) else m.group(3)), value
     )

@@ -53,7 +53,12 @@ def bundle(
         None, "--run", metavar="RUN", help="The serve run to include (run id or directory; default: the newest)."
     ),
     out_file: Optional[str] = typer.Option(
-        None, "--out", "-o", metavar="FILE", help="Archive to write (default: ascendctl-bundle-DATE-TIME.tar.gz here)."
+        None,
+        "--out",
+        "-o",
+        metavar="FILE",
+        help="Archive to write, a new name or an archive to replace; a folder gets the default name "
+        "(default: ascendctl-bundle-DATE-TIME.tar.gz here).",
     ),
     no_redact: bool = typer.Option(
         False,
@@ -77,12 +82,18 @@ def bundle(
 
     from ascendctl import __version__
     from ascendctl.output import get_output
-    from engine.bundle.builder import BundleOptions, build_bundle, default_name
+    from engine.bundle.builder import BundleOptions, build_bundle, check_out, default_name, find_run
     from engine.system.host import Host
 
     out = get_output()
+    # Before any work: where the archive goes (never over a device, a FIFO or a folder) and the run.
+    archive = check_out(Path(out_file or default_name()))
+    if run is not None:
+        find_run(run)
+    if archive.exists():
+        out.warn(f"replacing the existing {archive}")
     opts = BundleOptions(
-        out=Path(out_file or default_name()),
+        out=archive,
         since_s=_seconds(since),
         run=run,
         redact=not no_redact,

@@ -55,7 +55,11 @@ def _plan(
 
 def _download(
     cann: str = typer.Option(..., "--cann", help=CANN_HELP),
-    dest: str = typer.Option(..., "--dest", help="Folder to fill (created; files already there are kept)."),
+    dest: str = typer.Option(
+        ...,
+        "--dest",
+        help="Folder to fill (created; files already there are kept when its manifest vouches for them).",
+    ),
     chip: str = typer.Option("A2", "--chip", help=CHIP_HELP),
     arch: str = typer.Option("aarch64", "--arch", help=ARCH_HELP),
     python: str = typer.Option("3.11", "--python", help="Python version (major.minor) of the target's environment."),
@@ -83,14 +87,15 @@ def _download(
 
     Packages of Huawei's indexes come from there (--index for a mirror). When an index cannot be
     reached, its packages are listed as missing with where to get them, the rest is still fetched,
-    and the exit code is 1. Run again to complete a folder: what it holds is kept.
+    and the exit code is 1. Run again to complete a folder: what it holds is kept where its manifest
+    vouches for it (a changed or unlisted file is removed and fetched again).
     """
     from pathlib import Path
 
     from ascendctl.output import get_output
     from ascendctl.style import safe
     from engine.errors import BadInput, ProblemsFound
-    from engine.stacks.download import download_plan, summary
+    from engine.stacks.download import check_dest, download_plan, summary
     from engine.stacks.pins import ascend_sets
     from engine.stacks.wheelhouse import Target
     from engine.versions import release_tuple, satisfies
@@ -112,6 +117,10 @@ def _download(
         raise BadInput(
             f"--glibc {glibc}: the set's wheels need glibc {floor} or newer", f"pass --glibc {floor} or newer"
         )
+    try:
+        check_dest(dest)  # before any download: never fail at the end over a bad --dest
+    except ValueError as exc:
+        raise BadInput(str(exc), "give --dest a folder (new or an earlier wheelhouse) this user can write") from None
     steps = [s.strip() for item in only or [] for s in item.split(",") if s.strip()]
     target = Target(arch=arch, python=python, glibc=glibc)
     out.info(f"wheelhouse for vllm-ascend {plan.vllm_ascend} (CANN {plan.set_cann}, {chip}, {arch}, Python {python})")

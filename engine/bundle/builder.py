@@ -37,6 +37,8 @@ from engine.bundle.layout import (
 )
 from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
+from engine.errors import BadInput
+from engine.system.archive import read_regular, term_as_interrupt
 from engine.system.cann import process_log_dir
 from engine.system.host import Host
 from engine.system.recorded import RECORD_DIR, RecordedRunner, command_key, write_transcript
@@ -53,9 +55,14 @@ DEVICE_LOG_TIMEOUT_FACTOR = 30
 # A file doctor only looked at (exists? a directory?) is stored empty unless it is small text:
 # libraries and firmware images are what a support engineer needs the name of, not the bytes.
 SMALL_FILE = 256 * 1024
-# A directory doctor looked in is stored with its entries (empty) when it has at most this many:
-# /dev and the toolkit's version folders, not /usr/lib64.
+# A directory a probe listed (engine.system.paths.listdir) is stored with its entries (empty) when
+# it has at most this many: /dev and the toolkit's version folders, not /usr/lib64.
 LIST_LIMIT = 1024
+# Never listed, whatever a probe asked: other users' files and the machine's scratch space.
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/home", "/root", "/run/user", "/dev/shm")
+# The share of a collector's time limit that redacting a big log may take: what is left over when
+# it runs out is the log's older part, left out and said (a tail in time beats no log at all).
+REDACT_SHARE = 0.5
 # Per-card npu-smi views worth having beside `npu-smi info`.
 # Kernel lines worth a support engineer's time: the NPU driver's modules, OOM kills, crashes.
 _DMESG_KEEP = re.compile(
@@ -129,12 +136,30 @@ class _Stage:
         self.top = top
         self.max_bytes = max_bytes
         self.used = 0
+        self.lock = threading.Lock()
+        self.abandoned: set[int] = set()  # id() of the Sources of collectors left behind
+        self.closed = False
+
+    def abandon(self, src: Source) -> None:
+        """A collector that ran out of time writes nothing more (its thread may still be running)."""
+        with self.lock:
+            self.abandoned.add(id(src))
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
 
     def left(self) -> int:
         return max(0, self.max_bytes - self.used)
 
     def write(self, member: str, data: bytes, src: Source, tail: bool = False) -> None:
         """Write `data` at `member`, cut to what the budget leaves (its end when `tail`)."""
+        with self.lock:
+            if self.closed or id(src) in self.abandoned:
+                raise _Abandoned(src.name)
+            self._write(member, data, src, tail)
+
+    def _write(self, member: str, data: bytes, src: Source, tail: bool) -> None:
         if len(data) > self.left():
             if self.left() == 0:
                 src.status, src.why = "skipped", f"size cap of {self.max_bytes} bytes reached"
@@ -153,6 +178,10 @@ class _Stage:
         src.bytes += len(data) - before
         if member not in src.members:
             src.members.append(member)
+
+
+class _Abandoned(Exception):
+    """Raised in a collector's thread that writes after its time ran out."""
 
 
 def _timed(fn: Callable[[], Any], timeout_s: float) -> tuple[Any, BaseException | None, bool]:
@@ -227,7 +256,11 @@ class _Builder:
             _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
         src.duration_s = round(time.perf_counter() - started, 3)
         if hung:
+            self.stage.abandon(src)
             src.status, src.why = "failed", f"did not finish within {timeout or self.opts.timeout_s * 3:g} s"
+            for member in src.members:  # what it wrote before: half a file is worse than none
+                (self.stage.top / member).unlink(missing_ok=True)
+            src.members, src.bytes = [], 0
         elif error is not None:
             if isinstance(error, KeyboardInterrupt):
                 raise error
@@ -364,46 +397,77 @@ class _Builder:
         if not found:
             src.status, src.why = "skipped", "no driver, firmware or CANN version file on this machine"
 
-    def run_files(self, src: Source) -> None:
-        from engine.runs import LOG_FILE, PROFILE_FILE, list_runs, load_run
-
+    def find_run(self) -> None:
+        """The run to bundle, found before anything is collected (its names are learned first)."""
+        self.run_info = None
+        self.run_note: tuple[str, str] | None = None
         if self.opts.run:
-            d = Path(self.opts.run)
-            if not d.is_dir():
-                from engine.runs import runs_dir
-
-                d = runs_dir() / self.opts.run
-            run, why = load_run(d)
-            if run is None:
-                raise FileNotFoundError(why or f"no run {self.opts.run} (no run.json in {d})")
+            self.run_info = find_run(self.opts.run)
         elif not self.live:
-            src.status, src.why = "skipped", "a recorded machine: name its run with --run"
-            return
+            self.run_note = ("skipped", "a recorded machine: name its run with --run")
         else:
+            from engine.runs import list_runs
+
             runs = list_runs()
-            if not runs:
-                src.status, src.why = "skipped", "no `ascendctl serve` run found"
-                return
-            run = runs[0]
+            if runs:
+                self.run_info = runs[0]
+            else:
+                self.run_note = ("skipped", "no `ascendctl serve` run found")
+        run = self.run_info
+        if run is not None and self.opts.redact:
+            from engine.runs import PROFILE_FILE
+
+            self.red.learn_hosts_in(" ".join(run.argv))
+            self.red.learn(" ".join(run.argv))
+            profile = read_regular(Path(run.directory) / PROFILE_FILE, SMALL_FILE)
+            if profile:
+                self.red.learn_hosts_in(profile.decode("utf-8", "replace"))
+
+    def run_files(self, src: Source) -> None:
+        from engine.runs import LOG_FILE, PROFILE_FILE
+
+        run = self.run_info
+        if run is None:
+            src.status, src.why = self.run_note or ("skipped", "no run")
+            return
         d = Path(run.directory)
         src.what = self.red.path(str(d))
         info = dataclasses.asdict(run)
         info["argv"] = self.red.argv(run.argv)
         self.stage.write(f"{RUN_DIR}/run.json", self.text(json.dumps(info, indent=2) + "\n"), src)
-        profile = d / PROFILE_FILE
-        if profile.is_file():
-            self.stage.write(f"{RUN_DIR}/{PROFILE_FILE}", self.text(profile.read_text("utf-8", "replace")), src)
-        log = d / LOG_FILE
-        if log.is_file():
-            data = _tail(log, self.stage.left())
-            cut = log.stat().st_size > len(data)
-            self.stage.write(
-                f"{RUN_DIR}/{LOG_FILE}", self.text(data.decode("utf-8", "surrogateescape")), src, tail=True
-            )
-            if cut and src.status == "ok":
-                src.status, src.why = "cut", f"size cap: kept the last {len(data)} bytes of the log"
+        links = [n for n in (PROFILE_FILE, LOG_FILE) if (d / n).is_symlink()]
+        profile = read_regular(d / PROFILE_FILE, SMALL_FILE)
+        if profile is not None:
+            self.stage.write(f"{RUN_DIR}/{PROFILE_FILE}", self.text(profile.decode("utf-8", "replace")), src)
+        data = _tail(d / LOG_FILE, self.stage.left())
+        if data is not None:
+            whole, data = data
+            deadline = time.monotonic() + self.opts.timeout_s * 3 * REDACT_SHARE
+            text, kept = self.redact_tail(data, deadline)
+            self.stage.write(f"{RUN_DIR}/{LOG_FILE}", text, src, tail=True)
+            if kept < whole and src.status == "ok":
+                why = "size cap" if kept == len(data) else "redaction time limit"
+                src.status, src.why = "cut", f"{why}: kept the last {kept} of {whole} bytes of the log"
             self.logs.append(f"{RUN_DIR}/{LOG_FILE}")
-        self.run_info = run
+        if links:
+            note = f"not followed (a symbolic link): {', '.join(links)}"
+            src.why = f"{src.why}; {note}" if src.why else note
+
+    def redact_tail(self, data: bytes, deadline: float, block: int = 1 << 20) -> tuple[bytes, int]:
+        """(the redacted end of `data`, how many of its bytes that is): redacted block by block from
+        the end, whole lines, until `deadline`; the older part is what is left out."""
+        done: list[bytes] = []
+        end = len(data)
+        while end > 0:
+            start = max(0, end - block)
+            if start > 0:
+                nl = data.rfind(b"\n", start, end)
+                start = nl + 1 if nl >= 0 and nl + 1 < end else start
+            done.append(self.text(data[start:end].decode("utf-8", "surrogateescape")))
+            end = start
+            if time.monotonic() > deadline:
+                break
+        return b"".join(reversed(done)), len(data) - end
 
     def metrics(self, src: Source) -> None:
         from engine.metrics.prom import scrape
@@ -426,36 +490,52 @@ class _Builder:
             return
         since = time.time() - self.opts.since_s if self.opts.since_s else None
         files = []
-        for dirpath, _dirs, names in os.walk(local):
+        links = 0
+        for dirpath, _dirs, names in os.walk(local):  # a linked folder is not walked into
             for n in names:
                 p = Path(dirpath) / n
                 try:
-                    st = p.stat()
+                    st = p.lstat()  # a link is not followed out of the log folder
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode) and (since is None or st.st_mtime >= since):
+                if stat.S_ISLNK(st.st_mode):
+                    links += 1
+                elif stat.S_ISREG(st.st_mode) and (since is None or st.st_mtime >= since):
                     files.append((st.st_mtime, p))
         if not files:
             src.status, src.why = "skipped", "no CANN log inside the time window"
             return
         files.sort(reverse=True)  # newest first: those are kept when the cap bites
         unreadable: list[str] = []
+        deadline = time.monotonic() + self.opts.timeout_s * 6 * REDACT_SHARE
         for _, p in files:
             if self.stage.left() == 0:
                 src.status, src.why = "cut", f"size cap reached: {len(files) - len(src.members)} older plog(s) left out"
                 break
+            if time.monotonic() > deadline:
+                src.status = "cut"
+                src.why = f"redaction time limit: {len(files) - len(src.members)} older plog(s) left out"
+                break
             member = f"{PROCESS_LOG_DIR}/" + self.red.path(p.relative_to(local).as_posix())
             try:
-                data = p.read_bytes()
+                got = _tail(p, self.stage.left())
             except OSError as exc:  # unreadable as non-root: said, and the rest goes on
+                got = None
                 unreadable.append(
                     f"{exc.strerror}: {self.red.path(posixpath.join(base, p.relative_to(local).as_posix()))}"
                 )
+            if got is None:
                 continue
-            self.stage.write(member, self.text(data.decode("utf-8", "surrogateescape")), src, tail=True)
+            text, _kept = self.redact_tail(got[1], deadline)
+            self.stage.write(member, text, src, tail=True)
             self.logs.append(member)
-        if unreadable and src.status == "ok":
-            src.why = _unreadable(unreadable)
+        notes = []
+        if unreadable:
+            notes.append(_unreadable(unreadable))
+        if links:
+            notes.append(f"{links} symbolic link(s) not followed")
+        if notes and src.status == "ok":
+            src.why = "; ".join(notes)
 
     def device_logs(self, src: Source) -> None:
         """msnpureport's export of every card's logs (slog, hisi_logs, ...), copied into FaultDiag's
@@ -501,10 +581,9 @@ class _Builder:
                 src.status, src.why = "cut", f"size cap of {self.opts.max_bytes} bytes reached"
                 break
             rel = p.relative_to(out_dir).as_posix()
-            try:
-                raw = p.read_bytes()
-            except OSError as exc:
-                unreadable.append(f"{exc.strerror}: {rel}")
+            raw = read_regular(p, self.stage.left() + 1)
+            if raw is None:
+                unreadable.append(f"unreadable: {rel}")
                 continue
             if b"\0" in raw[:8192]:  # core dumps and binary registers: nothing to redact in them is visible
                 skipped_binary += 1
@@ -571,16 +650,19 @@ class _Builder:
                 self.stage.write(f"{base}.rc", f"{result.returncode}\n".encode(), src)
         for key in sorted(self.recorder.found - {k.split("_")[0] for k in self.recorder.commands}):
             self.stage.write(f"{RECORD_DIR}/commands/{key}.which", b"", src)
+        listed = self.host.listed  # type: ignore[attr-defined]
         for p in sorted(self.host.seen):  # type: ignore[attr-defined]
-            self._copy_path(p, src, listing=True)
+            self._copy_path(p, src, listing=p in listed and not _private(p, self.base.env))
         src.what = f"{len(self.host.seen)} paths, {len(self.recorder.commands)} commands"  # type: ignore[attr-defined]
         if self.unreadable:
             src.why = _unreadable(self.unreadable)
         self.sources.append(src)
 
     def _copy_path(self, machine: str, src: Source, listing: bool, content: bool = True) -> None:
-        """`content`: a path a probe asked for; an entry of a folder it listed is stored empty (the
-        listing is what it needed, and /etc's neighbours, shadow included, are none of our business)."""
+        """`listing`: a folder a probe listed, stored with its entries; `content`: a path a probe
+        asked for. An entry of a listed folder is stored empty (the listing is what it needed); a
+        folder only passed through (/etc on the way to /etc/os-release) is stored without its
+        entries: /etc's neighbours, shadow included, are none of our business."""
         local = self.base.path(machine)
         member = self.red.path(machine).lstrip("/")
         if not member or member.split("/")[0] in (RECORD_DIR, MANIFEST, RUN_DIR, *OUR_TOP):
@@ -604,7 +686,11 @@ class _Builder:
                 size = local.stat().st_size
                 data = b""
                 if content and size <= SMALL_FILE:
-                    raw = local.read_bytes()
+                    raw = read_regular(local, SMALL_FILE)
+                    if raw is None:
+                        raise PermissionError(
+                            13, "Permission denied" if not os.access(local, os.R_OK) else "unreadable"
+                        )
                     if b"\0" not in raw[:8192]:
                         data = self.text(raw.decode("utf-8", "surrogateescape"))
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -619,6 +705,7 @@ class _Builder:
         self.stage = _Stage(staging, self.opts.max_bytes)
         self.scratch = staging.parent  # outside the archive's folder, removed with it
         self.learn_names()
+        self.find_run()
         t = self.opts.timeout_s
         self.collect("doctor", "report", "ascendctl doctor --json", self.doctor, timeout=t * 6)
         self.collect("env", "report", "ascendctl env --json", self.env_report, timeout=t * 3)
@@ -652,7 +739,66 @@ class _Builder:
             )
         self.collect("triage", "report", "ascendctl triage of the collected logs", self.triage, timeout=t * 6)
         self.write_recorded()
+        self.stage.close()  # a collector still running behind writes nothing into the archive
         return self.sources, self.stage.used
+
+
+def _private(machine: str, env: Any) -> bool:
+    """A folder never listed into a bundle: scratch space and home folders."""
+    home = str(env.get("HOME") or "").rstrip("/")
+    p = machine.rstrip("/") or "/"
+    return p == home or any(p == d or p.startswith(d + "/") for d in PRIVATE_DIRS)
+
+
+def find_run(spec: str) -> Any:
+    """The serve run `spec` names (a run id or its directory); BadInput when there is none."""
+    from engine.runs import load_run, runs_dir
+
+    d = Path(spec)
+    if not d.is_dir():
+        d = runs_dir() / spec
+    run, why = load_run(d) if d.is_dir() else (None, None)
+    if run is None:
+        raise BadInput(
+            why or f"--run {spec}: no such run (no run.json in {d})",
+            f"name a run folder under {runs_dir()} (its id) or a run directory",
+        )
+    return run
+
+
+def check_out(out: Path) -> Path:
+    """Where the archive goes, checked before anything is collected: an existing folder gets the
+    default name inside it; an existing path must be a regular file (never a device, a FIFO, a
+    link: renaming over /dev/null would replace it for the whole machine); the folder must take a
+    new file. BadInput naming the path otherwise."""
+    out = Path(out)
+    if out.is_dir() and not out.is_symlink():
+        out = out / default_name()
+    fix = "give --out a new file name in a folder you can write (or an existing archive to replace)"
+    for p in (out, out.with_name(out.name + ".map.json")):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise BadInput(f"--out {p}: {exc.strerror or exc}", fix) from None
+        if not stat.S_ISREG(st.st_mode):
+            kind = (
+                "a symbolic link"
+                if stat.S_ISLNK(st.st_mode)
+                else "a folder"
+                if stat.S_ISDIR(st.st_mode)
+                else "not a regular file"
+            )
+            raise BadInput(f"--out {p} is {kind}: the archive is not written over it", fix)
+    parent = out.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".check")
+        probe.close()
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot write in {parent} ({exc.strerror or exc})", fix) from None
+    return out
 
 
 def _keep_var(name: str, accessed: set[str]) -> bool:
@@ -694,15 +840,29 @@ def _plain(data: Any) -> Any:
     return json.loads(json.dumps(data, default=lambda o: getattr(o, "value", None) or str(o)))
 
 
-def _tail(path: Path, limit: int) -> bytes:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+def _tail(path: Path, limit: int) -> tuple[int, bytes] | None:
+    """(the file's size, its last `limit` bytes from a line start), or None when it is missing, a
+    symbolic link (not followed) or not a regular file; OSError when it cannot be read."""
+    import errno
+
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO):
+            return None
+        raise  # unreadable: the caller names it
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
         if size > limit:
             f.seek(size - limit)
-            data = f.read()
+            data = f.read(limit)
             nl = data.find(b"\n")
-            return data[nl + 1 :] if 0 <= nl < len(data) - 1 else data
-        return f.read()
+            return size, (data[nl + 1 :] if 0 <= nl < len(data) - 1 else data)
+        return size, f.read(limit)
 
 
 def default_name(now: float | None = None) -> str:
@@ -729,12 +889,19 @@ def build_bundle(
     says whether its environment was recorded."""
     started = time.perf_counter()
     host = host or Host()
-    out = Path(opts.out)
+    out = check_out(Path(opts.out))
     top = _top_name(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".ascendctl-bundle-"))
-    part = out.with_name(f".{out.name}.part")
     builder = _Builder(opts, host, live, env_known, progress)
+    with term_as_interrupt():  # a SIGTERM cleans up as Ctrl-C does: no staging folder, no .part
+        staging = Path(tempfile.mkdtemp(prefix=".ascendctl-bundle-"))
+        part = out.with_name(f".{out.name}.part")
+        return _write(opts, builder, out, top, staging, part, live, started)
+
+
+def _write(
+    opts: BundleOptions, builder: _Builder, out: Path, top: str, staging: Path, part: Path, live: bool, started: float
+) -> BundleResult:
+    progress = builder.progress
     try:
         sources, used = builder.build(staging / top)
         manifest = {
@@ -752,8 +919,7 @@ def build_bundle(
             "sources": [dataclasses.asdict(s) for s in sources],
         }
         (staging / top / MANIFEST).write_bytes(_json(manifest))
-        if progress:
-            progress("writing the archive")
+        progress("writing the archive")
         with tarfile.open(part, "w:gz", compresslevel=6) as tar:
             tar.add(staging / top, arcname=top, filter=_normalise)
         map_file: Path | None = None

@@ -52,9 +52,23 @@ def bundle_dir(path: str | Path) -> Path | None:
 
 
 def bundle_logs(top: Path) -> list[str]:
-    """The logs a bundle holds (the run's engine log, plogs), as paths to read."""
+    """The logs a bundle holds (the run's engine log, plogs), as paths to read: only files inside
+    the bundle (an entry that leaves it, `../../etc/shadow` or `/etc/shadow`, or a link, is ignored)."""
+    from engine.system.archive import inside, read_regular
+
+    raw = read_regular(top / MANIFEST)
     try:
-        manifest = json.loads((top / MANIFEST).read_text("utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads(raw or b"")
+    except ValueError:
         return []
-    return [str(top / m) for m in manifest.get("logs", []) if isinstance(m, str) and (top / m).is_file()]
+    logs = manifest.get("logs", []) if isinstance(manifest, dict) else []
+    if not isinstance(logs, list):
+        return []
+    kept = []
+    for m in logs:
+        if not isinstance(m, str) or m.startswith("/") or ".." in m.split("/"):
+            continue
+        p = top / m
+        if p.is_file() and not p.is_symlink() and inside(top, p):
+            kept.append(str(p))
+    return kept

@@ -48,11 +48,16 @@ class CommandRecorder:
 
 
 class RecordingHost(Host):
-    """A Host that remembers every machine path a probe asked for, and which files it read."""
+    """A Host that remembers every machine path a probe asked for, and which folders it listed
+    (engine.system.paths.listdir): only those are stored with their entries."""
 
     def __init__(self, base: Host, runner: CommandRecorder) -> None:
         super().__init__(root=base.root, env=base.env, runner=runner, partial=base.partial)
         object.__setattr__(self, "seen", set())
+        object.__setattr__(self, "listed", set())
+
+    def note_listed(self, machine_path: str) -> None:
+        self.listed.add(posixpath.normpath(machine_path))  # type: ignore[attr-defined]
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         s = os.fspath(p)

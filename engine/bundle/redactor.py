@@ -1,5 +1,6 @@
-"""What a support bundle hides beyond secrets: IP addresses, host names, user names, serial numbers,
-UUIDs and MAC addresses, each replaced by a placeholder that is the same in every file.
+"""What a support bundle hides beyond secrets: IP addresses, host names (every name with a domain,
+the user and host of every URL, names learned from host-valued variables), user names, e-mail
+addresses, serial numbers, UUIDs and MAC addresses, each replaced by a placeholder that is the same in every file.
 
 Secrets follow the one rule of engine.redact (masked, no way back). The other values are replaced
 sos-clean style: the same IP is the same placeholder in the engine log, the environment and npu-smi's
@@ -34,6 +35,53 @@ _SERIAL = r"(?P<sk>(?:serial[ _]?(?:number|no\.?)?|\bSN|vdie[ _]?id|chip[ _]?id[
 # NAME=value / NAME: value / "name": "value" with a secret name, in logs, YAML and JSON.
 _ASSIGN = r"(?P<an>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<aq>\"?\s*(?:=(?!=)|:\s)\s*\"?)(?P<av>[^\s\"',}]+)"
 _URL_HOST = re.compile(r"[a-z][a-z0-9+.\-]*://(?:(?P<user>[^:/@\s]+)(?::[^@/\s]*)?@)?(?P<host>[A-Za-z0-9.\-_]+)", re.I)
+# A host name with a domain (`node-17.corp.example`, `.corp.example` in NO_PROXY): its last label is a
+# top-level domain, or one that sites use inside (corp, lan, internal). File names (`loggers.py`,
+# `README.md`, `install.sh`, `version.info`, `x.mo`) and Python modules (`np.int`) end otherwise.
+_TLDS = (
+    "com|net|org|edu|gov|mil|biz|io|ai|co|app|dev|cloud|tech|online|site|xyz|top|arpa"
+    "|local|localdomain|lan|internal|intranet|intra|corp|home|example|test|invalid|svc"
+    "|cn|hk|tw|sg|jp|kr|uk|de|fr|ru|us|eu|ca|au|nl|se|ch|es|br|il|ie|nz|za|at|be|dk|fi|no"
+)
+_FQDN = (
+    r"(?<![A-Za-z0-9\-@])(?<![A-Za-z0-9\-]\.)"
+    rf"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})(?![A-Za-z0-9_\-])"
+)
+_EMAIL = r"(?<![\w.+\-])[A-Za-z0-9_+\-](?:[A-Za-z0-9_.+\-]*[A-Za-z0-9_\-])?@[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*"
+# The user and host of a URL: `scheme://user:****@host`, `s3://bucket/...`.
+_URL = r"(?P<us>[a-z][a-z0-9+.\-]*://)(?:(?P<uu>[^:/@\s]+)(?P<up>:[^@/\s]*)?@)?(?P<uh>[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)"
+# Public services a log names (downloads, registries): they identify nobody, and triage's rules read them.
+_PUBLIC_HOSTS = (
+    "pypi.org",
+    "pythonhosted.org",
+    "huggingface.co",
+    "hf.co",
+    "hf-mirror.com",
+    "github.com",
+    "githubusercontent.com",
+    "pytorch.org",
+    "modelscope.cn",
+    "hiascend.com",
+    "huawei.com",
+    "huaweicloud.com",
+    "gitee.com",
+    "docker.io",
+    "docker.com",
+    "quay.io",
+    "ghcr.io",
+    "nvcr.io",
+    "python.org",
+    "vllm.ai",
+    "kubernetes.io",
+    "k8s.io",
+)
+# Variables and flags whose values are host names: learned before any file is written, so that a
+# short name (`node-5`) is replaced in every file, not only where a domain shows it is a host.
+_HOST_VALUE = re.compile(
+    r"(?:^|[\s\"'{,])(?:--|-)?(?P<n>[A-Za-z_][A-Za-z0-9_.\-]*?(?:ADDR|ADDRESS|HOST|HOSTS|HOSTNAME|_IP|_IPS|PEERS|NODES|PROXY))"
+    r"[\"']?(?:\s*[=:]\s*|\s+)[\"']?(?P<v>[^\s\"']+)",
+    re.I,
+)
 _HOME = re.compile(r"/home/(?P<user>[A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _VERSIONISH = re.compile(r"version|\bver\b|npu-smi", re.I)
 
@@ -52,26 +100,28 @@ class Redactor:
             "serial": {},
             "uuid": {},
             "mac": {},
+            "email": {},
         }
         self._names: dict[str, str] = {}  # known host and user names -> kind
-        self._regex: re.Pattern[str] | None = None
+        self._regex: dict[tuple[bool, ...], re.Pattern[str]] = {}
 
     # ---- what to look for
 
-    def learn_host(self, name: str | None, own: bool = False) -> None:
+    def learn_host(self, name: str | None, own: bool = False, short: bool = True) -> None:
         """A host name to replace. Names guessed from text need 3 characters (a short word is more
         likely not a host); the machine's own name (`own`: /etc/hostname, HOSTNAME) is replaced
-        whatever its length, since it identifies the customer."""
+        whatever its length, since it identifies the customer. `short=False`: a domain (`.corp.example`
+        in NO_PROXY), whose first label names no host."""
         shortest = 1 if own else 3
-        for n in {name or "", (name or "").split(".")[0]}:
+        for n in {name or "", (name or "").split(".")[0] if short else ""}:
             if len(n) >= shortest and n.lower() not in _KEEP_HOSTS and not re.fullmatch(r"[\d.]+", n):
                 self._names.setdefault(n, "host")
-                self._regex = None
+                self._regex = {}
 
     def learn_user(self, name: str | None) -> None:
         if name and len(name) >= 3 and name.lower() not in _KEEP_USERS:
             self._names.setdefault(name, "user")
-            self._regex = None
+            self._regex = {}
 
     def learn(self, text: str) -> None:
         """Pick up user and host names from URLs and home paths, so that they are replaced in
@@ -84,6 +134,22 @@ class Redactor:
         for m in _HOME.finditer(text):
             self.learn_user(m.group("user"))
 
+    def learn_hosts_in(self, text: str) -> None:
+        """Host names given as the values of NAME=value, `NAME: value` or `--name value` whose name
+        says it holds hosts (MASTER_ADDR, HCCL_PEERS, NO_PROXY, --host), one or a list."""
+        for m in _HOST_VALUE.finditer(text):
+            for item in re.split(r"[,;\s]+", m.group("v")):
+                domain = item.lstrip("[('\"").startswith(".")  # `.corp.example`: every host under it
+                item = item.strip("[]()'\".").split(":")[0] if item.count(":") == 1 else item.strip("[]()'\".")
+                # A name without a domain needs a digit or a '-' (node-5, gpu7): `true`, `auto` or
+                # `master` in such a variable is a setting, and replacing the word everywhere would wreck text.
+                dotted = "." in item
+                if re.fullmatch(r"[A-Za-z][A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*", item) and (
+                    dotted or re.search(r"[\d\-]", item)
+                ):
+                    self.learn_host(item, short=not domain)
+        self.learn(text)
+
     def learn_env(self, env: dict[str, str] | Iterable[tuple[str, str]]) -> None:
         items = env.items() if isinstance(env, dict) else env
         for name, value in items:
@@ -91,6 +157,8 @@ class Redactor:
                 self.learn_user(value)
             elif name in ("HOSTNAME", "HOST"):
                 self.learn_host(value, own=True)
+            else:
+                self.learn_hosts_in(f"{name}={value}")
             self.learn(value)
 
     # ---- replacing
@@ -112,19 +180,30 @@ class Redactor:
                 "serial": lambda: f"SERIAL-{n}",
                 "uuid": lambda: f"00000000-0000-4000-8000-{n:012d}",
                 "mac": lambda: f"02:00:00:00:{n // 256 % 256:02x}:{n % 256:02x}",
+                # RFC 2606: a domain that can never be anyone's.
+                "email": lambda: f"email-{n}@example.invalid",
             }[kind]()
         return table[value]
 
-    def _compiled(self) -> re.Pattern[str]:
-        if self._regex is None:
+    def _compiled(self, line: str) -> re.Pattern[str]:
+        """The pattern for a line, without the alternatives that cannot match it (a log line
+        seldom holds `://` or `@`): each one left out makes every line cheaper."""
+        key = ("://" in line, "@" in line, "." in line, ":" in line)
+        regex = self._regex.get(key)
+        if regex is None:
+            url, at, dot, colon = key
             parts = [rf"(?P<serial>{_SERIAL})", rf"(?P<assign>{_ASSIGN})"]
             if self.enabled:
-                parts += [rf"(?P<uuid>{_UUID})", rf"(?P<mac>{_MAC})", rf"(?P<ip>{_IP})", rf"(?P<ip6>{_IP6})"]
+                parts += [rf"(?P<url>{_URL})"] if url else []
+                parts += [rf"(?P<email>{_EMAIL})"] if at else []
+                parts += [rf"(?P<uuid>{_UUID})"]
+                parts += [rf"(?P<mac>{_MAC})", rf"(?P<ip6>{_IP6})"] if colon else []
+                parts += [rf"(?P<ip>{_IP})", rf"(?P<fqdn>{_FQDN})"] if dot else []
                 if self._names:
                     names = sorted(self._names, key=len, reverse=True)  # longest first: the FQDN before its short name
                     parts.append(r"(?P<name>(?<![\w.\-])(?:" + "|".join(map(re.escape, names)) + r")(?![\w\-]))")
-            self._regex = re.compile("|".join(parts), re.I)
-        return self._regex
+            regex = self._regex[key] = re.compile("|".join(parts), re.I)
+        return regex
 
     def _sub(self, m: re.Match[str], line: str) -> str:
         kind = m.lastgroup
@@ -138,6 +217,12 @@ class Redactor:
                 return m.group(0)
             return m.group("sk") + self._placeholder("serial", m.group("sv"))
         value = m.group(0)
+        if kind == "url":
+            return self._url(m, line)
+        if kind == "email":
+            return self._placeholder("email", value.lower())
+        if kind == "fqdn":
+            return self._host(value)
         if kind == "ip":
             if _KEEP_IPS.match(value) or _VERSIONISH.search(line):
                 return value
@@ -155,8 +240,35 @@ class Redactor:
         known = next((k for k in self._names if k.lower() == value.lower()), value)
         return self._placeholder(self._names.get(known, "host"), known)
 
+    def _host(self, name: str) -> str:
+        """A host name met in the text: kept when public or local, else replaced; its short name
+        is learned, so that it is replaced where it shows without its domain."""
+        low = name.lower().rstrip(".")
+        if low in _KEEP_HOSTS or any(low == h or low.endswith("." + h) for h in _PUBLIC_HOSTS):
+            return name
+        known = next((k for k in self._names if k.lower() == low), None)
+        if known is None:
+            self.learn_host(name)
+            known = name
+        return self._placeholder("host", known)
+
+    def _url(self, m: re.Match[str], line: str) -> str:
+        scheme, user, pw, host = m.group("us"), m.group("uu"), m.group("up"), m.group("uh")
+        out = scheme
+        if user is not None:
+            out += (user if user.lower() in _KEEP_USERS else self._placeholder("user", user)) + (pw or "") + "@"
+        if re.fullmatch(_IP, host) or not re.search(r"[A-Za-z]", host):
+            return out + self._line(host, line)
+        if (
+            "." not in host
+            and scheme.lower().startswith(("http", "https", "ws", "wss", "grpc"))
+            and host.lower() in _KEEP_HOSTS
+        ):
+            return out + host
+        return out + self._host(host)
+
     def _line(self, line: str, context: str | None = None) -> str:
-        regex = self._compiled()
+        regex = self._compiled(line)
         return regex.sub(lambda m: self._sub(m, context or line), line)
 
     def text(self, text: str) -> str:

@@ -21,6 +21,54 @@ from typing import Any
 from engine.errors import Unreachable
 
 ROOT_ENV = "ASCENDCTL_CLUSTER_ROOT"
+# Joining the cluster: Ray's own client retries an unreachable head for ever (a warning every 5 s).
+PROBE_TIMEOUT_S = 3.0
+CONNECT_TIMEOUT_S = 30.0
+
+
+def _probe(address: str, shown: str, fix: str) -> None:
+    """A TCP connect to the head's GCS port (or the Ray Client port of `ray://`) first: a closed
+    port or an unknown host is said at once, instead of Ray retrying it for ever. `auto` (the
+    cluster `ray start` wrote down on this machine) is left to Ray, which answers at once."""
+    import re
+    import socket
+
+    m = re.fullmatch(
+        r"(?:[a-z][a-z0-9+.\-]*://)?(?:[^@/]*@)?(\[[^\]]+\]|[^:/\[\]]+)(?::(\d+))?/?", address.strip(), re.I
+    )
+    if address.strip() in ("auto", "local", "") or m is None:
+        return
+    host = m.group(1).strip("[]")
+    port = int(m.group(2) or (10001 if address.startswith("ray://") else 6379))
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc) or type(exc).__name__)
+        raise Unreachable(f"cannot reach the Ray cluster at {shown}: {why}", fix) from None
+
+
+def _init_within(ray: Any, seconds: float, **kwargs: Any) -> None:
+    """ray.init, given up after `seconds`: Ray's client blocks in its own code while it retries a
+    head that accepts connections but never answers. It runs in a daemon thread, left behind when
+    it does not return (the process ends soon after, with its error)."""
+    import threading
+
+    box: dict[str, BaseException] = {}
+
+    def work() -> None:
+        try:
+            ray.init(**kwargs)
+        except BaseException as exc:  # raised again in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=work, name="ascendctl-ray-init", daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise TimeoutError
+    if "error" in box:
+        raise box["error"]
 
 
 def node_report() -> dict[str, Any]:
@@ -56,21 +104,33 @@ def run_cluster(address: str | None = None, timeout: float = 300.0) -> list[dict
         ) from exc
     import logging
 
+    from engine.redact import redact_value
+
     started_here = not ray.is_initialized()
     if started_here:
+        target = address or os.environ.get("RAY_ADDRESS") or "auto"
+        shown = redact_value(target)
+        fix = (
+            "check the address (`ray status` on the head node prints it) and that the head is up; or start one "
+            "(`ray start --head` on the first node, `ray start --address=HEAD:6379` on the others)"
+        )
+        _probe(target, shown, fix)
         try:
-            ray.init(
-                address=address or os.environ.get("RAY_ADDRESS") or "auto",
+            _init_within(
+                ray,
+                CONNECT_TIMEOUT_S,
+                address=target,
                 logging_level=logging.ERROR,
                 log_to_driver=False,
                 configure_logging=True,
             )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except TimeoutError as exc:
             raise Unreachable(
-                f"no Ray cluster to join: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                "start one (`ray start --head` on the first node, `ray start --address=HEAD:6379` on the others) "
-                "or set RAY_ADDRESS",
+                f"cannot reach the Ray cluster at {shown}: no answer within {CONNECT_TIMEOUT_S:g} s", fix
             ) from exc
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise Unreachable(f"no Ray cluster to join: {redact_value(first)}", fix) from exc
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(num_cpus=0, max_retries=0)(node_report)

@@ -32,6 +32,27 @@ LEADER = "$(LWS_LEADER_ADDRESS)"
 # The Service in front of the leaders is named after the set: a DNS-1035 label (a letter first).
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 ENGINE_PYTHON = "python3"  # any name: the image's `vllm` and `ray` scripts are used
+OWN_REFS = (POD_IP, LEADER)  # the only $(VAR) references Kubernetes may expand
+# What the API server accepts (k8s.io/apimachinery validation): a namespace is a DNS-1123 label,
+# an extended resource a qualified name, /dev/shm's size a quantity, replicas an int32.
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUALIFIED_NAME = re.compile(
+    r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+QUANTITY = re.compile(r"^\+?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/:@+]*$")
+INT32_MAX = 2**31 - 1
+
+
+def k8s_literal(text: str) -> str:
+    """`text` as Kubernetes must pass it on: it expands `$(NAME)` in a container's command and env
+    values and turns `$$` into `$`, so every `$` of a profile value is written `$$` (a served name
+    `m$(HF_TOKEN)` would otherwise put the Secret on vLLM's command line); only ascendctl's own
+    references to the pod's and the leader's address stay expandable."""
+    out = text.replace("$", "$$")
+    for ref in OWN_REFS:
+        out = out.replace("$" + ref, ref)
+    return out
 
 
 def facts() -> dict[str, Any]:
@@ -67,8 +88,40 @@ def default_image(profile: Profile, vllm_ascend_version: str) -> str:
     return f"{data['image_repository']}:v{vllm_ascend_version.lstrip('v')}{suffix}"
 
 
+def check_options(options: K8sOptions) -> None:
+    """BadInput for an option the API server would refuse: the manifest is written only when
+    `kubectl apply` can take it."""
+    bad: list[tuple[str, str]] = []
+    if options.namespace is not None and (not NAMESPACE.match(options.namespace) or len(options.namespace) > 63):
+        bad.append(
+            (
+                f"--namespace {options.namespace!r} is not a namespace name",
+                "lower-case letters, digits and '-', at most 63",
+            )
+        )
+    if options.npu_resource is not None and (
+        not QUALIFIED_NAME.match(options.npu_resource) or len(options.npu_resource) > 316
+    ):
+        bad.append(
+            (
+                f"--npu-resource {options.npu_resource!r} is not a resource name",
+                "e.g. --npu-resource huawei.com/Ascend910",
+            )
+        )
+    if options.shm_size is not None and not QUANTITY.match(options.shm_size):
+        bad.append((f"--shm-size {options.shm_size!r} is not a Kubernetes quantity", "e.g. --shm-size 1Gi or 512Mi"))
+    if not options.image or not IMAGE.match(options.image) or len(options.image) > 1024:
+        bad.append(
+            (f"--image {options.image!r} is not an image reference", "e.g. --image quay.io/ascend/vllm-ascend:v0.11.0")
+        )
+    if not 1 <= options.replicas <= INT32_MAX:
+        bad.append((f"--replicas {options.replicas} is out of range", f"1 to {INT32_MAX}"))
+    if bad:
+        raise BadInput("; ".join(c for c, _ in bad), "; ".join(f for _, f in bad))
+
+
 def npu_resource(profile: Profile, options: K8sOptions) -> str:
-    if options.npu_resource:
+    if options.npu_resource is not None:
         return options.npu_resource
     plugins = facts()["npu_resources"]
     if options.device_plugin not in plugins:
@@ -94,6 +147,7 @@ def lws_manifest(profile: Profile, options: K8sOptions) -> list[dict[str, Any]]:
             f"profile {profile.name} has no `nodes` section: a LeaderWorkerSet is one group of several hosts",
             "add a nodes section to the profile (docs/profile-keys.md), or deploy a one-host profile another way",
         )
+    check_options(options)
     name = options.name or dns_name(profile.name)
     if not DNS_LABEL.match(name) or len(name) > 50:
         raise BadInput(
@@ -170,7 +224,7 @@ def _script(profile: Profile, options: K8sOptions, rank: int) -> str:
             raw[at] = f"$$((LWS_WORKER_INDEX * {dp_local_size(profile)}))"
         if step.name == "ray-worker":
             argv.append("--block")  # the pod lives as long as its Ray node
-        words = [raw.get(j) or shlex.quote(word) for j, word in enumerate(argv)]
+        words = [raw.get(j) or k8s_literal(shlex.quote(word)) for j, word in enumerate(argv)]
         last = i == len(steps) - 1
         lines.append(("exec " if last else "") + " ".join(words))
     return "\n".join(lines) + "\n"
@@ -195,7 +249,7 @@ def _per_worker_env(profile: Profile) -> list[str]:
             exports.update(GLOO_SOCKET_IFNAME=host.nic, TP_SOCKET_IFNAME=host.nic, HCCL_SOCKET_IFNAME=host.nic)
         exports.update(host.env)
         if exports:
-            body = " ".join(f"export {k}={shlex.quote(v)};" for k, v in exports.items())
+            body = " ".join(f"export {k}={k8s_literal(shlex.quote(v))};" for k, v in exports.items())
             cases.append(f"  {rank}) {body} ;;")
     return ['case "$LWS_WORKER_INDEX" in', *cases, "esac"] if cases else []
 
@@ -219,7 +273,7 @@ def _env(profile: Profile, rank: int, name: str) -> list[dict[str, Any]]:
         if is_secret_name(key):
             env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
         else:
-            env.append({"name": key, "value": value})
+            env.append({"name": key, "value": k8s_literal(value)})
     if profile.server.api_key_env:
         env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "VLLM_API_KEY"}}})
     return env

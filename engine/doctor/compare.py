@@ -96,15 +96,30 @@ def compare_reports(reports: Sequence[tuple[str, Any]]) -> DoctorReport:
         raise BadInput("--compare needs at least two reports", "ascendctl doctor --compare node0.json node1.json")
     hosts: list[str] = []
     facts_by_host: dict[str, Mapping[str, Any]] = {}
+    given: dict[str, list[str]] = {}  # host name -> the files that report it
     for name, data in reports:
         data = _validate(name, data)
         label = host_label(name, data)
+        given.setdefault(label, []).append(name)
         if label in facts_by_host:  # two reports of one host name (copied trees): keep both apart
             label = f"{label} ({name})"
         hosts.append(label)
         facts_by_host[label] = data["facts"]
     table: dict[str, dict[str, Any]] = {}
     checks: list[CheckResult] = []
+    twice = {h: names for h, names in given.items() if len(names) > 1}
+    if twice:
+        # One host given twice agrees with itself: "the same stack" would say nothing about the others.
+        said = "; ".join(f"{h} in {', '.join(names)}" for h, names in twice.items())
+        checks.append(
+            CheckResult(
+                "hosts.distinct",
+                "skew",
+                Status.WARN,
+                f"one host reported more than once: {said}",
+                "give one report per node (ascendctl doctor --json > NODE.json on each)",
+            )
+        )
     for label, cid, read, fix in FIELDS:
         values = {h: read(facts_by_host[h]) for h in hosts}
         values = {h: (None if v is None else str(v)) for h, v in values.items()}
@@ -139,11 +154,15 @@ def compare_reports(reports: Sequence[tuple[str, Any]]) -> DoctorReport:
             summary = f"{label} differs: " + "; ".join(odd) + f" (the others: {ref})"
         checks.append(CheckResult(cid, "skew", Status.ERROR, summary, fix))
     errors = sum(c.status is Status.ERROR for c in checks)
-    headline = (
-        f"{len(hosts)} hosts; {errors} version skew(s): the nodes cannot serve together"
-        if errors
-        else f"{len(hosts)} hosts; the same stack on every host"
-    )
+    unknown = [c for c in checks if c.status is Status.WARN and c.id.startswith("skew.")]
+    distinct = len(given)
+    count = f"{len(hosts)} hosts" if distinct == len(hosts) else f"{len(hosts)} reports of {distinct} host(s)"
+    if errors:
+        headline = f"{count}; {errors} version skew(s): the nodes cannot serve together"
+    elif unknown:
+        headline = f"{count}; the same stack where known, {len(unknown)} version(s) unknown on some hosts"
+    else:
+        headline = f"{count}; the same stack on every host"
     return DoctorReport(
         platform="cluster",
         headline=headline,

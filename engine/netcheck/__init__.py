@@ -138,6 +138,8 @@ def find_tool(host: Host) -> str | None:
 
 
 TIMED_OUT = "no answer within the timeout"
+# The most of one hccn_tool answer that is read (a real one is a few hundred bytes).
+ANSWER_LIMIT = 64 * 1024
 
 
 def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> tuple[str | None, str | None]:
@@ -150,7 +152,8 @@ def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> 
         return None, "not recorded"
     if not res.ok and not res.stdout.strip():
         return None, (res.stderr.strip() or f"exit status {res.returncode}").splitlines()[0][:120]
-    return res.stdout, None
+    # An answer is a few lines; a runaway one is cut so that parsing it costs nothing.
+    return res.stdout[:ANSWER_LIMIT], None
 
 
 def _collect_one(host: Host, tool: str, index: int, timeout: float) -> Nic:
@@ -180,6 +183,10 @@ def collect(host: Host, tool: str, indices: Sequence[int], workers: int = 4, tim
 
 
 def _fix(template: str, nics: Sequence[int]) -> str:
+    """A fix for the NICs named: a command runs once per NIC (`$i`, then `for i in ...`); a sentence
+    names them (`NIC 0-3`)."""
+    if not template.startswith("hccn_tool"):
+        return template.replace("{nic}", _ranges(nics))
     return template.replace("{nic}", str(nics[0]) if len(nics) == 1 else "$i") + (
         f"  (for i in {' '.join(map(str, nics))})" if len(nics) > 1 else ""
     )
@@ -236,6 +243,15 @@ def check_tool(ctx: NetContext) -> Outcome:
             "install the Ascend driver, or mount /usr/local/Ascend/driver/tools into the container",
         )
     where = f"hccn_tool at {ctx.tool}" if ctx.live else "hccn_tool answers recorded"
+    silent = [n for n in ctx.nics if n.answers and all(v is None for v in n.answers.values())]
+    if ctx.nics and len(silent) == len(ctx.nics):
+        # Every check below would skip: a node whose NICs could not be checked must not pass.
+        why = next((p for n in silent for p in n.problems.values() if p), "no answer")
+        return error(
+            f"{where} answered no question on NIC {_ranges([n.index for n in silent])}: {why}",
+            "run `hccn_tool -i 0 -link -g` by hand; a busy or hung driver answers nothing "
+            "(check `npu-smi info`, dmesg, and that no other job holds the NPUs)",
+        )
     return ok(f"{where}; NIC(s) {_ranges([n.index for n in ctx.nics])}")
 
 
@@ -277,14 +293,30 @@ def check_ip(ctx: NetContext) -> Outcome:
     return ok(f"addresses: {got}")
 
 
-def _same_everywhere(ctx: NetContext, query: str, parse: Callable[[str], str | None], what: str, fix: str) -> Outcome:
+def _same_everywhere(
+    ctx: NetContext, query: str, parse: Callable[[str], str | None], what: str, fix: str, address: bool = False
+) -> Outcome:
     values = {n.index: parse(n.answers.get(query) or "") for n in ctx.nics if n.answers.get(query) is not None}
     if not values:
         return skip(f"no NIC answered `-{query} -g`")
     missing = [i for i, v in values.items() if v is None]
     if missing:
         return warn(f"no {what} on NIC {_ranges(missing)}", _fix(fix, missing))
+    if address:
+        bad = {i: v for i, v in values.items() if not _is_address(v)}
+        if bad:
+            return error(f"{what} is not an IP address: {_grouped(bad)}", _fix(fix, list(bad)))
     return ok(f"{what}: {_grouped(values)}")
+
+
+def _is_address(value: str | None) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value or "")
+    except ValueError:
+        return False
+    return True
 
 
 def _grouped(values: Mapping[int, Any]) -> str:
@@ -302,6 +334,7 @@ def check_gateway(ctx: NetContext) -> Outcome:
         hccn.gateway,
         "gateway",
         "hccn_tool -i {nic} -gateway -s gateway <G>, and gateway_{nic}= in /etc/hccn.conf",
+        address=True,
     )
 
 
@@ -312,6 +345,7 @@ def check_netdetect(ctx: NetContext) -> Outcome:
         hccn.netdetect,
         "detect address",
         "hccn_tool -i {nic} -netdetect -s address <gateway>, and netdetect_{nic}= in /etc/hccn.conf",
+        address=True,
     )
 
 
@@ -321,7 +355,7 @@ def check_lldp(ctx: NetContext) -> Outcome:
         "lldp",
         hccn.lldp_ifname,
         "switch port (LLDP)",
-        "no LLDP neighbour on NIC {nic}: check that its cable reaches a switch port with LLDP enabled",
+        "check that the cable of NIC {nic} reaches a switch port with LLDP enabled",
     )
 
 
@@ -332,6 +366,12 @@ def check_tls(ctx: NetContext) -> Outcome:
     known = {i: v for i, v in values.items() if v is not None}
     if not known:
         return skip("no NIC answered `-tls -g` with a tls switch")
+    odd = {i: v[:20] for i, v in known.items() if v not in ("0", "1")}
+    if odd:
+        return error(
+            f"TLS switch value netcheck does not know (0 or 1 expected): {_grouped(odd)}",
+            "read `hccn_tool -i N -tls -g` by hand; set one value on every NIC: hccn_tool -i $i -tls -s enable 0",
+        )
     if len(set(known.values())) > 1:
         on = [i for i, v in known.items() if v == "1"]
         return error(
@@ -598,11 +638,13 @@ def live_interfaces() -> dict[str, list[str]]:
 
 def _recorded_interfaces(root: Path) -> dict[str, list[str]] | None:
     """`.recorded/interfaces`: one `NAME ADDRESS...` a line (what `ip -brief addr` prints, state column allowed)."""
-    path = root / ".recorded" / "interfaces"
-    if not path.is_file():
+    from engine.system.archive import read_regular
+
+    raw = read_regular(root / ".recorded" / "interfaces")
+    if raw is None:
         return None
     out: dict[str, list[str]] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in raw.decode("utf-8", "replace").splitlines():
         words = line.split()
         if words:
             out[words[0]] = [

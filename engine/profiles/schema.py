@@ -48,6 +48,8 @@ class Spec:
     help: str = ""
     # Turns an accepted value into the one the profile keeps (an alias into its canonical name).
     convert: Callable[[Any], Any] | None = None
+    # A string must match this (re.fullmatch), said as the second item when it does not.
+    pattern: tuple[str, str] | None = None
 
     def describe(self) -> str:
         names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
@@ -63,6 +65,10 @@ class Spec:
 
 
 NUMBER = (int, float)
+# A Linux interface name (IFNAMSIZ: 15 characters; what `ip link` accepts and the HCCL/Gloo
+# variables name).
+IFNAME = (r"[A-Za-z0-9_.:\-]{1,15}", "an interface name: letters, digits, '_', '.', ':', '-', at most 15")
+ONE_LINE = (r"[^\x00-\x1f\x7f]+", "one line of text, without control characters")
 
 # section -> key -> Spec. `env` is a free mapping of variable names and is checked apart.
 SCHEMA: dict[str, dict[str, Spec]] = {
@@ -77,8 +83,12 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "count": Spec(int, default=1, minimum=1, help="devices on the host"),
     },
     "model": {
-        "path": Spec(str, required=True, help="model directory; ${cache} is the ascendctl cache dir, ~ is home"),
-        "served_name": Spec(str, help="name clients use in requests (defaults to the directory name)"),
+        "path": Spec(
+            str, required=True, pattern=ONE_LINE, help="model directory; ${cache} is the ascendctl cache dir, ~ is home"
+        ),
+        "served_name": Spec(
+            str, pattern=ONE_LINE, help="name clients use in requests (defaults to the directory name)"
+        ),
     },
     "engine": {
         "tensor_parallel_size": Spec(int, default=1, minimum=1, help="--tensor-parallel-size"),
@@ -156,6 +166,7 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         ),
         "nic": Spec(
             str,
+            pattern=IFNAME,
             help="name of the network interface that holds those addresses: GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME "
             "and HCCL_SOCKET_IFNAME on every host",
         ),
@@ -362,6 +373,8 @@ def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
         if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
             return value, "must be a list of strings"
         value = tuple(str(v) for v in value)
+    if spec.pattern is not None and isinstance(value, str) and not re.fullmatch(spec.pattern[0], value):
+        return value, f"must be {spec.pattern[1]}, got {quote(value)}"
     if spec.choices and value not in spec.choices:
         return (
             value,
@@ -531,6 +544,9 @@ def _nodes(
         nic = item.get("nic")
         if nic is not None and not isinstance(nic, str):
             problems.append(Problem(*at, f"{key}.nic", f"must be a string, got {quote(nic)}"))
+            nic = None
+        elif nic is not None and not re.fullmatch(IFNAME[0], nic):
+            problems.append(Problem(*at, f"{key}.nic", f"must be {IFNAME[1]}, got {quote(nic)}"))
             nic = None
         host_env, more = _env_problems(item.get("env") or {}, f"{key}.env", at, item.get("env"))
         problems.extend(more)

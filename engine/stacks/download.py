@@ -30,7 +30,6 @@ import os
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
@@ -46,8 +45,10 @@ from engine.stacks.wheelhouse import (
     Missing,
     StepResult,
     Target,
+    WheelhouseError,
     file_for,
     package_files,
+    read_manifest,
     sha256,
     write_manifest,
 )
@@ -64,6 +65,8 @@ PIP_MAIN = (
     "from pip._internal.cli.main import main; sys.exit(main())"
 )
 
+# The most of one metadata file (PKG-INFO, pyproject.toml, requirements) read from a source archive.
+SDIST_FILE_LIMIT = 4 * 1024 * 1024
 # pip's lines worth showing while a step runs (resolution, then the files saved).
 SHOWN = ("Collecting", "Saved", "File was", "ERROR")
 Progress = Callable[[str], None]
@@ -187,21 +190,14 @@ def sdist_requirements(path: Path, empty_target: bool = False) -> tuple[list[str
     PKG-INFO's Requires-Dist (or requirements.txt where PKG-INFO leaves them dynamic; vLLM built
     with VLLM_TARGET_DEVICE=empty reads requirements/common.txt) and pyproject.toml's
     [build-system] requires (setuptools and wheel where it has none)."""
+    from engine.system.archive import read_members
+
     files: dict[str, str] = {}
     wanted = ("PKG-INFO", "pyproject.toml", "requirements.txt", "requirements/common.txt")
-    if path.name.endswith(".zip"):
-        with zipfile.ZipFile(path) as z:
-            for n in z.namelist():
-                if n.split("/", 1)[-1] in wanted and n.count("/") <= 2:
-                    files.setdefault(n.split("/", 1)[-1], z.read(n).decode("utf-8", "replace"))
-    else:
-        with tarfile.open(path) as t:
-            for member in t:
-                rel = member.name.split("/", 1)[-1]
-                if member.isfile() and rel in wanted and member.name.count("/") <= 2:
-                    f = t.extractfile(member)
-                    if f is not None:
-                        files.setdefault(rel, f.read().decode("utf-8", "replace"))
+    # An index's archive is read through the one safe reader: regular members only, each capped.
+    found = read_members(path, lambda n: n.split("/", 1)[-1] in wanted and n.count("/") <= 2, limit=SDIST_FILE_LIMIT)
+    for name, data in found.items():
+        files.setdefault(name.split("/", 1)[-1], data.decode("utf-8", "replace"))
     info = files.get("PKG-INFO", "")
     requires_dist = re.findall(r"^Requires-Dist:\s*(.+?)\s*$", info, re.M)
     dynamic = re.search(r"^Dynamic:\s*Requires-Dist\s*$", info, re.M | re.I)
@@ -298,6 +294,53 @@ def _no_binary(step: Step) -> set[str]:
     return {_normal(opts[i + 1]) for i, a in enumerate(opts[:-1]) if a == "--no-binary"}
 
 
+def check_dest(dest: str | Path) -> Path:
+    """The wheelhouse folder, checked before any download: a folder (made here when missing),
+    never an existing file or device (`--dest /dev/null`). ValueError naming it otherwise."""
+    folder = Path(dest)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--dest {folder} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--dest {folder}: cannot make the folder ({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"--dest {folder}: this user cannot write in it")
+    return folder
+
+
+def drop_unverified(folder: Path, progress: Progress = lambda _line: None) -> list[str]:
+    """Remove the package files already in `folder` that its manifest cannot vouch for: a file
+    that no longer matches the sha256 recorded when it was downloaded, or one the manifest does not
+    list (a file added by hand for a requirement the download could not fetch is kept, and so is
+    every file of a folder without a manifest, filled by hand). pip reuses
+    whatever it finds, and the new manifest would record a changed file's checksum as correct."""
+    if not (folder / "ascendctl-wheelhouse.json").exists():
+        return []  # a folder filled by hand: what the user put there is what they chose
+    try:
+        old = read_manifest(folder)
+    except WheelhouseError:
+        old = None
+    known = {e.name: e for e in old.files} if old else {}
+    missing = old.missing if old else []
+    dropped = []
+    for path in package_files(folder):
+        entry = known.get(path.name)
+        if entry is not None and path.stat().st_size == entry.size and sha256(path) == entry.sha256:
+            continue
+        if entry is None and any(file_for(m.requirement, [path.name]) for m in missing):
+            continue
+        why = (
+            "no longer matches the sha256 recorded when it was downloaded"
+            if entry
+            else "is not in the folder's manifest"
+        )
+        path.unlink()
+        dropped.append(path.name)
+        progress(f"warning: removed {path.name}: it {why} (fetched again if the plan needs it)")
+    return dropped
+
+
 def download_plan(
     plan: Plan,
     target: Target,
@@ -313,8 +356,8 @@ def download_plan(
 ) -> Manifest:
     """Fetch the plan's files for `target` into `dest` and write the manifest there. A step that
     fails is recorded and the next one still runs; `Manifest.complete` says whether all is there."""
-    folder = Path(dest)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = check_dest(dest)
+    drop_unverified(folder, progress)
     pypi = pypi or os.environ.get("PIP_INDEX_URL") or PYPI_SIMPLE
     steps = [s for s in plan.steps if s.kind == "install"]
     ids = [s.id for s in steps] + [OWN_STEP]

@@ -12,7 +12,9 @@ before the first step. engine/stacks/download.py fills a wheelhouse; this module
     python -m engine.stacks.wheelhouse --check-host DIR
 
 is what install.sh asks before its first pip call (the standard library alone: nothing is
-installed yet): exit 1, each difference named with its fix, when the target is not this host.
+installed yet): exit 1, each problem named with its fix, when the target is not this host, when a
+file does not match its checksum, or when the folder holds a package file the manifest does not
+list (pip's --find-links would take it, a newer version first).
 """
 
 from __future__ import annotations
@@ -133,8 +135,14 @@ class Manifest:
             files=[FileEntry(**f) for f in data.get("files", [])],
             missing=[Missing(**m) for m in data.get("missing", [])],
             only=data.get("only"),
-            schema_version=int(data.get("schema_version", SCHEMA)),
+            schema_version=_schema(data.get("schema_version", SCHEMA)),
         )
+
+
+def _schema(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        raise ValueError(f"schema_version {value!r}")
+    return int(value)
 
 
 class WheelhouseError(ValueError):
@@ -176,15 +184,45 @@ def read_manifest(folder: str | Path) -> Manifest:
         raise WheelhouseError(f"cannot read {path}: {exc}", fix) from None
     if not isinstance(data, dict) or data.get("kind") != "ascendctl-wheelhouse":
         raise WheelhouseError(f"{path} is not a wheelhouse manifest", fix)
-    if int(data.get("schema_version", 0)) > SCHEMA:
+    try:
+        version = _schema(data.get("schema_version", 0))
+    except ValueError:
+        raise WheelhouseError(f"{path}: schema_version {data.get('schema_version')!r} is not a number", fix) from None
+    if version > SCHEMA:
         raise WheelhouseError(
             f"{path} was written by a newer ascendctl (manifest version {data['schema_version']})",
             "install with the ascendctl version that made it",
         )
     try:
-        return Manifest.from_json(data)
-    except (KeyError, TypeError) as exc:
-        raise WheelhouseError(f"{path} lacks a field ({exc})", fix) from None
+        manifest = Manifest.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise WheelhouseError(f"{path} lacks a field or has one of the wrong type ({exc})", fix) from None
+    target = manifest.target
+    for name, value, shape in (
+        ("target.arch", target.arch, r"[A-Za-z0-9_]+"),
+        ("target.python", target.python, r"3\.\d{1,2}"),
+        ("target.glibc", target.glibc, r"2\.\d{1,3}"),
+    ):
+        if not isinstance(value, str) or not re.fullmatch(shape, value):
+            raise WheelhouseError(f"{path}: {name} is {value!r}, not a string such as the download writes", fix)
+    for entry in manifest.files:
+        if not _plain_name(entry.name) or not isinstance(entry.size, int) or not isinstance(entry.sha256, str):
+            raise WheelhouseError(
+                f"{path}: the file entry {entry.name!r} is not a plain file name with its size and sha256", fix
+            )
+    return manifest
+
+
+def _plain_name(name: object) -> bool:
+    """A file name of the folder itself: no folder part (`../../etc/hostname`, `/etc/passwd`),
+    nothing hidden, no control character."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not name.startswith(".")
+        and not any(c in name for c in "/\\")
+        and all(c.isprintable() for c in name)
+    )
 
 
 def _dist_name(filename: str) -> str:
@@ -266,12 +304,31 @@ def content_problems(folder: Path, manifest: Manifest) -> list[tuple[str, str]]:
                     f"{miss.index} and copy it into {folder}",
                 )
             )
+    return problems + file_problems(folder, manifest)
+
+
+def file_problems(folder: Path, manifest: Manifest) -> list[tuple[str, str]]:
+    """(cause, fix) for every file of the manifest that is missing or does not match its sha256,
+    and every package file in the folder the manifest does not list: pip's --find-links would
+    install it (a newer version first). A file added by hand for a requirement the download
+    could not fetch (`missing`) is the one exception."""
+    problems = []
+    listed = {entry.name for entry in manifest.files}
     for entry in manifest.files:
         path = folder / entry.name
-        if not path.is_file():
+        if not path.is_file() or path.is_symlink():
             problems.append((f"{entry.name} is missing from the wheelhouse", "copy the whole folder again"))
         elif path.stat().st_size != entry.size or sha256(path) != entry.sha256:
             problems.append((f"{entry.name} does not match its checksum (damaged in transfer)", "copy it again"))
+    for path in package_files(folder):
+        if path.name in listed or any(file_for(m.requirement, [path.name]) for m in manifest.missing):
+            continue
+        problems.append(
+            (
+                f"{path.name} is in the wheelhouse but not in its manifest (pip would install it unchecked)",
+                f"remove it from {folder}, or make the wheelhouse again with `ascendctl engine download`",
+            )
+        )
     return problems
 
 
@@ -328,6 +385,9 @@ def main(argv: list[str]) -> int:
         glibc = re.search(r"glibc\s+(\d+\.\d+)", libc)
         python = ".".join(str(x) for x in sys.version_info[:3])
         problems = host_problems(manifest.target, platform.machine(), python, glibc.group(1) if glibc else None)
+        # Every file checked before the first pip call: a tampered or unlisted dependency of
+        # ascendctl itself would otherwise run before any later check could flag it.
+        problems += file_problems(Path(argv[1]), manifest)
     for cause, fix in problems:
         print(f"install.sh: {cause}", file=sys.stderr)
         print(f"  fix: {fix}", file=sys.stderr)

@@ -25,8 +25,17 @@ class Host:
         return self.root / p.relative_to(p.anchor) if p.is_absolute() else self.root / p
 
     def read_text(self, p: str | os.PathLike[str]) -> str | None:
-        """The file's text, or None when it is missing or unreadable."""
-        try:
-            return self.path(p).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
+        """The file's text, or None when it is missing, unreadable or not a regular file (a FIFO,
+        /dev/zero); at most engine.system.archive.MAX_READ bytes. In a recorded tree, links are
+        followed inside the tree only: one that leads out (`etc/hostname -> /etc/shadow` in a
+        crafted archive) reads as missing."""
+        from engine.system.archive import inside, read_regular
+
+        if self.root == Path("/"):
+            data = read_regular(self.path(p), follow=True)
+        else:
+            from engine.system.paths import realpath
+
+            local = self.path(realpath(self, os.fspath(p)))
+            data = read_regular(local) if inside(self.root, local) else None
+        return None if data is None else data.decode("utf-8", "replace")

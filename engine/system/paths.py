@@ -49,7 +49,11 @@ def read_text(host: Host, path: str) -> str | None:
 
 
 def listdir(host: Host, path: str) -> list[str]:
+    real = realpath(host, path)
+    note = getattr(host, "note_listed", None)
+    if note is not None:  # a bundle records which folders a probe listed (engine.bundle.recording)
+        note(real)
     try:
-        return sorted(os.listdir(host.path(realpath(host, path))))
+        return sorted(os.listdir(host.path(real)))
     except OSError:
         return []

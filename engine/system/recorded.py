@@ -103,7 +103,7 @@ class RecordedRunner:
         self.dir = commands_dir
         self.transcript: dict[str, str] = {}
         if transcript is not None and transcript.is_file():
-            self.transcript = read_transcript(transcript.read_text(encoding="utf-8", errors="replace"))
+            self.transcript = read_transcript(_read(transcript) or "")
 
     def which(self, name: str) -> str | None:
         prefix = command_key([name])
@@ -114,7 +114,7 @@ class RecordedRunner:
 
     def _files(self) -> list[Path]:
         try:
-            return [p for p in self.dir.iterdir() if p.is_file()]
+            return [p for p in self.dir.iterdir() if p.is_file() and not p.is_symlink()]
         except OSError:
             return []
 
@@ -132,19 +132,18 @@ class RecordedRunner:
             return CommandResult(tuple(argv), 0, self.transcript[key], "")
         if not out.exists():
             raise ToolMissing(f"{posixpath.basename(argv[0])} not recorded", "record its output in .recorded/commands/")
-        err = self.dir / f"{key}.err"
-        rc = self.dir / f"{key}.rc"
+        rc_text = (_read(self.dir / f"{key}.rc") or "0").strip() or "0"
         return CommandResult(
             tuple(argv),
-            int(rc.read_text().strip() or 0) if rc.exists() else 0,
-            out.read_text(encoding="utf-8", errors="replace"),
-            err.read_text(encoding="utf-8", errors="replace") if err.exists() else "",
+            int(rc_text) if re.fullmatch(r"-?\d{1,4}", rc_text) else 1,
+            _read(out) or "",
+            _read(self.dir / f"{key}.err") or "",
         )
 
 
 def read_env_file(path: Path) -> dict[str, str]:
     env: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in (_read(path) or "").splitlines():
         name, sep, value = line.partition("=")
         if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             env[name] = value
@@ -176,33 +175,59 @@ def recorded_root(path: str | Path) -> Path:
     if key not in _UNPACKED:
         import atexit
         import shutil
+        import tarfile
         import tempfile
+
+        from engine.errors import BadInput
+        from engine.system.archive import ArchiveRefused, unpack
 
         dest = Path(tempfile.mkdtemp(prefix="ascendctl-recorded-"))
         atexit.register(shutil.rmtree, dest, True)
         try:
-            with tarfile.open(path) as tar:
-                tar.extractall(dest, filter=_safe_member)
+            unpack(path, dest)
+        except ArchiveRefused as exc:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise BadInput(
+                f"{path} is not unpacked: {exc}",
+                f"unpack it yourself into a folder (mkdir case && tar xzf {path} -C case) and give that folder",
+            ) from None
         except (tarfile.TarError, OSError, EOFError) as exc:
+            shutil.rmtree(dest, ignore_errors=True)
             raise Unreachable(
                 f"cannot unpack {path}: {exc}",
                 "give --root a recorded tree or an archive written by `ascendctl bundle`",
             ) from exc
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        _remove_on_sigterm()
         entries = list(dest.iterdir())
         # A bundle holds one folder; a hand-made archive may hold the tree itself.
         _UNPACKED[key] = entries[0] if len(entries) == 1 and entries[0].is_dir() else dest
     return _UNPACKED[key]
 
 
-def _safe_member(member, dest):  # noqa: ANN001 - tarfile's filter signature
-    """tarfile's "tar" filter (nothing written outside the folder, no set-id bits), and only files,
-    folders and symbolic links: a recorded tree keeps its links (`latest -> 8.2.RC1`), which the
-    stricter "data" filter refuses when absolute, but never devices or hard links."""
-    import tarfile
+def _remove_on_sigterm() -> None:
+    """The unpacked folder lives until the process ends; a SIGTERM ends it as Ctrl-C does (the
+    atexit clean-up runs) where nothing else handles SIGTERM."""
+    import signal
+    import threading
 
-    if not (member.isfile() or member.isdir() or member.issym()):
-        return None
-    return tarfile.tar_filter(member, dest)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+    except (ValueError, OSError):
+        pass
+
+
+def _read(path: Path) -> str | None:
+    """A recorded file's text: a regular file only, no link at its end followed, capped."""
+    from engine.system.archive import read_regular
+
+    data = read_regular(path)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def recorded_host(root: str | Path) -> tuple[Host, bool]:

@@ -146,3 +146,27 @@ def test_netcheck_root_renders_an_undocumented_word_as_unknown(capsys, tmp_path)
     assert "Unknown on NIC 0 (hccn_tool got a result it has no word for)" in out
     assert "Something new on NIC 1 (a state netcheck does not know)" in out
     assert "look up `Something new` in the hccn_tool manual" in out
+
+
+def test_doctor_compare_of_one_host_twice_says_so(capsys, tmp_path):
+    a = _doctor_json(capsys, tmp_path, "healthy-910b")
+    b = tmp_path / "again.json"
+    b.write_text(open(a).read())
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", a, str(b))
+    data = json.loads(out)
+    twice = next(x for x in data["checks"] if x["id"] == "hosts.distinct")
+    assert twice["status"] == "warning" and "healthy-910b" in twice["summary"] and "again.json" in twice["summary"]
+    assert data["headline"].startswith("2 reports of 1 host(s)")
+
+
+def test_doctor_compare_headline_names_versions_it_could_not_read(capsys, tmp_path):
+    a = json.loads(open(_doctor_json(capsys, tmp_path, "healthy-910b")).read())
+    b = json.loads(json.dumps(a))
+    b["facts"]["host"] = "node-b"
+    b["facts"]["driver"] = None  # a host whose driver version doctor could not read
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    code, out, _ = run(capsys, "doctor", "--compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
+    assert code == 0
+    assert "the same stack where known" in out and "unknown on some hosts" in out
+    assert "the same stack on every host" not in out

@@ -72,3 +72,55 @@ def test_cluster_reports_cann_skew_naming_the_node(monkeypatch, capsys):
     # Each node ran its own doctor and netcheck, on the node it was pinned to.
     assert len({r["facts"]["ray_node"]["id"] for r in data["reports"]}) == 2
     assert all("netcheck" in r["facts"] for r in data["reports"])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_ray_address_is_said_at_once(monkeypatch, capsys):
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")  # nothing listens there
+    started = time.monotonic()
+    assert main(["doctor", "--cluster"]) == 3
+    assert time.monotonic() - started < 15
+    err = capsys.readouterr().err
+    assert "cannot reach the Ray cluster at 127.0.0.1:" in err and "fix:" in err
+    assert not ray.is_initialized()
+
+
+def test_the_password_of_a_ray_address_is_never_quoted(monkeypatch, capsys):
+    monkeypatch.setenv("RAY_ADDRESS", f"http://alice:S3cretPW@127.0.0.1:{_free_port()}")
+    assert main(["doctor", "--cluster"]) == 3
+    captured = capsys.readouterr()
+    assert "S3cretPW" not in captured.err + captured.out
+    assert "alice:****@127.0.0.1" in captured.err
+
+
+def test_a_head_that_accepts_but_never_answers_costs_the_connect_deadline(tmp_path):
+    """A port that takes the connection and says nothing (a stuck head, another service): Ray's
+    client would retry for ever; doctor gives up after its deadline (3 s here) with exit 3."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        code = (
+            "import engine.cluster as c; c.CONNECT_TIMEOUT_S = 3; from ascendctl.cli import main; "
+            "raise SystemExit(main(['doctor', '--cluster']))"
+        )
+        env = {**__import__("os").environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(REPO)}
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=90, cwd=tmp_path
+        )
+        took = time.monotonic() - started
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "cannot reach the Ray cluster at 127.0.0.1:" in proc.stderr and "no answer within 3 s" in proc.stderr
+    assert took < 60

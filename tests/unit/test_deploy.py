@@ -232,3 +232,67 @@ def test_cli_writes_yaml_and_json(capsys, tmp_path):
     # a one-host profile gets a Deployment (tests/unit/test_deploy_single.py); none is known for the CPU engine
     assert main(["deploy", "k8s", "--profile", "cpu-tiny"]) == 2
     assert "no engine image is known for platform cpu" in capsys.readouterr().err
+
+
+def k8s_expand(text: str, env: dict[str, str]) -> str:
+    """What Kubernetes does to a container's command and env values before the process starts
+    (k8s.io/kubernetes third_party/forked/golang/expansion): `$$` is `$`, `$(NAME)` of a defined
+    variable its value, anything else as written."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and ")" in text[i:]:
+            name = text[i + 2 : text.index(")", i)]
+            out.append(env.get(name, text[i : text.index(")", i) + 1]))
+            i = text.index(")", i) + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def test_profile_values_reach_vllm_as_written_after_kubernetes_expansion():
+    text = DP_PROFILE.read_text().replace("served_name: deepseek_v3", 'served_name: "m$(HF_TOKEN)x$$y"')
+    text = text.replace("env:\n", 'env:\n  HF_TOKEN: hf_placeholder\n  NOTE_VALUE: "v$(HF_TOKEN)"\n', 1)
+    lws, _ = lws_manifest(load_profile_text(text, "p.yaml"), K8sOptions(image=IMAGE))
+    pod_env = {"HF_TOKEN": "hf_THE_SECRET", "POD_IP": "10.0.0.5", "LWS_LEADER_ADDRESS": "10.0.0.4"}
+    for template in templates(lws):
+        command = k8s_expand(container(template)["command"][2], pod_env)
+        assert "hf_THE_SECRET" not in command
+        words = shlex.split(command.splitlines()[-1])
+        if "--served-model-name" in words:
+            assert words[words.index("--served-model-name") + 1] == "m$(HF_TOKEN)x$$y"
+        values = {e["name"]: k8s_expand(e["value"], pod_env) for e in container(template)["env"] if "value" in e}
+        assert values["NOTE_VALUE"] == "v$(HF_TOKEN)"
+        # ascendctl's own references still become the pod's addresses.
+        assert values["HCCL_IF_IP"] == "10.0.0.5"
+        assert "10.0.0.5" in command or "10.0.0.4" in command
+
+
+@pytest.mark.parametrize(
+    "option, said",
+    [
+        ({"namespace": "Bad_NS!"}, "--namespace 'Bad_NS!' is not a namespace name"),
+        ({"shm_size": "lots"}, "--shm-size 'lots' is not a Kubernetes quantity"),
+        ({"image": ""}, "--image '' is not an image reference"),
+        ({"npu_resource": "huawei.com/x: y\n"}, "is not a resource name"),
+        ({"npu_resource": ""}, "--npu-resource '' is not a resource name"),
+        ({"replicas": 100000000000}, "--replicas 100000000000 is out of range"),
+    ],
+)
+def test_options_kubernetes_would_refuse_are_refused_here(option, said):
+    options = {"image": IMAGE, **option}
+    with pytest.raises(BadInput, match=re_escape(said)):
+        lws_manifest(load_profile(str(DP_PROFILE), []), K8sOptions(**options))
+
+
+def test_valid_options_still_pass_kubernetes_schemas():
+    check_schemas(manifest(namespace="serving-1", shm_size="512Mi", npu_resource="huawei.com/Ascend910", replicas=3))
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)

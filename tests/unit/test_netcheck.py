@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -375,3 +376,45 @@ def test_live_hccn_tool_on_path_and_a_hung_nic(tmp_path):
     assert r.facts["unanswered"][5]["net_health"] == "not asked after a timeout"
     assert row(r, "nic.fec").status is Status.SKIP  # the guide shows no -fec answer: the tool fails, unknown
     assert r.facts["unanswered"][0]["fec"] == "unknown command"
+
+
+def _copy_guide(tmp_path: Path) -> Path:
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(NET / "multinode-guide-910b", tree)
+    return tree
+
+
+def test_a_node_whose_hccn_tool_answers_nothing_does_not_pass(tmp_path):
+    """Every question recorded as hung (the `.hang` state of a recorded machine): every NIC check
+    would skip, and a node whose NICs could not be checked must not read "no errors"."""
+    tree = _copy_guide(tmp_path)
+    commands = tree / ".recorded" / "commands"
+    for out in commands.glob("hccn_tool_*.out"):
+        out.unlink()
+        (commands / (out.stem + ".hang")).write_text("")
+    r = run_netcheck(tree, nics=[0, 1, 2, 3])
+    tool = row(r, "hccn.tool")
+    assert tool.status is Status.ERROR and "answered no question on NIC 0-3" in tool.summary
+    assert "no answer within" in tool.summary and "by hand" in tool.fix
+    assert r.exit_code() == 1 and "no errors" not in r.headline
+
+
+def test_odd_answers_are_errors_and_fixes_name_the_nics(tmp_path):
+    tree = _copy_guide(tmp_path)
+    commands = tree / ".recorded" / "commands"
+    for i in range(4):  # the guide's real answers with one value changed
+        tls = commands / f"hccn_tool_-i_{i}_-tls_-g.out"
+        tls.write_text(re.sub(r"tls switch\[\d+\]", "tls switch[99999999999999999999999]", tls.read_text()))
+        gw = commands / f"hccn_tool_-i_{i}_-gateway_-g.out"
+        gw.write_text(re.sub(r"(default gateway:)\s*[^,\s]+", r"\1nan", gw.read_text()))
+        (commands / f"hccn_tool_-i_{i}_-lldp_-g.out").write_text("")
+    r = run_netcheck(tree, nics=[0, 1, 2, 3])
+    tls = row(r, "nic.tls")
+    assert tls.status is Status.ERROR and "(disabled)" not in tls.summary and "does not know" in tls.summary
+    gateway = row(r, "nic.gateway")
+    assert gateway.status is Status.ERROR and "not an IP address: nan on NIC 0-3" in gateway.summary
+    lldp = row(r, "nic.lldp")
+    assert lldp.fix == "check that the cable of NIC 0-3 reaches a switch port with LLDP enabled"
+    assert "$i" not in lldp.fix and "for i in" not in lldp.fix

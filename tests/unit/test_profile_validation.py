@@ -194,3 +194,36 @@ def test_profile_show_json_masks_the_overrides_too(capsys):
     assert "hunter2" not in out
     data = json.loads(out)
     assert data["overrides"] == ["env.DB_PASSWORD=****"] and data["profile"]["env"]["DB_PASSWORD"] == "****"
+
+
+# -- values that cannot be what they name ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sets, key",
+    [
+        (("nodes.nic=eth0$(touch x)",), "nodes.nic"),
+        (("nodes.nic=enp1s0'; rm -rf /; '",), "nodes.nic"),
+        (("nodes.nic=averyveryverylongifname0",), "nodes.nic"),
+    ],
+)
+def test_interface_names_are_checked(sets, key):
+    problems = _problems("910b-deepseek-v3.1-w8a8-2x8", *sets)
+    assert f"{key}: must be" in problems
+
+
+def test_a_host_override_with_an_impossible_interface_name_or_a_newline_is_refused(tmp_path):
+    from helpers import ROOT
+
+    text = (ROOT / "profiles" / "910b-deepseek-v3.1-w8a8-2x8.yaml").read_text()
+    assert "nodes:\n" in text
+    text = text.replace("nodes:\n", "nodes:\n  hosts:\n    - {nic: \"enp1s0'; x; '\"}\n", 1)
+    text = text.replace("  served_name: deepseek_v3", '  served_name: "a\\nb"')
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileInvalid) as info:
+        load_profile(str(path), [])
+    said = "\n".join(str(p) for p in info.value.problems)
+    assert "nodes.hosts[0].nic: must be an interface name" in said
+    assert "model.served_name: must be one line of text" in said
+    assert load_profile("910b-deepseek-v3.1-w8a8-2x8", ["nodes.nic=enp1s0f0.100"]).nodes.nic == "enp1s0f0.100"

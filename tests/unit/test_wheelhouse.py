@@ -30,6 +30,7 @@ from engine.stacks.wheelhouse import (
     Missing,
     StepResult,
     Target,
+    WheelhouseError,
     content_problems,
     file_for,
     host_problems,
@@ -456,3 +457,107 @@ def test_engine_download_reports_progress_json_and_exit_1_when_incomplete(tmp_pa
     assert main([*args, "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["missing"][0]["index"] == ASCEND_INDEX and data["complete"] is False and data["dest"]
+
+
+REAL_CHECK_PYTHON = r"""#!/usr/bin/env bash
+# As FAKE_PYTHON, but the wheelhouse check is ascendctl's own (run by the real interpreter).
+echo "$*" >> "$CALLS"
+case "$1 $2" in
+  "-m venv") mkdir -p "$3/bin" && cp "$0" "$3/bin/python" ;;
+  "-m engine.system.platform") echo ascend ;;
+  "-m engine.stacks.wheelhouse") cd "$REPO" && exec "$REAL_PY" -m engine.stacks.wheelhouse "${@:3}" ;;
+esac
+exit 0
+"""
+
+
+def _here_manifest(wh: Path) -> Manifest:
+    """A wheelhouse for this very host, so that only its files can be wrong."""
+    py = ".".join(platform.python_version_tuple()[:2])
+    return _manifest(wh, arch=platform.machine(), python=py, glibc="2.17")
+
+
+@pytest.mark.parametrize("variant", ["tampered", "unlisted"])
+def test_a_tampered_or_unlisted_file_stops_install_sh_before_its_first_pip_call(tmp_path, variant):
+    wh = tmp_path / "wh"
+    m = _here_manifest(wh)
+    if variant == "tampered":
+        (wh / m.files[0].name).write_bytes(b"evil!")  # the same size as b"wheel"
+        named = m.files[0].name
+    else:
+        named = "httpx-99.0.0-py3-none-any.whl"  # a newer version pip's --find-links would prefer
+        (wh / named).write_bytes(b"a newer httpx nobody listed")
+    tree = tmp_path / "tree"
+    (tree / "engine" / "stacks").mkdir(parents=True)
+    for rel in ("install.sh", "pyproject.toml", "engine/stacks/engines.yaml"):
+        shutil.copy(ROOT / rel, tree / rel)
+    fake = tmp_path / "python3"
+    fake.write_text(REAL_CHECK_PYTHON)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {**os.environ, "PYTHON": str(fake), "CALLS": str(calls), "REPO": str(ROOT), "REAL_PY": sys.executable}
+    out = subprocess.run(
+        ["bash", str(tree / "install.sh"), "--wheelhouse", str(wh)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 1 and named in out.stderr, out.stderr
+    assert not any(c.startswith("-m pip") for c in calls.read_text().splitlines())
+
+
+def test_a_file_added_by_hand_for_a_missing_requirement_is_not_an_unlisted_file(tmp_path):
+    wh = tmp_path / "wh"
+    miss = Missing("triton-ascend==3.2.2", "triton-ascend", ASCEND_INDEX, "cannot reach it")
+    m = _manifest(wh, missing=[miss])
+    (wh / "triton_ascend-3.2.2-cp311-cp311-manylinux_2_27_aarch64.whl").write_bytes(b"by hand")
+    (wh / "evil-1.0-py3-none-any.whl").write_bytes(b"x")
+    causes = [c for c, _ in content_problems(wh, m)]
+    assert causes == [
+        "evil-1.0-py3-none-any.whl is in the wheelhouse but not in its manifest (pip would install it unchecked)"
+    ]
+
+
+def test_downloading_again_over_a_changed_file_fetches_it_again_instead_of_blessing_it(tmp_path):
+    first = _download(tmp_path, FakeIndex())
+    entry = first.files[0]
+    (tmp_path / "wh" / entry.name).write_bytes(b"tampered")
+    lines: list[str] = []
+    again = _download(tmp_path, FakeIndex(), progress=lines.append)
+    assert {e.name: e.sha256 for e in again.files}.get(entry.name) in (entry.sha256, None)
+    assert any(f"removed {entry.name}" in line and "no longer matches" in line for line in lines)
+    assert content_problems(tmp_path / "wh", again) == content_problems(tmp_path / "wh", first)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"schema_version": "abc"}, "schema_version 'abc' is not a number"),
+        ({"target": {"arch": "aarch64", "python": 3.11, "glibc": "2.28"}}, "target.python is 3.11"),
+        ({"files": [{"name": "../../etc/hostname", "size": 1, "sha256": "0"}]}, "'../../etc/hostname'"),
+        ({"files": [{"name": "/etc/passwd", "size": 1, "sha256": "0"}]}, "'/etc/passwd'"),
+    ],
+)
+def test_a_damaged_manifest_is_one_clear_error_and_no_outside_file_is_read(tmp_path, change, said):
+    wh = tmp_path / "wh"
+    _manifest(wh)
+    data = json.loads((wh / MANIFEST).read_text())
+    data.update(change)
+    (wh / MANIFEST).write_text(json.dumps(data))
+    with pytest.raises(WheelhouseError, match=re.escape(said)):
+        read_manifest(wh)
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.stacks.wheelhouse", "--check-host", str(wh)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "fix:" in out.stderr
+
+
+def test_engine_download_refuses_a_dest_that_is_not_a_folder_before_any_download(tmp_path, capsys, monkeypatch):
+    from ascendctl.cli import main
+
+    monkeypatch.setattr(download, "download_plan", lambda *a, **k: pytest.fail("downloaded"))
+    (tmp_path / "file").write_text("x")
+    for dest in ("/dev/null", str(tmp_path / "file")):
+        assert main(["engine", "download", "--cann", "9.1.0", "--dest", dest]) == 2
+        err = capsys.readouterr().err
+        assert f"--dest {dest} exists and is not a folder" in err and "fix:" in err

@@ -18,13 +18,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.container.runtime import LABEL_PROFILE
 from engine.deploy.lws import (
     DNS_LABEL,
     ENGINE_PYTHON,
     _image_argv,
+    check_options,
     chip,
     dns_name,
     facts,
+    k8s_literal,
     npu_resource,
     secret_name,
 )
@@ -151,6 +154,7 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
     _check_one_host(profile, f"a {options.kind}")
     if options.kind not in KINDS:
         raise BadInput(f"unknown workload kind {options.kind!r}", f"use one of {', '.join(KINDS)}")
+    check_options(_k8s_options(options))
     name = _name(profile, options)
     data = facts()
     port = profile.server.port
@@ -184,7 +188,7 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
         if is_secret_name(key):
             env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
         else:
-            env.append({"name": key, "value": value})
+            env.append({"name": key, "value": k8s_literal(value)})
     if profile.server.api_key_env:
         env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "VLLM_API_KEY"}}})
     startup, live = data["startup"], data["liveness"]
@@ -195,7 +199,7 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
     container: dict[str, Any] = {
         "name": "vllm",
         "image": options.image,
-        "command": engine_argv(profile, options.engine_version),
+        "command": [k8s_literal(word) for word in engine_argv(profile, options.engine_version)],
         "env": env,
         "ports": [{"name": "http", "containerPort": port}],
         "volumeMounts": mounts,
@@ -252,7 +256,13 @@ def _k8s_options(options: OneHostOptions) -> Any:
     """The resource-name choice lws.npu_resource reads (device_plugin, npu_resource)."""
     from engine.deploy.lws import K8sOptions
 
-    return K8sOptions(image=options.image, device_plugin=options.device_plugin, npu_resource=options.npu_resource)
+    return K8sOptions(
+        image=options.image,
+        namespace=options.namespace,
+        device_plugin=options.device_plugin,
+        npu_resource=options.npu_resource,
+        shm_size=options.shm_size,
+    )
 
 
 def _npu_ids(profile: Profile) -> list[int]:
@@ -284,9 +294,13 @@ def compose_file(profile: Profile, options: OneHostOptions, load_s: float | None
             ]
         else:
             raise BadInput(f"unknown device mode {options.devices!r}", "use mounts or ascend-runtime (--devices)")
+    # Compose interpolates `$VAR` and `${VAR}` in the file and reads `$$` as a `$`: a profile's
+    # values are written literally, the secrets alone are references to the operator's environment.
     for key in list(env):
         if is_secret_name(key):
             env[key] = f"${{{key}:?set {key} in the environment or an .env file}}"
+        else:
+            env[key] = env[key].replace("$", "$$")
     if profile.server.api_key_env:
         env["VLLM_API_KEY"] = f"${{{profile.server.api_key_env}:?set {profile.server.api_key_env}}}"
     volumes = [f"{profile.model.path}:{profile.model.path}:ro"]
@@ -298,7 +312,7 @@ def compose_file(profile: Profile, options: OneHostOptions, load_s: float | None
     else:
         host = "0.0.0.0"  # inside the container; the published port keeps the profile's address
         service["ports"] = [f"{'127.0.0.1' if loopback else profile.server.host}:{port}:{port}"]
-    service["command"] = engine_argv(profile, options.engine_version, host=host)
+    service["command"] = [w.replace("$", "$$") for w in engine_argv(profile, options.engine_version, host=host)]
     service["environment"] = env
     service["volumes"] = volumes
     service["shm_size"] = (
@@ -313,5 +327,5 @@ def compose_file(profile: Profile, options: OneHostOptions, load_s: float | None
         "start_period": f"{startup_budget_s(load_s)}s",
     }
     service["restart"] = "unless-stopped"
-    service["labels"] = {"ascendctl.profile": profile.name}
+    service["labels"] = {LABEL_PROFILE: profile.name}
     return {"name": name, "services": {"vllm": service}}

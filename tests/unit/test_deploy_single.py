@@ -262,3 +262,23 @@ def test_cli_one_host_k8s_and_compose(capsys, tmp_path):
     assert main(["deploy", "compose", "--profile", "cpu-tiny"]) == 2
     assert "no engine image is known for platform cpu" in capsys.readouterr().err
     assert main(["deploy", "compose", "--profile", str(ROOT / "profiles" / "910b-deepseek-v3.1-w8a8-2x8.yaml")]) == 2
+
+
+def test_profile_values_stay_literal_in_both_files_and_bad_options_are_refused():
+    # Kubernetes expands `$(NAME)` in command and env values, Compose `${NAME}` anywhere: a served
+    # name or a variable holding `$` must reach vLLM as written, never as a Secret's value.
+    p = profile("910b-32b", ["model.served_name=m$(HF_TOKEN)${HF_TOKEN}", "env.NOTE=v$(HF_TOKEN)"])
+    vllm = container(deployment_manifest(p, OneHostOptions(image=IMAGE)))
+    served = vllm["command"][vllm["command"].index("--served-model-name") + 1]
+    assert served == "m$$(HF_TOKEN)$${HF_TOKEN}"
+    assert {"name": "NOTE", "value": "v$$(HF_TOKEN)"} in vllm["env"]
+    service = compose_file(p, OneHostOptions(image=IMAGE))["services"]["vllm"]
+    assert service["command"][service["command"].index("--served-model-name") + 1] == "m$$(HF_TOKEN)$${HF_TOKEN}"
+    assert service["environment"]["NOTE"] == "v$$(HF_TOKEN)"
+    for bad, said in [
+        ({"namespace": "Bad_NS!"}, "is not a namespace name"),
+        ({"shm_size": "lots"}, "is not a Kubernetes quantity"),
+        ({"npu_resource": ""}, "is not a resource name"),
+    ]:
+        with pytest.raises(BadInput, match=said):
+            deployment_manifest(profile(), OneHostOptions(image=IMAGE, **bad))

@@ -62,6 +62,7 @@ class RuntimeProbe:
     cause: str | None = None  # why it is not usable
     fix: str | None = None
     note: str | None = None  # a runtime tried before this one, and why it was passed over
+    asked: bool = True  # False: found on PATH, not asked (see _asks_runtime)
 
 
 def _probe(ctx: Context) -> RuntimeProbe:
@@ -73,9 +74,18 @@ def _probe(ctx: Context) -> RuntimeProbe:
     return cached
 
 
+def _asks_runtime(ctx: Context) -> bool:
+    """Is the runtime worth asking (a daemon round trip, about 0.4 s for podman's info)? On an
+    Ascend host, where the official image is how most engines run, always; elsewhere only for a
+    profile that serves in a container, so a plain `doctor` stays fast. A recorded machine
+    (`--root`) replays the answers it holds: asking costs nothing there."""
+    return ctx.platform == "ascend" or _wants_container(ctx) or str(ctx.host.root) != "/"
+
+
 def _probe_runtime(ctx: Context) -> RuntimeProbe:
     """The runtime the profile names; with `auto`, the first installed one that answers (docker
-    installed with its daemon stopped beside a working podman: podman), else the first's failure."""
+    installed with its daemon stopped beside a working podman: podman), else the first's failure.
+    When the runtime is not worth asking (`_asks_runtime`), the first installed one, unasked."""
     choice = _wanted(ctx, "runtime") or "auto"
     names = RUNTIMES if choice == "auto" else (choice,)
     first: RuntimeProbe | None = None
@@ -86,6 +96,8 @@ def _probe_runtime(ctx: Context) -> RuntimeProbe:
             if choice != "auto":  # the profile named a runtime that is not installed
                 return RuntimeProbe(None, cause=exc.cause, fix=exc.fix)
             continue
+        if not _asks_runtime(ctx):
+            return RuntimeProbe(runtime, asked=False)
         probe = _ask(ctx, runtime)
         if probe.cause is None:
             if first is not None:
@@ -136,6 +148,11 @@ def check_runtime(ctx: Context) -> Outcome:
                 "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container",
             )
         return skip("no container runtime installed (docker, podman, nerdctl): engines run on the host")
+    if not p.asked:
+        return ok(
+            f"{p.runtime.name} installed ({p.runtime.path}); not asked, since no profile here serves in a container "
+            "(doctor --profile P with a container: section asks it)"
+        )
     if p.cause:
         # Docker installed with its daemon stopped stops nobody who serves on the host.
         return (error if _wants_container(ctx) else warn)(p.cause, p.fix or "")
@@ -320,6 +337,8 @@ def check_image(ctx: Context) -> Outcome:
     p = _probe(ctx)
     if p.runtime is None or p.cause:
         return skip("no usable container runtime (see container.runtime)")
+    if not p.asked:
+        return skip("no profile here serves in a container: images not listed")
     wanted = _wanted(ctx, "image")
     try:
         images = _images(ctx, p)

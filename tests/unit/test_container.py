@@ -458,3 +458,34 @@ def test_a_small_shm_only_warns_for_the_cpu_engine(tmp_path):
     (root / "proc/mounts").write_text("shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n")
     c = by_id(run_doctor(root, only=["container.shm"]))["container.shm"]
     assert c.status is Status.WARN and "64 MiB" in c.summary
+
+
+class _CountingRunner:
+    """podman on PATH; every command it is asked to run is counted (and answers nothing)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def which(self, name: str) -> str | None:
+        return "/usr/bin/podman" if name == "podman" else None
+
+    def run(self, argv, timeout=10.0, env=None):
+        from engine.system.runner import CommandResult
+
+        self.calls.append(tuple(argv))
+        return CommandResult(tuple(argv), 1, "", "")
+
+
+def test_a_plain_doctor_on_a_cpu_host_does_not_ask_the_runtime(monkeypatch):
+    # `podman info` costs ~0.4 s: a host that serves no container is told what is installed,
+    # without the round trip; a profile that serves in a container asks.
+    runner = _CountingRunner()
+    host = Host(root=Path("/"), env={}, runner=runner)
+    ctx = Context(host, live=True, profile=None)
+    monkeypatch.setattr(Context, "platform", "cpu", raising=False)
+    got = check_runtime(ctx)
+    assert got.status is Status.OK and "podman installed" in got.summary and "not asked" in got.summary
+    assert [c for c in runner.calls if c[0] == "/usr/bin/podman"] == []
+    wants = Context(host, live=True, profile=SimpleNamespace(container=SimpleNamespace(image=None, runtime="podman")))
+    check_runtime(wants)
+    assert ("/usr/bin/podman", "version") in [c[:2] for c in runner.calls]

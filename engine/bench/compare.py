@@ -16,7 +16,6 @@ version still compares: without samples, its figures show and their noise is N/A
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Mapping, Sequence
 from engine.bench.report import is_good
 from engine.bench.stats import percentile
 from engine.errors import BadInput
+from engine.jsonsafe import loads
 
 RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -100,7 +100,7 @@ def load_report(path: Path) -> dict[str, Any]:
     """A report written by `bench --out` (or `bench --json`). Raises BadInput."""
     fix = "give JSON reports written by `ascendctl bench ... --out FILE`"
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(f"report {path} does not exist", fix) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from array import array
 from pathlib import Path
 from typing import IO, Iterator, Sequence, overload
 
 from engine.errors import BadInput
+from engine.jsonsafe import loads
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import device_levels, engine_levels, hbm_budget
 
@@ -64,7 +64,7 @@ _DAMAGED = (ValueError, TypeError, AttributeError, KeyError)
 
 def _document(line: str | bytes, schema_version: int) -> dict:
     """One line's JSON object, checked to be a snapshot of `schema_version`."""
-    data = json.loads(line)
+    data = loads(line)
     found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
     if found != schema_version:
         raise ValueError(f"schema_version {found!r}, expected {schema_version}")

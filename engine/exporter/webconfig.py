@@ -78,7 +78,6 @@ class WebConfig:
                 self._good.add(digest)
         return ok
 
-
     def _dummy(self) -> bytes:
         with self._lock:
             if self._dummy_hash is None:
@@ -182,7 +181,7 @@ def _users(path: str | Path, cfg: object) -> dict[str, bytes]:
         except ValueError:
             raise BadInput(
                 f"{path}: the hash of basic_auth_users.{user} is not a valid bcrypt hash",
-                'write it again: htpasswd -nBC 10 "" | tr -d \':\'',
+                "write it again: htpasswd -nBC 10 \"\" | tr -d ':'",
             ) from None
         out[str(user)] = hashed.encode()
     return out

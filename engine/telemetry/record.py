@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from array import array
 from pathlib import Path
@@ -68,6 +69,10 @@ def _document(line: str | bytes, schema_version: int) -> dict:
     found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
     if found != schema_version:
         raise ValueError(f"schema_version {found!r}, expected {schema_version}")
+    at = data.get("time")
+    # Python's json reads NaN and Infinity: a snapshot has to sit at a time the charts can place.
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
+        raise ValueError(f"time {at!r} is not a finite number")
     return data
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from hostile_pages import VLLM_PAGE, HostileServer
 
 from engine.errors import Unreachable
 from engine.httpread import read_page
 from engine.metrics.prom import scrape
 from engine.telemetry.collector import Collector, Target, fetch_remote
-from hostile_pages import VLLM_PAGE, HostileServer
 
 
 @pytest.fixture

@@ -52,7 +52,12 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/@\s]+@", re.I)
 _ASSIGN_IN_TEXT = re.compile(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>\"?\s*(?:=(?!=)|:\s*)\s*\"?)(?P<value>[^\s\"',;}&]+)"
 )
-_AUTH_SCHEME = re.compile(r"\b(?P<scheme>Bearer|Basic|Token|Digest)(?P<sep>\s+)(?P<cred>[A-Za-z0-9._~+/=\-]{6,})", re.I)
+# `Bearer x` wherever it is written; any scheme's credential after an Authorization header name.
+_AUTH_SCHEME = re.compile(
+    r"(?P<scheme>\b(?-i:Bearer)\s+|(?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
+    r"(?P<sep>\s*)(?P<cred>[A-Za-z0-9._~+/=\-]+)",
+    re.I,
+)
 # Plural counts in log lines (`prompt_tokens=12`, `keys: 3`) are figures, not secrets.
 _COUNT_ENDINGS = ("TOKENS", "KEYS")
 

@@ -119,13 +119,14 @@ class _Status:
         self.error_kind = None
 
     def failed(self, exc: BaseException) -> None:
+        # an error may quote what a server sent or the URL it was asked at: shown, served, recorded
         if isinstance(exc, AscendctlError):
-            self.error, self.fix = exc.cause, exc.fix
+            self.error, self.fix = redact_text(exc.cause), exc.fix
             self.error_kind = (
                 "unreachable" if isinstance(exc, Unreachable) else "bad-input" if isinstance(exc, BadInput) else "error"
             )
         else:  # a bug or an unforeseen failure of a source: still a row, never a crash
-            self.error, self.fix = f"{type(exc).__name__}: {exc}", None
+            self.error, self.fix = redact_text(f"{type(exc).__name__}: {exc}"), None
             self.error_kind = "error"
 
     def view(self, now: float) -> SourceStatus:

@@ -16,6 +16,7 @@ names the family without it) and `"` in HELP is escaped; the samples are the sam
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
@@ -72,25 +73,37 @@ def _sample(line: str, fam: Family, extra: str) -> str | None:
     if not name.startswith(fam.name.removesuffix("_total")) or name.endswith("_created"):
         return None
     rest = line[m.end() :]
-    pairs: list[tuple[str, str]] = []
+    labels, has_le, has_quantile = "", False, False
     if rest.startswith("{"):
         end = rest.rfind("}")
-        parsed = _labels(rest[1:end]) if end > 0 else None
-        if parsed is None:
+        checked = _label_set(rest[1:end]) if end > 0 else None
+        if checked is None:
             return None
-        pairs, rest = parsed, rest[end + 1 :]
+        (labels, has_le, has_quantile), rest = checked, rest[end + 1 :]
     value = _VALUE.match(rest)
     if value is None:
+        return None
+    if fam.type == "histogram" and name.endswith("_bucket") and not has_le:
+        return None
+    if fam.type == "summary" and name == fam.name and not has_quantile:
+        return None
+    return f"{name}{{{extra}{',' if labels else ''}{labels}}} {value.group(1)}"
+
+
+# An engine's label sets stay the same from one poll to the next (only the values move): each is
+# checked and rewritten once, not on every render.
+@functools.lru_cache(maxsize=16384)
+def _label_set(text: str) -> tuple[str, bool, bool] | None:
+    """(the labels rewritten, has a float `le`, has a float `quantile`), or None when the label
+    set would not parse or names a label twice."""
+    pairs = _labels(text)
+    if pairs is None:
         return None
     names = [k for k, _ in pairs]
     if len(set(names)) != len(names):
         return None
-    if fam.type == "histogram" and name.endswith("_bucket") and not _float_label(pairs, "le"):
-        return None
-    if fam.type == "summary" and name == fam.name and not _float_label(pairs, "quantile"):
-        return None
     labels = ",".join(f'{k}="{redact_value(v) if "@" in v else v}"' for k, v in pairs)
-    return f"{name}{{{extra}{',' if labels else ''}{labels}}} {value.group(1)}"
+    return labels, _float_label(pairs, "le"), _float_label(pairs, "quantile")
 
 
 def _float_label(pairs: list[tuple[str, str]], key: str) -> bool:

@@ -65,7 +65,7 @@ _DAMAGED = (ValueError, TypeError, AttributeError, KeyError)
 
 def _document(line: str | bytes, schema_version: int) -> dict:
     """One line's JSON object, checked to be a snapshot of `schema_version`."""
-    data = loads(line)
+    data = loads(line, walk=False)  # Snapshot.from_dict reads fixed fields, never walks it
     found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
     if found != schema_version:
         raise ValueError(f"schema_version {found!r}, expected {schema_version}")

@@ -65,6 +65,20 @@ _AWS_SECRET = re.compile(
 )
 _FLAG = re.compile(r"^(--?[A-Za-z0-9_\-]+)(=(.*))?$", re.S)
 _FLAG_IN_TEXT = re.compile(r"(--[A-Za-z0-9_\-]+)([= ])(\S+)")
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/@\s]+@", re.I)
+# In free text (log lines, error messages): `password=x`, `"api_key": "x"`, `passwd: x`, and the
+# credential after an HTTP auth scheme (`Authorization: Bearer x`, `Basic x`).
+_ASSIGN_IN_TEXT = re.compile(
+    r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>\"?\s*(?:=(?!=)|:\s*)\s*\"?)(?P<value>[^\s\"',;}&]+)"
+)
+# `Bearer x` wherever it is written; any scheme's credential after an Authorization header name.
+_AUTH_SCHEME = re.compile(
+    r"(?P<scheme>\b(?-i:Bearer)\s+|(?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
+    r"(?P<sep>\s*)(?P<cred>[A-Za-z0-9._~+/=\-]+)",
+    re.I,
+)
+# Plural counts in log lines (`prompt_tokens=12`, `keys: 3`) are figures, not secrets.
+_COUNT_ENDINGS = ("TOKENS", "KEYS")
 
 
 def is_secret_name(name: str) -> bool:
@@ -104,6 +118,29 @@ def redact_value(value: str) -> str:
     )
 
 
+def url_without_credentials(url: str) -> str:
+    """A URL (or a text holding URLs) without any `user:password@`, for names, labels and errors."""
+    return _URL_USERINFO.sub(lambda m: m.group("scheme"), url)
+
+
+def redact_text(text: str) -> str:
+    """Free text that may quote a secret (a log line, an error): `redact_value`, then the value of
+    every secret-named assignment (`password=x`, `"api_key": "x"`) and the credential after an
+    HTTP auth scheme (`Bearer x`). What an engine log or a server says goes through this before it
+    is shown, served or written."""
+    text = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + m.group("sep") + MASK, redact_value(text))
+
+    def assign(m: re.Match[str]) -> str:
+        name, value = m.group("name"), m.group("value")
+        if value == MASK or value.lower() in ("bearer", "basic", "token", "digest") or not is_secret_name(name):
+            return m.group(0)
+        if name.upper().endswith(_COUNT_ENDINGS):
+            return m.group(0)
+        return f"{name}{m.group('sep')}{MASK}"
+
+    return _ASSIGN_IN_TEXT.sub(assign, text)
+
+
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     """Values of secret-named variables masked, credentials inside the others masked."""
     return {k: (MASK if is_secret_name(k) and v else redact_value(str(v))) for k, v in env.items()}
@@ -130,4 +167,12 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
-__all__ = ["MASK", "is_secret_name", "redact_argv", "redact_env", "redact_value"]
+__all__ = [
+    "MASK",
+    "is_secret_name",
+    "redact_argv",
+    "redact_env",
+    "redact_text",
+    "redact_value",
+    "url_without_credentials",
+]

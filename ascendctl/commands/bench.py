@@ -247,7 +247,7 @@ def compare(
     resamples: int = typer.Option(1000, "--resamples", min=100, max=100_000, help="Bootstrap resamples."),
     seed: int = typer.Option(0, "--seed", help="Seed of the resampling (the same seed gives the same verdicts)."),
 ) -> None:
-    from ascendctl.output import get_output
+    from ascendctl.output import SCHEMA_VERSION, get_output
     from engine.bench.compare import compare as compare_reports
     from engine.bench.compare import load_report
     from engine.errors import BadInput
@@ -257,7 +257,7 @@ def compare(
         raise BadInput("compare needs at least two reports", "ascendctl bench compare BASELINE.json OTHER.json")
     if fail_if_worse is not None and (fail_if_worse < 0 or fail_if_worse != fail_if_worse):
         raise BadInput(f"--fail-if-worse must be a percentage >= 0, got {fail_if_worse}", "e.g. --fail-if-worse 5")
-    docs = [load_report(p) for p in reports]
+    docs = [load_report(p, SCHEMA_VERSION) for p in reports]
     result = compare_reports(
         docs, [str(p) for p in reports], resamples=resamples, seed=seed, fail_if_worse_pct=fail_if_worse
     )

@@ -128,13 +128,11 @@ def _compare_or_cluster(out: Any, paths: list[str], cluster: bool, strict: bool)
 
 
 def _read_report(path: str) -> Any:
-    import json
-
     from engine.errors import BadInput
+    from engine.jsonsafe import load_path
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return load_path(path)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", "give the path of a `doctor --json` report") from exc
     except ValueError as exc:

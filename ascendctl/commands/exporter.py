@@ -151,6 +151,7 @@ def _serve(
     from engine.exporter.collect import Exporter
     from engine.exporter.server import ExporterServer
     from engine.exporter.webconfig import load_web_config
+    from engine.redact import url_without_credentials
 
     out = get_output()
     host, port = parse_listen(listen)
@@ -202,7 +203,7 @@ def _serve(
     shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
     out.info(f"ascendctl exporter on {scheme}://{shown}:{server.port}/metrics — Ctrl-C to stop")
     for u in engines:
-        out.info(f"  engine {safe(u)}")
+        out.info(f"  engine {safe(url_without_credentials(u))}")
     stop = threading.Event()
 
     def _term(signum, frame):  # systemd stops with SIGTERM: leave as cleanly as on Ctrl-C

@@ -63,10 +63,14 @@ def devices_table(snap: Snapshot) -> Text:
     """Fixed-width lines rather than a rich Table: this is redrawn every tick and a Table's
     measuring pass costs more than everything else on the screen together."""
     src = snap.device_source
-    if src is None:
+    if src is None and not snap.devices:
         return Text("Devices: not polled", style="dim")
     out = Text()
-    out.append(f"Devices ({src.name})\n", style="bold")
+    # --no-devices with remote exporters: this host's are not polled, theirs are still shown
+    out.append(
+        f"Devices ({src.name})\n" if src is not None else "Devices (remote hosts; this host's not polled)\n",
+        style="bold",
+    )
     key_w = max([3] + [len(d.key) for d in snap.devices])
     name_w = max([4] + [len(d.name) for d in snap.devices])
     out.append(
@@ -89,7 +93,7 @@ def devices_table(snap: Snapshot) -> Text:
         out.append(f" {num(d.util_pct):>5} {num(d.aicpu_pct):>6} {num(d.power_w, '{:.0f}', 'W'):>6} ")
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
-    if not src.ok:
+    if src is not None and not src.ok:
         since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
         out.append(f"\n{src.name} DOWN ({since}): {clean(src.error)}", style=severity_style(Severity.ERROR))
         if src.fix:

@@ -16,7 +16,6 @@ version still compares: without samples, its figures show and their noise is N/A
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Mapping, Sequence
 from engine.bench.report import is_good
 from engine.bench.stats import percentile
 from engine.errors import BadInput
+from engine.jsonsafe import loads
 
 RESAMPLES = 1000
 CONFIDENCE = 0.95
@@ -96,11 +96,18 @@ class Comparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    """A report written by `bench --out` (or `bench --json`). Raises BadInput."""
+# A bench run longer than a week is not one: its one-second buckets would fill the memory.
+MAX_DURATION_S = 7 * 86400.0
+_SAMPLE_NUMBERS = ("sent_s", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens")
+
+
+def load_report(path: Path, schema_version: int | None = None) -> dict[str, Any]:
+    """A report written by `bench --out` (or `bench --json`), checked so that what the comparison
+    reads is there and is a number: a damaged one is refused naming the file and field. Raises
+    BadInput; so does a report of a newer schema than `schema_version` (this tool's)."""
     fix = "give JSON reports written by `ascendctl bench ... --out FILE`"
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BadInput(f"report {path} does not exist", fix) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -109,7 +116,73 @@ def load_report(path: Path) -> dict[str, Any]:
         raise BadInput(f"report {path} is not JSON: {exc}", fix) from None
     if not isinstance(doc, dict) or not {"scenario", "ttft_ms", "e2e_ms"} <= doc.keys():
         raise BadInput(f"{path} is not a bench report", fix)
+    found = doc.get("schema_version")
+    if schema_version is not None and (not _is_int(found) or found > schema_version):
+        raise BadInput(
+            f"{path} is a report of schema_version {found!r}; this ascendctl reads {schema_version} and older",
+            "compare it with the ascendctl that wrote it (or a newer one)",
+        )
+    problem = _damage(doc)
+    if problem:
+        raise BadInput(f"{path} is a damaged bench report: {problem}", fix)
     return doc
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _damage(doc: Mapping[str, Any]) -> str | None:
+    """What in the report the comparison cannot read, or None."""
+    duration = doc.get("duration_s")
+    if duration is not None and not (_is_number(duration) and 0 <= duration <= MAX_DURATION_S):
+        return f"duration_s is {duration!r:.40}, not a number of seconds up to {MAX_DURATION_S:g}"
+    for key in ("output_tokens_per_s", "request_rate", "error_rate"):
+        if doc.get(key) is not None and not _is_number(doc[key]):
+            return f"{key} is {doc[key]!r:.40}, not a number"
+    for metric in ("ttft", "itl", "tpot", "e2e"):
+        summary = doc.get(f"{metric}_ms")
+        if summary is None:
+            continue
+        if not isinstance(summary, dict):
+            return f"{metric}_ms is not a mapping of percentiles"
+        for k, v in summary.items():
+            if v is not None and not _is_number(v):
+                return f"{metric}_ms.{k} is {v!r:.40}, not a number"
+    phases = doc.get("phases")
+    if phases is not None:
+        if not isinstance(phases, list) or not all(isinstance(p, dict) for p in phases):
+            return "phases is not a list of phases"
+        for i, p in enumerate(phases):
+            for k in ("start_s", "duration_s"):
+                if p.get(k) is not None and not (_is_number(p[k]) and 0 <= p[k] <= MAX_DURATION_S):
+                    return f"phases[{i}].{k} is {p[k]!r:.40}, not a number of seconds"
+    s = doc.get("samples")
+    if s is None:
+        return None
+    if not isinstance(s, dict):
+        return "samples is not a mapping"
+    if not s.get("sent_s"):
+        return None  # no per-request samples: the figures show without noise verdicts
+    n = len(s["sent_s"]) if isinstance(s["sent_s"], list) else -1
+    for key in (*_SAMPLE_NUMBERS, "error"):
+        values = s.get(key)
+        if not isinstance(values, list) or len(values) != n:
+            return f"samples.{key} is not a list as long as samples.sent_s ({n})"
+    for key in (*_SAMPLE_NUMBERS, "itl_ms"):
+        for i, x in enumerate(s.get(key) or ()):
+            if x is None and key != "sent_s":
+                continue
+            if not _is_number(x) or x < 0:
+                return f"samples.{key}[{i}] is {x!r:.40}, not a number >= 0"
+    for i, e in enumerate(s["error"]):
+        if e is not None and not isinstance(e, str):
+            return f"samples.error[{i}] is {e!r:.40}, not an error text"
+    return None
 
 
 # ---------------------------------------------------------------- resampling
@@ -144,6 +217,23 @@ def _mean_boot(strata: Sequence[Sequence[float]], rng: random.Random, n_boot: in
                 total += math.fsum(rng.choices(s, k=len(s)))
         out.append(total * scale)
     return out
+
+
+# Past this many requests a resample of 0/1 flags is drawn as its count (see _share_boot).
+_SHARE_EXACT_UP_TO = 2000
+
+
+def _share_boot(flags: Sequence[float], rng: random.Random, n_boot: int) -> list[float]:
+    """The share of 1s in `n_boot` resamples of 0/1 `flags`. The count of 1s in a resample is
+    Binomial(n, p): drawn exactly for small n, and by its normal approximation (rounded,
+    clamped to 0..n) past _SHARE_EXACT_UP_TO requests, where it is within a fraction of a
+    percent and where drawing every request again made an hour-long report take most of a minute."""
+    n = len(flags)
+    if n <= _SHARE_EXACT_UP_TO:
+        return _mean_boot([flags], rng, n_boot, 1.0 / n)
+    p = math.fsum(flags) / n
+    sd = math.sqrt(n * p * (1.0 - p))
+    return [min(n, max(0, round(rng.gauss(n * p, sd)))) / n for _ in range(n_boot)]
 
 
 @dataclass(frozen=True)
@@ -244,7 +334,7 @@ def _measure(
             for i in range(len(s["sent_s"]))
         ]
         value = math.fsum(flags) / len(flags) if flags else None
-    boot = _mean_boot([flags], rng, n_boot, 1.0 / len(flags)) if flags else None
+    boot = _share_boot(flags, rng, n_boot) if flags else None
     return _Measured(value, boot)
 
 

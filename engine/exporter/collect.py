@@ -23,6 +23,9 @@ import httpx
 
 from engine.devices.sample import DeviceSample
 from engine.errors import AscendctlError, Unreachable
+from engine.httpread import client as http_client
+from engine.httpread import read_page
+from engine.jsonsafe import loads
 from engine.metrics.prom import LeanParser, scrape
 from engine.telemetry.collector import Collector, Target, target_of, with_containers
 from engine.telemetry.runprofile import planned_blocks
@@ -156,7 +159,7 @@ class Exporter:
         self.with_runs = with_runs
         self.timeout = timeout
         self._stop = threading.Event()
-        self._client = httpx.Client(timeout=timeout, trust_env=False)
+        self._client = http_client(timeout)
         self._raw: dict[str, str] = {}
         self._parsers: dict[str, LeanParser] = {}
         self._versions: dict[str, str | None] = {}
@@ -164,6 +167,7 @@ class Exporter:
         self._stall_since: dict[str, float] = {}
         self._collector: Collector | None = None
         self._targets: tuple[Target, ...] = ()
+        self._urls: dict[str, str] = {}  # engine label -> the URL it is polled at
         self._runs: dict[str, Any] = {}
         self._container_profiles: dict[str, str | None] = {}
         self._extras: dict[str, EngineExtra] = {}
@@ -270,7 +274,10 @@ class Exporter:
             if self._collector is not None:
                 self._collector.close()
             self._targets = targets
-            self._collector = Collector(targets, self._devices, self.thresholds, scrape_fn=self._scrape)
+            self._urls = {t.name: t.url for t in targets}
+            self._collector = Collector(
+                targets, self._devices, self.thresholds, scrape_fn=self._scrape, timeout=self.timeout
+            )
         self._raw = {}
         snap = self._collector.poll()
         self._snapshot = snap
@@ -279,8 +286,10 @@ class Exporter:
 
     def _extra(self, view, snap: Snapshot) -> EngineExtra:
         run = self._runs.get(view.label)
-        if view.url not in self._versions or (self._versions[view.url] is None and view.status.ok):
-            self._versions[view.url] = _vllm_version(self._client, view.url) if view.status.ok else None
+        # The view names the engine without credentials; the target keeps the URL it is read at.
+        url = self._urls.get(view.label, view.url)
+        if url not in self._versions or (self._versions[url] is None and view.status.ok):
+            self._versions[url] = _vllm_version(self._client, url, self.timeout) if view.status.ok else None
         if run is not None and run.run_id not in self._plans:
             self._plans[run.run_id] = planned_blocks(Path(run.directory))
         generation = getattr(view.rates, "generation_tps", None)
@@ -298,19 +307,19 @@ class Exporter:
             phase=run.phase if run is not None else None,
             ready_seconds=run.ready_seconds if run is not None else None,
             restarts=run.restarts if run is not None else 0,
-            vllm_version=self._versions.get(view.url),
+            vllm_version=self._versions.get(url),
             planned_blocks=self._plans.get(run.run_id) if run is not None else None,
-            passthrough=self._raw.get(view.url) if self.passthrough else None,
+            passthrough=self._raw.get(url) if self.passthrough else None,
             stalled_for=stalled,
         )
 
 
-def _vllm_version(client: httpx.Client, url: str) -> str | None:
+def _vllm_version(client: httpx.Client, url: str, timeout: float) -> str | None:
     """vLLM's /version answer ({"version": "0.11.0"}); None when it has none."""
     try:
-        resp = client.get(url.rstrip("/") + "/version")
-        value = resp.json().get("version") if resp.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+        page = read_page(client, url.rstrip("/") + "/version", deadline=timeout, max_bytes=64 * 1024)
+        value = loads(page.body).get("version") if page.status_code == 200 else None
+    except (Unreachable, ValueError, AttributeError):
         return None
     return str(value)[:64] if value else None
 

@@ -4,6 +4,10 @@ The plog directory (ASCEND_PROCESS_LOG_PATH, else ~/ascend/log) is followed like
 files that exist when the exporter starts are read from their end (the counters count what
 happens while it runs, as Prometheus counters do), files that appear later from their start.
 Only ERROR lines are looked at, and only codes the triage code tables can explain are counted.
+
+No plog directory is no plog written yet (CANN makes it at its first log line, under the serving
+user's home, and the exporter often runs as another user): nothing to count, not a source down,
+which would fire AscendctlSourceDown on a healthy host. It is looked for again on every poll.
 """
 
 from __future__ import annotations
@@ -36,7 +40,10 @@ class PlogCounter:
 
     def poll(self) -> Counter:
         if not self.base.is_dir():
-            raise Unreachable(f"no CANN log directory at {self.base}", "set ASCEND_PROCESS_LOG_PATH to where plogs go")
+            if self.base.exists():
+                raise Unreachable(f"{self.base} is not a directory", "set ASCEND_PROCESS_LOG_PATH to where plogs go")
+            self._started = True  # plogs that appear later are counted from their start
+            return Counter(self.counts)
         first = not self._started
         self._started = True
         for path in self._recent():

@@ -12,6 +12,7 @@ import binascii
 import html
 import json
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -88,7 +89,10 @@ class Renderer:
                 if body.endswith(_EOF):  # OpenMetrics: one EOF, at the very end
                     body = body[: -len(_EOF)]
                 bodies = [(engine_name(label), e.passthrough) for label, e in state.engines.items() if e.passthrough]
-                body += passthrough.render(passthrough.merge(bodies, state.host), openmetrics).encode()
+                dropped: dict[str, int] = {}
+                merged = passthrough.merge(bodies, state.host, dropped)
+                body += passthrough.render(merged, openmetrics).encode()
+                body += passthrough.render_dropped(dropped, state.host).encode()
                 cached = (generation, body)
                 if self._cache is not None:
                     self._cache[ctype] = cached
@@ -121,7 +125,50 @@ def _page(version: str) -> bytes:
     ).encode()
 
 
-class _V6Server(ThreadingHTTPServer):
+# A connection that sends nothing for this long is closed (a half-sent request, an idle
+# keep-alive, a TLS client that never says hello); Prometheus opens a new one when it needs to.
+IDLE_TIMEOUT_S = 15.0
+# Connections served at once; past it a new connection is closed at once. A Prometheus keeps one
+# per target, so this only bites a flood.
+MAX_CONNECTIONS = 256
+# The listen backlog: Python's default of 5 makes a burst of scrapes wait for SYN retransmits.
+BACKLOG = 512
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = BACKLOG
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        # A client that goes away, stays silent or fails its TLS handshake is not our error.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _V6Server(_Server):
     address_family = socket.AF_INET6
 
 
@@ -150,6 +197,14 @@ class ExporterServer:
         class Handler(BaseHTTPRequestHandler):
             server_version = "ascendctl-exporter"
             sys_version = ""
+            timeout = IDLE_TIMEOUT_S  # set on the connection before anything is read
+
+            def setup(self) -> None:
+                super().setup()
+                # TLS: the handshake runs here, in this connection's thread and under its
+                # timeout, never in the accept loop where one silent client would block all.
+                if isinstance(self.connection, ssl.SSLSocket):
+                    self.connection.do_handshake()
 
             def log_message(self, format, *args):  # noqa: A002 - access logs are noise here
                 pass
@@ -205,11 +260,12 @@ class ExporterServer:
 
             do_HEAD = do_GET
 
-        server_class = _V6Server if ":" in host else ThreadingHTTPServer
+        server_class = _V6Server if ":" in host else _Server
         self.httpd = server_class((host, port), Handler)
-        self.httpd.daemon_threads = True
         if self.web.tls is not None:
-            self.httpd.socket = self.web.tls.wrap_socket(self.httpd.socket, server_side=True)
+            self.httpd.socket = self.web.tls.wrap_socket(
+                self.httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._thread: threading.Thread | None = None
 
     @property

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 from engine.errors import BadInput
+from engine.yamlfile import duplicate_keys
 from engine.yamlfile import load as load_yaml_text
 
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"}
@@ -49,12 +50,18 @@ class WebConfig:
     source: str | None = None
     _good: set = field(default_factory=set)  # digests of credentials already checked
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _dummy_hash: bytes | None = None
 
     def check(self, user: str, password: str) -> bool:
         """bcrypt is slow on purpose (~0.1 s): a pair that passed once is remembered by its
-        digest, as exporter-toolkit caches it, so scrapes every few seconds cost nothing."""
+        digest, as exporter-toolkit caches it, so scrapes every few seconds cost nothing. An
+        unknown user costs the same bcrypt round (against a dummy hash of the same cost), so the
+        time of a 401 does not tell which user names exist."""
         hashed = self.users.get(user)
         if hashed is None:
+            import bcrypt
+
+            bcrypt.checkpw(password.encode(), self._dummy())
             return False
         digest = hashlib.sha256(b"\0".join([user.encode(), password.encode(), hashed])).digest()
         with self._lock:
@@ -71,6 +78,19 @@ class WebConfig:
                 self._good.add(digest)
         return ok
 
+    def _dummy(self) -> bytes:
+        with self._lock:
+            if self._dummy_hash is None:
+                import bcrypt
+
+                first = next(iter(self.users.values()), b"$2b$10$")
+                try:
+                    rounds = int(first.split(b"$")[2])
+                except (IndexError, ValueError):
+                    rounds = 10
+                self._dummy_hash = bcrypt.hashpw(b"not a password", bcrypt.gensalt(max(4, min(rounds, 16))))
+            return self._dummy_hash
+
 
 def load_web_config(path: str | Path | None) -> WebConfig:
     if path is None:
@@ -84,9 +104,16 @@ def load_web_config(path: str | Path | None) -> WebConfig:
     data = load_yaml_text(text, str(path)) or {}
     if not isinstance(data, dict):
         raise BadInput(f"{path}: the web configuration must be a mapping", _FIX)
+    twice = duplicate_keys(data, str(path))
+    if twice:  # one of two user maps (or TLS settings) would be dropped without a word
+        raise BadInput(f"{twice[0].file}:{twice[0].line}: {twice[0].key}: {twice[0].message}", _FIX)
     unknown = set(data) - {"tls_server_config", "basic_auth_users", "http_server_config"}
     if unknown:
         raise BadInput(f"{path}: unsupported key(s) {', '.join(sorted(unknown))}", _FIX)
+    http_cfg = data.get("http_server_config")
+    if http_cfg:  # headers, http2: none of them is implemented here, so none is accepted
+        keys = ", ".join(sorted(map(str, http_cfg))) if isinstance(http_cfg, dict) else repr(http_cfg)
+        raise BadInput(f"{path}: http_server_config ({keys}) is not supported by this exporter", _FIX)
     return WebConfig(
         tls=_tls(path, data.get("tls_server_config")),
         users=_users(path, data.get("basic_auth_users")),
@@ -145,5 +172,16 @@ def _users(path: str | Path, cfg: object) -> dict[str, bytes]:
                 'write its bcrypt hash: htpasswd -nBC 10 "" | tr -d \':\' (or python -c "import bcrypt; '
                 "print(bcrypt.hashpw(b'PASSWORD', bcrypt.gensalt()).decode())\")",
             )
+        if ":" in str(user):  # basic auth splits user and password at the first colon
+            raise BadInput(f"{path}: basic_auth_users.{user}: a user name cannot hold ':'", _FIX)
+        import bcrypt
+
+        try:  # a damaged hash would start fine and then refuse every login
+            bcrypt.checkpw(b"", hashed.encode())
+        except ValueError:
+            raise BadInput(
+                f"{path}: the hash of basic_auth_users.{user} is not a valid bcrypt hash",
+                "write it again: htpasswd -nBC 10 \"\" | tr -d ':'",
+            ) from None
         out[str(user)] = hashed.encode()
     return out

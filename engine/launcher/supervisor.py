@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from engine import runs
 from engine.launcher import rundir
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
@@ -255,19 +253,24 @@ class Supervisor:
         if not self.health:
             return self.engine.poll() is None
         deadline = None if self.ready_timeout is None else time.monotonic() + self.ready_timeout
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
+        from engine.errors import Unreachable
+        from engine.httpread import client as http_client
+        from engine.httpread import read_page
+
+        with http_client(2.0) as client:
             while not self._stop.is_set():
                 if self.engine.poll() is not None:
                     return False
                 try:
-                    if client.get(self._health).status_code == 200 and self._serves_port():
+                    page = read_page(client, self._health, deadline=2.0, max_bytes=64 * 1024, what="the engine")
+                    if page.status_code == 200 and self._serves_port():
                         ready_at = self.tracker.elapsed()
                         self._catch_up_on_phases()
                         self._ready_at = ready_at
                         self._record(phase="ready", ready_seconds=round(self._ready_at, 3))
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
-                except httpx.HTTPError:
+                except Unreachable:
                     pass
                 if deadline is not None and time.monotonic() > deadline:
                     self.timed_out = True

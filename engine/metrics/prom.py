@@ -261,28 +261,23 @@ def scrape(
     client: httpx.Client | None = None,
     parse: Callable[[str], EngineMetrics] = parse_metrics,
 ) -> EngineMetrics:
-    """GET {base_url}/metrics and parse it (a live view passes its engine's LeanParser).
-    Raises Unreachable or BadInput with a fix."""
+    """GET {base_url}/metrics (through the bounded reader: `timeout` is the total deadline) and
+    parse it (a live view passes its engine's LeanParser). Raises Unreachable or BadInput with a fix."""
+    from engine.httpread import read_page
+    from engine.redact import url_without_credentials
+
     url = base_url.rstrip("/") + "/metrics"
-    try:
-        if client is None:
-            resp = httpx.get(url, timeout=timeout)
-        else:
-            resp = client.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise Unreachable(
-            f"cannot reach {url}: {type(exc).__name__}",
-            "check that the engine is running (`ascendctl top` lists local runs) and the port is right",
-        ) from exc
-    if resp.status_code != 200:
-        raise Unreachable(f"{url} answered HTTP {resp.status_code}", "check the URL and the server's API key")
-    text = resp.text
-    if "html" in resp.headers.get("content-type", "").lower() or text.lstrip()[:1] == "<":
+    shown = url_without_credentials(url)
+    page = read_page(client, url, deadline=timeout, what="the engine")
+    if page.status_code != 200:
+        raise Unreachable(f"{shown} answered HTTP {page.status_code}", "check the URL and the server's API key")
+    text = page.text
+    if "html" in page.content_type.lower() or text.lstrip()[:1] == "<":
         # A proxy's login page, a web UI: say so, instead of quoting the page as a parse error.
         title = _TITLE.search(text[:65536])
         named = f" titled {' '.join(title.group(1).split())[:60]!r}" if title else ""
         raise BadInput(
-            f"{url} is not a Prometheus page: it answered an HTML page{named}",
+            f"{shown} is not a Prometheus page: it answered an HTML page{named}",
             "point ascendctl at the vLLM server root, e.g. http://127.0.0.1:8000 (the port vllm serve listens on)",
         )
     return parse(text)

@@ -2,7 +2,9 @@
 
 Polls never overlap (a lock; the TUI also runs them in one exclusive worker). A source that
 fails becomes a status with its age and last error, and is retried on the next tick; nothing a
-source does can raise out of `poll()`.
+source does can raise out of `poll()`. The engines' pages are fetched concurrently, each through
+the bounded reader (`engine.httpread`: a total deadline and a size cap), so one slow engine never
+holds the others: a poll takes about as long as its slowest engine, at most the deadline.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -19,9 +22,12 @@ import httpx
 from engine.devices.sample import DeviceSample
 from engine.devices.sources import DeviceSource
 from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.httpread import client as http_client
+from engine.httpread import read_page
 from engine.metrics.catalog import HISTORY_KEYS, RATE_FIELDS, VIEW_FIELDS
 from engine.metrics.prom import EngineMetrics, LeanParser, scrape
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
+from engine.redact import redact_text, redact_value, url_without_credentials
 from engine.severity import rank as severity_rank
 from engine.system.proctree import tree_rss_mib
 from engine.telemetry.logtail import LogTail
@@ -58,7 +64,12 @@ class Target:
 
     @property
     def name(self) -> str:
-        return self.label or self.url.split("://", 1)[-1].rstrip("/")
+        """The engine's name on screen, in labels and in files: never with `user:password@`."""
+        return self.label or url_without_credentials(self.url).split("://", 1)[-1].rstrip("/")
+
+    @property
+    def shown_url(self) -> str:
+        return url_without_credentials(self.url)
 
 
 def targets_from_runs(skipped: list[str] | None = None, containers: list | None = None) -> list[Target]:
@@ -147,13 +158,14 @@ class _Status:
         self.error_kind = None
 
     def failed(self, exc: BaseException) -> None:
+        # an error may quote what a server sent or the URL it was asked at: shown, served, recorded
         if isinstance(exc, AscendctlError):
-            self.error, self.fix = exc.cause, exc.fix
+            self.error, self.fix = redact_text(exc.cause), exc.fix
             self.error_kind = (
                 "unreachable" if isinstance(exc, Unreachable) else "bad-input" if isinstance(exc, BadInput) else "error"
             )
         else:  # a bug or an unforeseen failure of a source: still a row, never a crash
-            self.error, self.fix = f"{type(exc).__name__}: {exc}", None
+            self.error, self.fix = redact_text(f"{type(exc).__name__}: {exc}"), None
             self.error_kind = "error"
 
     def view(self, now: float) -> SourceStatus:
@@ -201,10 +213,13 @@ class Collector:
         # {container name: Usage} of one runtime (`stats`), asked once a tick for the engines
         # that run in containers.
         self._usage = usage_fn or _container_usage
-        self._client = httpx.Client(timeout=timeout) if scrape_fn is None else None
-        self._remote_client = httpx.Client(timeout=timeout) if any(t.remote for t in targets) else None
+        self._client = http_client(timeout) if scrape_fn is None else None
+        self._remote_client = http_client(timeout) if any(t.remote for t in targets) else None
+        self._timeout = timeout
         parsers = {t.url: LeanParser() for t in targets}
         self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, parse=parsers[url]))
+        # One worker per engine (bounded): every fetch ends by its deadline, so none is ever stuck.
+        self._pool = ThreadPoolExecutor(min(16, len(targets)), "poll") if len(targets) > 1 else None
         self._engines = [_EngineState(t, self.thresholds.window_s) for t in targets]
         self._device_status = _Status(getattr(devices, "name", "devices"))
         self._last_devices: list[DeviceSample] = []
@@ -213,9 +228,31 @@ class Collector:
         self._seq = 0
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         for client in (self._client, self._remote_client):
             if client is not None:
                 client.close()
+
+    def _fetch(self, target: Target) -> tuple[object, float]:
+        """One engine's page (its metrics, or a remote exporter's (snapshot, host)), or the
+        exception it raised; with the seconds it took."""
+        start = time.monotonic()
+        try:
+            if target.remote:
+                assert self._remote_client is not None
+                got: object = fetch_remote(target.url, self._remote_client, self._timeout)
+            else:
+                got = self._scrape(target.url)
+        except Exception as exc:  # noqa: BLE001 - see _Status.failed
+            got = exc
+        return got, time.monotonic() - start
+
+    def _fetch_all(self) -> list[tuple[object, float]]:
+        targets = [s.target for s in self._engines]
+        if self._pool is None:
+            return [self._fetch(t) for t in targets]
+        return list(self._pool.map(self._fetch, targets))
 
     def poll(self) -> Snapshot:
         with self._lock:
@@ -234,8 +271,9 @@ class Collector:
             except Exception as exc:  # noqa: BLE001 - see _Status.failed
                 self._device_status.failed(exc)
             device_status = self._device_status.view(now)
+        fetched = dict(zip(map(id, self._engines), self._fetch_all()))
         local = [s for s in self._engines if not s.target.remote]
-        engines = [self._poll_engine(state, now) for state in local]
+        engines = [self._poll_engine(state, now, fetched[id(state)]) for state in local]
         engines = self._add_containers(local, engines)
         # Cards are judged against the engines' own memory budget, so the engines are polled first.
         budget = hbm_budget(engines, self.thresholds)
@@ -246,7 +284,7 @@ class Collector:
         # Remote hosts come judged by their own exporter: their rows are added as they are.
         for state in self._engines:
             if state.target.remote:
-                remote = self._poll_remote(state, now)
+                remote = self._poll_remote(state, now, fetched[id(state)])
                 devices += remote.devices
                 levels.update(remote.device_levels)
                 engines += remote.engines
@@ -288,20 +326,19 @@ class Collector:
             out.append(view)
         return out
 
-    def _poll_remote(self, state: _EngineState, now: float) -> Snapshot:
+    def _poll_remote(self, state: _EngineState, now: float, fetched: tuple[object, float]) -> Snapshot:
         """A remote exporter's latest snapshot, every name prefixed with its host. When it does
         not answer: one engine row saying so (the rules then list it as unreachable)."""
-        url = state.target.url
-        start = self._clock()
-        try:
-            assert self._remote_client is not None
-            snap, host = fetch_remote(url, self._remote_client)
-            state.status.ok(now, self._clock() - start)
-        except Exception as exc:  # noqa: BLE001 - see _Status.failed
-            state.status.failed(exc)
-            view = EngineView(url=url, label=state.target.name, status=state.status.view(now))
+        got, took = fetched
+        self._clock()
+        if isinstance(got, BaseException):
+            state.status.failed(got)
+            view = EngineView(url=state.target.shown_url, label=state.target.name, status=state.status.view(now))
             down = self._rules.evaluate(now, [], {}, [view])
             return Snapshot(now, 0, engines=(view,), diagnostics=tuple(down))
+        snap, host = got  # type: ignore[misc]
+        self._clock()
+        state.status.ok(now, took)
 
         def name(key: str) -> str:
             return f"{host}/{key}"
@@ -315,17 +352,18 @@ class Collector:
             device_levels={name(k): v for k, v in snap.device_levels.items()},
         )
 
-    def _poll_engine(self, state: _EngineState, now: float) -> EngineView:
-        start = self._clock()
+    def _poll_engine(self, state: _EngineState, now: float, fetched: tuple[object, float]) -> EngineView:
+        got, took = fetched
+        self._clock()  # the poll's start, as the clock sees it (rates read the clock's steps)
         metrics = None
-        try:
-            metrics = self._scrape(state.target.url)
+        if isinstance(got, BaseException):
+            state.status.failed(got)
+        else:
+            metrics = got
             taken = self._clock()
-            state.status.ok(now, taken - start)
+            state.status.ok(now, took)
             state.last_rates = state.rates.update(taken, metrics)
             state.last = metrics
-        except Exception as exc:  # noqa: BLE001 - see _Status.failed
-            state.status.failed(exc)
         if state.log is not None:
             state.log.poll()
         status = state.status.view(now)
@@ -337,7 +375,7 @@ class Collector:
         cap = state.log.capacity if state.log is not None else None
         pool = kv_pool(metrics, cap.blocks if cap else None, cap.tokens if cap else None) if metrics else None
         view = EngineView(
-            url=state.target.url,
+            url=state.target.shown_url,
             label=state.target.name,
             status=status,
             model=_model_name(metrics),
@@ -375,32 +413,30 @@ def _container_usage(runtime: str) -> Mapping[str, Any]:
 
 
 def is_exporter(url: str, timeout: float = 1.0) -> bool:
-    """Does `url` serve an `ascendctl exporter`'s snapshot (rather than vLLM's API)?"""
+    """Does `url` serve an `ascendctl exporter`'s snapshot (rather than vLLM's API)? Asked with
+    the same total deadline as any other page: a URL that trickles is not one."""
     try:
-        with httpx.Client(timeout=timeout) as client:
-            fetch_remote(url, client)
+        fetch_remote(url, None, timeout)
         return True
     except AscendctlError:
         return False
 
 
-def fetch_remote(url: str, client: httpx.Client) -> tuple[Snapshot, str]:
-    """(snapshot, host name) from an `ascendctl exporter`'s REMOTE_PATH. Raises Unreachable or
-    BadInput (it answered, but not with an exporter's snapshot)."""
+def fetch_remote(url: str, client: httpx.Client | None, timeout: float = 2.0) -> tuple[Snapshot, str]:
+    """(snapshot, host name) from an `ascendctl exporter`'s REMOTE_PATH, read through the bounded
+    reader. Raises Unreachable or BadInput (it answered, but not with an exporter's snapshot)."""
+    from engine.jsonsafe import loads
+    from engine.redact import url_without_credentials
     from engine.telemetry.snapshot import REMOTE_KIND, REMOTE_PATH
 
-    try:
-        resp = client.get(url.rstrip("/") + REMOTE_PATH)
-    except httpx.HTTPError as exc:
+    page = read_page(client, url.rstrip("/") + REMOTE_PATH, deadline=timeout, what="`ascendctl exporter`")
+    url = url_without_credentials(url)
+    if page.status_code != 200:
         raise Unreachable(
-            f"cannot reach {url}: {type(exc).__name__}", "check that `ascendctl exporter` runs there"
-        ) from exc
-    if resp.status_code != 200:
-        raise Unreachable(
-            f"{url}{REMOTE_PATH} answered HTTP {resp.status_code}", "check the URL (and --web-config auth)"
+            f"{url}{REMOTE_PATH} answered HTTP {page.status_code}", "check the URL (and --web-config auth)"
         )
     try:
-        doc = resp.json()
+        doc = loads(page.body)
         if doc.get("kind") != REMOTE_KIND:
             raise ValueError("not an exporter snapshot")
         return Snapshot.from_dict(doc.get("snapshot") or {"time": 0, "seq": 0}), str(doc.get("host") or url)
@@ -411,9 +447,9 @@ def fetch_remote(url: str, client: httpx.Client) -> tuple[Snapshot, str]:
 
 
 def _model_name(metrics: EngineMetrics | None) -> str | None:
-    if metrics is None:
+    if metrics is None or metrics.model_name is None:
         return None
-    return metrics.model_name
+    return redact_value(metrics.model_name)  # a served name can be a URL with credentials
 
 
 def _log_diagnostics(state: _EngineState, view: EngineView) -> list[Diagnostic]:
@@ -427,25 +463,27 @@ def _log_diagnostics(state: _EngineState, view: EngineView) -> list[Diagnostic]:
                 "info",
                 view.label,
                 "engine log unreadable",
-                state.log.error,
+                redact_text(state.log.error),
                 "check the run directory (`ascendctl top` reads <run>/engine.log)",
             )
         )
+    # What a log line says is quoted on screen, served by the exporter and written by --record:
+    # its secrets are masked here, once, for all of them.
     for issue in state.log.issues():
         out.append(
             Diagnostic(
                 issue.id,
                 issue.severity,
                 view.label,
-                issue.title,
-                issue.cause,
-                issue.fix,
+                redact_text(issue.title),
+                redact_text(issue.cause),
+                redact_text(issue.fix),
                 source="log",
                 count=issue.count,
                 detail="\n".join(
                     [
                         f"first seen: {issue.first_seen or 'N/A'}   last seen: {issue.last_seen or 'N/A'}",
-                        f"example: {issue.example}",
+                        f"example: {redact_text(issue.example)}",
                     ]
                     + [f"see: {link}" for link in issue.links]
                 ),

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import threading
 from array import array
 from pathlib import Path
 from typing import IO, Iterator, Sequence, overload
 
 from engine.errors import BadInput
+from engine.jsonsafe import loads
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import device_levels, engine_levels, hbm_budget
 
@@ -64,10 +65,14 @@ _DAMAGED = (ValueError, TypeError, AttributeError, KeyError)
 
 def _document(line: str | bytes, schema_version: int) -> dict:
     """One line's JSON object, checked to be a snapshot of `schema_version`."""
-    data = json.loads(line)
+    data = loads(line, walk=False)  # Snapshot.from_dict reads fixed fields, never walks it
     found = data.get("schema_version", _LEGACY_SCHEMAS.get(data.get("schema")))
     if found != schema_version:
         raise ValueError(f"schema_version {found!r}, expected {schema_version}")
+    at = data.get("time")
+    # Python's json reads NaN and Infinity: a snapshot has to sit at a time the charts can place.
+    if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
+        raise ValueError(f"time {at!r} is not a finite number")
     return data
 
 

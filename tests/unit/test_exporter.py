@@ -286,11 +286,21 @@ def test_plog_error_codes_are_counted_from_the_exporters_start(tmp_path):
     assert 'ascendctl_plog_error_codes_total{code="507051",host="h",kind="acl"} 2.0' in text
 
 
-def test_no_plog_directory_is_a_source_down_not_a_crash(tmp_path):
+def test_no_plog_directory_is_nothing_to_count_not_a_source_down(tmp_path):
+    """The documented systemd unit runs as a user with no ~/ascend/log: the plogs source must
+    stay up (else AscendctlSourceDown fires on a healthy host), and plogs written later count."""
     from engine.exporter.plogs import PlogCounter
 
-    with pytest.raises(Unreachable):
-        PlogCounter({"ASCEND_PROCESS_LOG_PATH": str(tmp_path / "none")}).poll()
+    counter = PlogCounter({"ASCEND_PROCESS_LOG_PATH": str(tmp_path / "none")})
+    assert counter.poll() == {}
+    plog = tmp_path / "none" / "debug" / "plog"
+    plog.mkdir(parents=True)
+    line = next(ln for ln in (FIXTURES / "logs" / "plog_mixed_modules.log").read_text().splitlines() if "507051" in ln)
+    (plog / "plog-1.log").write_text(line + "\n")
+    assert counter.poll() == {("507051", "acl"): 1}
+    (tmp_path / "file").write_text("")
+    with pytest.raises(Unreachable):  # a path that cannot be a plog directory is still said
+        PlogCounter({"ASCEND_PROCESS_LOG_PATH": str(tmp_path / "file")}).poll()
 
 
 def test_cuda_devices_go_out_under_dcgm_exporter_names():

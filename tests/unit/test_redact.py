@@ -102,3 +102,20 @@ def test_limits_named_after_tokens_are_not_secrets():
     argv = ["vllm", "serve", "--max-num-batched-tokens", "4096", "--max-num-queued-tokens=512", "--hf-token", "x"]
     assert redact_argv(argv) == argv[:-1] + [MASK]
     assert redact_env({"VLLM_MAX_TOKENS": "10", "HF_TOKEN": "hf_x"}) == {"VLLM_MAX_TOKENS": "10", "HF_TOKEN": MASK}
+
+
+def test_free_text_loses_passwords_tokens_and_url_credentials():
+    from engine.redact import redact_text, url_without_credentials
+
+    line = (
+        "[ERROR] EZ9999 fetching https://bob:PW1@hf.example/x password=PW2 Authorization: Bearer PW3 "
+        '{"api_key": "PW4"} passwd: PW5 Proxy-Authorization: Basic dXNlcjpwYXNz'
+    )
+    masked = redact_text(line)
+    for secret in ("PW1", "PW2", "PW3", "PW4", "PW5", "dXNlcjpwYXNz"):
+        assert secret not in masked
+    assert "EZ9999" in masked and "Bearer ****" in masked
+    # figures that only look like secrets stay: counts, clock times
+    kept = "prompt_tokens=12 max_num_batched_tokens=4096 at 09:28:34 num_gpu_blocks: 8192"
+    assert redact_text(kept) == kept
+    assert url_without_credentials("http://alice:PW@127.0.0.1:9/x") == "http://127.0.0.1:9/x"

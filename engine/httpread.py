@@ -1,0 +1,141 @@
+"""The one bounded HTTP reader: every page ascendctl reads from a server (an engine's /metrics and
+/version, an exporter's snapshot) comes through `read_page`.
+
+httpx's timeout applies to each read, not to the whole answer: a server that sends one byte a
+second, or a page that never ends, would hold the caller for ever and fill its memory. Here a
+request has a total deadline and a size cap, as Prometheus' own scraper does. At the deadline a
+timer shuts the connection's socket, so even a server that trickles its headers lets go; the
+caller gets Unreachable, which the views show as the engine DOWN.
+
+Connections are not kept alive (the timer needs the socket of each request, and a poll every few
+seconds to 127.0.0.1 costs little to open).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from engine.errors import Unreachable
+from engine.redact import url_without_credentials
+
+# Prometheus' default scrape timeout is 10 s; a view that polls every 2 s wants less.
+DEADLINE_S = 5.0
+MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    status_code: int
+    content_type: str
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def client(timeout: float = DEADLINE_S) -> httpx.Client:
+    """A client for `read_page`: no proxies from the environment (engines are local or named by
+    URL), no keep-alive (see the module's note)."""
+    return httpx.Client(
+        timeout=timeout, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0), follow_redirects=False
+    )
+
+
+class _Cutter:
+    """Shuts the request's socket when the deadline passes (from a timer thread)."""
+
+    def __init__(self) -> None:
+        self.sock: socket.socket | None = None
+        self.fired = False
+        self._lock = threading.Lock()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event == "connection.connect_tcp.complete":
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            with self._lock:
+                self.sock = sock
+                if self.fired:
+                    self._shut()
+
+    def fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def read_page(
+    http: httpx.Client | None,
+    url: str,
+    deadline: float = DEADLINE_S,
+    max_bytes: int = MAX_BYTES,
+    what: str = "the server",
+) -> Page:
+    """GET `url` with a total deadline and a cap on the (decoded) body. Raises Unreachable with a
+    fix when it cannot connect, does not finish in time or sends too much; any status is returned
+    (the caller decides what a 404 means). `url` is named in errors without its credentials."""
+    shown = url_without_credentials(url)
+    own = http is None
+    http = http or client(deadline)
+    cutter = _Cutter()
+    timer = threading.Timer(deadline, cutter.fire)
+    timer.daemon = True
+    started = time.monotonic()
+    timer.start()
+    try:
+        with http.stream("GET", url, timeout=deadline, extensions={"trace": cutter.trace}) as resp:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise Unreachable(
+                        f"{shown} sent more than {max_bytes // (1024 * 1024)} MiB: not read further",
+                        f"check what serves {what} there",
+                    )
+                if time.monotonic() - started > deadline:
+                    raise _Late()
+                chunks.append(chunk)
+            if cutter.fired:
+                raise _Late()
+            return Page(str(url), resp.status_code, resp.headers.get("content-type", ""), b"".join(chunks))
+    except _Late:
+        raise _late(shown, deadline, what) from None
+    except httpx.HTTPError as exc:
+        if cutter.fired or time.monotonic() - started > deadline:
+            raise _late(shown, deadline, what) from None
+        raise Unreachable(
+            f"cannot reach {shown}: {type(exc).__name__}",
+            f"check that {what} is running and the port is right",
+        ) from exc
+    finally:
+        timer.cancel()
+        if own:
+            http.close()
+
+
+class _Late(Exception):
+    pass
+
+
+def _late(shown: str, deadline: float, what: str) -> Unreachable:
+    return Unreachable(
+        f"{shown} did not answer in full within {deadline:g} s", f"check {what} there: it answers too slowly"
+    )
+
+
+__all__ = ["DEADLINE_S", "MAX_BYTES", "Page", "client", "read_page"]

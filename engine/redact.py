@@ -66,16 +66,9 @@ _AWS_SECRET = re.compile(
 _FLAG = re.compile(r"^(--?[A-Za-z0-9_\-]+)(=(.*))?$", re.S)
 _FLAG_IN_TEXT = re.compile(r"(--[A-Za-z0-9_\-]+)([= ])(\S+)")
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.\-]*://)[^/@\s]+@", re.I)
-# In free text (log lines, error messages): `password=x`, `"api_key": "x"`, `passwd: x`, and the
-# credential after an HTTP auth scheme (`Authorization: Bearer x`, `Basic x`).
+# In free text (log lines, error messages): `password=x`, `"api_key": "x"`, `passwd: x`.
 _ASSIGN_IN_TEXT = re.compile(
     r"(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)(?P<sep>\"?\s*(?:=(?!=)|:\s*)\s*\"?)(?P<value>[^\s\"',;}&]+)"
-)
-# `Bearer x` wherever it is written; any scheme's credential after an Authorization header name.
-_AUTH_SCHEME = re.compile(
-    r"(?P<scheme>\b(?-i:Bearer)\s+|(?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?(?:[A-Za-z]+\s+)?)"
-    r"(?P<sep>\s*)(?P<cred>[A-Za-z0-9._~+/=\-]+)",
-    re.I,
 )
 # Plural counts in log lines (`prompt_tokens=12`, `keys: 3`) are figures, not secrets.
 _COUNT_ENDINGS = ("TOKENS", "KEYS")
@@ -125,10 +118,10 @@ def url_without_credentials(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """Free text that may quote a secret (a log line, an error): `redact_value`, then the value of
-    every secret-named assignment (`password=x`, `"api_key": "x"`) and the credential after an
-    HTTP auth scheme (`Bearer x`). What an engine log or a server says goes through this before it
-    is shown, served or written."""
-    text = _AUTH_SCHEME.sub(lambda m: m.group("scheme") + m.group("sep") + MASK, redact_value(text))
+    every secret-named assignment (`password=x`, `"api_key": "x"`); `redact_value` already masks
+    the credential of an HTTP auth header. What an engine log or a server says goes through this
+    before it is shown, served or written."""
+    text = redact_value(text)
 
     def assign(m: re.Match[str]) -> str:
         name, value = m.group("name"), m.group("value")

@@ -59,6 +59,9 @@ class RunInfo:
     # False for a headless data-parallel rank: it serves no API on this host (clients use node
     # 0's), so `top` and the exporter here have nothing to poll at `url`.
     serves_api: bool = True
+    # The signal a requested stop sent the engine (SIGINT, SIGTERM); None while it runs, and for
+    # an engine that ended on its own or never got ready: those ended in a failure.
+    stopped_by: str | None = None
 
     @property
     def log_path(self) -> Path:

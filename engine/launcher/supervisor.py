@@ -323,9 +323,14 @@ class Supervisor:
         """The engine's exit code; None while it runs, or before it started."""
         return self.engine.poll() if self.engine is not None else None
 
-    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+    def stop(self, sig: int = signal.SIGTERM, asked: bool = True) -> int | None:
         """Stop the whole process group: `sig`, then SIGKILL after the grace period; as soon as
         the group is gone, whichever comes first.
+
+        `asked`: the stop is wanted (a signal, the demo's q), not the end of a failed start. Then
+        run.json records the signal (`stopped_by`) and engine.log a line saying so before the
+        engine gets it: the errors vLLM logs while it shuts down (an EngineDeadError traceback on
+        every SIGINT / SIGTERM) are the stop, not a crash, for triage and bundles.
 
         Before the engine is ready, SIGTERM is sent as SIGINT: vLLM's start-up ignores a SIGTERM
         (or its API server hangs on after its EngineCore died of it) until the grace period ends,
@@ -335,7 +340,11 @@ class Supervisor:
             return None
         if sig == signal.SIGTERM and self._ready_at is None:
             sig = signal.SIGINT
-        self.listener.stopping(signal.Signals(sig).name, self.grace)
+        name = signal.Signals(sig).name
+        if asked and self.engine.poll() is None and self.info is not None and self.info.ended_at is None:
+            rundir.append_marker(self.log_path, f"stop requested ({name}): the engine's shutdown follows")
+            self._record(stopped_by=name)
+        self.listener.stopping(name, self.grace)
         code = self.engine.stop(sig, self.grace, kill_now=self._kill_now.is_set)
         self._finish(code)
         return code
@@ -385,7 +394,7 @@ class Supervisor:
             code = self.wait_exit() if ready else engine.poll()
             if self._stop.is_set() or (self.timed_out and code is None):
                 sig = self._stop_signal or signal.SIGTERM
-                code = self.stop(sig)
+                code = self.stop(sig, asked=self._stop.is_set())
                 if self._stop.is_set():
                     return self._outcome(code, attempt, stopped_by=signal.Signals(sig).name)
             else:

@@ -49,6 +49,9 @@ class Rule:
     explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
     generic: str = ""  # why the rule names a class of failure, not its cause (a wrapper code); "" when specific
     codes: tuple[str, ...] = ()  # table codes that mean this very failure: a hit of one is reported as this rule
+    # The line says a stop was asked for (a signal from serve, the demo or an operator): what the
+    # same input logs after it is the engine's shutdown, not a crash (see Scanner, "after a stop").
+    stop: bool = False
 
     @property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
@@ -243,6 +246,7 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
         generic=" ".join(str(raw.get("generic") or "").split()),
         codes=tuple(c.upper() for c in _as_list(raw.get("codes"), refuse, "codes")),
+        stop=bool(raw.get("stop", False)),
     )
     for i, c in enumerate(rule.codes):
         if explain(c) is None:

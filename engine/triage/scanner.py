@@ -105,6 +105,7 @@ class _Event:
     exception: str = ""
     exception_line: str = ""
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
+    after_stop: bool = False  # opened after a requested stop of its input: the engine's shutdown
 
 
 class Scanner:
@@ -123,6 +124,11 @@ class Scanner:
         self._first_error: dict[tuple[str, str], str] = {}
         self._parts: frozenset[int] | None = None  # pre-filter pieces of the line being handled
         self._last_failing: tuple[str, str] | None = None
+        # Inputs in which a stop was asked for (a `stop` rule's line), and the error events seen
+        # after it that were taken as the engine's shutdown (vLLM logs EngineDeadError on every
+        # SIGINT / SIGTERM it is stopped with): they name no issue and no root line.
+        self._stopped: set[str] = set()
+        self._shutdown_events = 0
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -250,6 +256,7 @@ class Scanner:
     def _start(self, k: tuple[str, str], p: Parsed, line: str, kind: str) -> None:
         raw = kind != "table" and p.level not in ERROR_LEVELS
         ev = _Event(source=k[0], key=k[1], src=p.src, level=p.level, raw=raw, kind=kind, stamp=p.stamp)
+        ev.after_stop = k[0] in self._stopped
         ev.first_payload = p.payload.strip()
         ev.first_line = line
         if kind != "traceback":
@@ -294,6 +301,12 @@ class Scanner:
                 self._raw_open[ev.source] = left
             else:
                 self._raw_open.pop(ev.source, None)
+        if ev.after_stop:
+            kept = _past_stop(ev.hits)
+            if not kept and (ev.hits or ev.level in ERROR_LEVELS or ev.exception):
+                self._shutdown_events += 1
+                return
+            ev.hits = kept
         self._record(ev.hits, ev.stamp, ev.source)
         if not ev.hits:
             self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
@@ -313,6 +326,15 @@ class Scanner:
             hits[rule.id] = (rule, payload)
         for info in codes:
             hits.setdefault(info.issue_id, (info, payload))
+        if source in self._stopped:
+            kept = _past_stop(hits)
+            shaped = p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)
+            if not kept and (hits or (shaped and payload and not _FRAGMENT.match(p.payload))):
+                self._shutdown_events += 1
+                return
+            hits = kept
+        if any(isinstance(w, Rule) and w.stop for w, _ in hits.values()):
+            self._stopped.add(source)
         if hits:
             self._record(hits, p.stamp, source)
             if p.level in ERROR_LEVELS or _any_error(hits) or _SHAPED_ERROR.match(payload):
@@ -365,6 +387,7 @@ class Scanner:
         snapshot._raw_open = dict(self._raw_open)
         snapshot._handled = dict(self._handled)
         snapshot._first_error = dict(self._first_error)
+        snapshot._stopped = set(self._stopped)
         for ev in list(self._open.values()):
             snapshot._close(ev)
         return snapshot._build()
@@ -393,12 +416,20 @@ class Scanner:
         explained = {e for h in self._hits.values() for e in h.explains}
         seq = {hid: h.seq for hid, h in self._hits.items()}
         issues.sort(key=lambda i: (_tier(i, explained), -severity_rank(i.severity), i.kind == "code", seq[i.id], i.id))
+        notes = []
+        if self._shutdown_events:
+            n = self._shutdown_events
+            notes.append(
+                f"{n} error event{'s' if n != 1 else ''} after a requested stop (EngineDeadError and the like) "
+                "taken as the engine's shutdown, not as a failure"
+            )
         return TriageReport(
             issues=issues,
             unknown=self._miner.templates(),
             lines=self.lines,
             events=self.events,
             bytes=self.bytes,
+            notes=notes,
             root_line=self._first_error.get(self._last_failing) if self._last_failing else None,
         )
 
@@ -412,6 +443,12 @@ def _tier(issue: IssueSummary, explained: set[str]) -> int:
     if issue.kind == "symptom" or issue.id in explained:
         return _CONSEQUENCE
     return _GENERIC if issue.generic else _SPECIFIC
+
+
+def _past_stop(hits: dict[str, tuple[Rule | CodeInfo, str]]) -> dict[str, tuple[Rule | CodeInfo, str]]:
+    """What still counts after a requested stop: not the consequences (engine dead, worker died,
+    start-up failed), which a stop produces by itself; a specific cause still does."""
+    return {k: v for k, v in hits.items() if not (isinstance(v[0], Rule) and v[0].symptom)}
 
 
 def _any_error(hits: dict[str, tuple[Rule | CodeInfo, str]]) -> bool:

@@ -516,3 +516,26 @@ def test_an_a2_build_of_vllm_ascend_on_other_chips_is_an_error(tmp_path):
     assert right.status is Status.OK
     unknown = by_id(run_doctor(HOSTS / "healthy-910b"))["devices.chip"]  # a recording without the field
     assert unknown.status is Status.OK
+
+
+def test_a_port_served_by_our_own_run_is_ok_and_named():
+    """doctor while `ascendctl serve` runs: the port is busy with our own engine, which is fine;
+    a port held by something else is still a warning."""
+    import socket
+
+    from engine.launcher import PortLock
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        stranger = by_id(run_doctor(port=port, only=["system.port"]))["system.port"]
+        assert stranger.status is Status.WARN and f"port {port} is already in use" in stranger.summary
+        lock = PortLock.acquire(port)
+        try:
+            lock.record(run_id="20261207-040000-cpu-tiny")
+            ours = by_id(run_doctor(port=port, only=["system.port"]))["system.port"]
+        finally:
+            lock.release()
+    assert ours.status is Status.OK
+    assert "served by ascendctl run 20261207-040000-cpu-tiny" in ours.summary

@@ -3,6 +3,7 @@ screen Enter opens on a row."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 from rich.text import Text
@@ -46,6 +47,11 @@ class DetailScreen(ModalScreen[None]):
         yield Static(body, id="detail")
 
 
+def _wrap(cell: Text, width: int) -> Text:
+    lines = textwrap.wrap(cell.plain, width) or [""]
+    return Text("\n".join(lines), style=cell.style)
+
+
 class DiagnosticsTable(DataTable):
     """One row per diagnostic (severity, subject, issue, fix); Enter opens its DetailScreen.
     Without `subject` (a table about one engine), the subject column is left out."""
@@ -55,18 +61,33 @@ class DiagnosticsTable(DataTable):
         self.subject = subject
         self.add_columns(*(("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")))
         self.diagnostics: tuple[Diagnostic, ...] | None = None
+        self._shown_width = 0
+
+    def _wrapped(self, cells: Sequence[Text], width: int) -> list[Text]:
+        """The issue and fix cells wrapped to what the table's width leaves them, so a long fix
+        reads whole on an 80-column terminal instead of running off the edge. The other
+        cells (severity, the engine's name) stay on one line."""
+        *fixed, issue, fix = cells
+        left = max(40, width - sum(len(c.plain) for c in fixed) - 2 * len(cells) - 2)
+        issue_w = max(16, min(len(issue.plain), left * 2 // 5))
+        fix_w = max(20, left - issue_w)
+        return [*fixed, _wrap(issue, issue_w), _wrap(fix, fix_w)]
 
     def show(self, diagnostics: Sequence[Diagnostic]) -> None:
         rows = tuple(diagnostics)
-        if rows == self.diagnostics:
+        width = self.size.width or self.app.size.width
+        if rows == self.diagnostics and width == self._shown_width:
             return  # unchanged rows: rebuilding the table each tick would only cost redraws
         self.diagnostics = rows
+        self._shown_width = width
         cursor = self.cursor_row
         self.clear()
         for d in rows:
             # Text cells, not str: the table would read a str as markup (`[/]` raises).
             cells = render.diagnostic_cells(d)
-            self.add_row(*(cells if self.subject else (cells[0], *cells[2:])))
+            if not self.subject:
+                cells = (cells[0], *cells[2:])
+            self.add_row(*self._wrapped(cells, width), height=None)
         if not rows:
             ok = Text("ok", style=severity_style(Severity.OK))
             self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))

@@ -33,7 +33,7 @@ __all__ = [
 
 
 def _all_checks() -> list[Check]:
-    from engine.doctor import profile_checks  # noqa: F401  (registers the --profile checks)
+    from engine.doctor import limits, profile_checks  # noqa: F401  (register the ulimit and --profile checks)
 
     return CHECKS
 

@@ -915,7 +915,7 @@ def check_port(ctx: Context) -> Outcome:
         return error(exc.cause, exc.fix)
     if not free:
         # Held by a run of ours (serve, demo): that engine is what the port is for, not a conflict.
-        from engine.launcher.portlock import port_lock_holder
+        from engine.runs import port_lock_holder
 
         if (run := port_lock_holder(ctx.port)) is not None:
             return ok(f"port {ctx.port} on {host} is served by {run}")

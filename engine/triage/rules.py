@@ -379,3 +379,27 @@ def load_rules(path: str | Path | None = None) -> tuple[Rule, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot read rules file {p}: {exc}", "pass a readable YAML file") from None
     return _checked(text, str(p))
+
+
+def rule_set(add: str | Path | None = None, only: str | Path | None = None) -> tuple[Rule, ...]:
+    """The rules a triage runs with: the bundled database; plus an operator's own file (`add`:
+    a rule of the same id replaces the bundled one, the others are added, as FaultDiag's
+    `entity --update` does); or that file alone (`only`)."""
+    if add is not None and only is not None:
+        raise BadInput("--rules and --rules-only both given", "use --rules FILE to add, --rules-only FILE to replace")
+    if only is not None:
+        return load_rules(only)
+    if add is None:
+        return load_rules()
+    own = load_rules(add)
+    mine = {r.id for r in own}
+    kept = [r for r in load_rules() if r.id not in mine]
+    named = {c: r.id for r in kept for c in r.codes}
+    for r in own:
+        for c in r.codes:
+            if c in named:
+                raise BadInput(
+                    f"{add}: {r.id}.codes: {c} is already named by the bundled rule {named[c]}",
+                    f"drop the code, or name your rule {named[c]} to replace that one",
+                )
+    return (*kept, *own)

@@ -104,6 +104,9 @@ class _Event:
     detail: str = ""  # its first CANN code line that says something (not a bare `EZ9999: Inner Error!`)
     exception: str = ""
     exception_line: str = ""
+    last_frame: str = (
+        ""  # a traceback's last `File "...", line N, in f` and its code line, while no exception line came
+    )
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
     after_stop: bool = False  # opened after a requested stop of its input: the engine's shutdown
 
@@ -233,6 +236,10 @@ class Scanner:
             return False
         if ev.kind == "traceback" and ev.phase == "frames":
             if text[:1] in (" ", "\t") or not stripped:
+                if stripped.startswith('File "'):
+                    ev.last_frame = stripped
+                elif ev.last_frame and stripped and "\n" not in ev.last_frame and not _FRAGMENT.match(stripped):
+                    ev.last_frame += "\n" + stripped  # the frame's code line
                 self._add(ev, p, line)
                 return True
             ev.phase = "message"  # the exception line; its message may go on over more lines
@@ -308,10 +315,13 @@ class Scanner:
                 return
             ev.hits = kept
         self._record(ev.hits, ev.stamp, ev.source)
+        # A traceback cut off before its exception line (the process died, the log was cut): its
+        # last frame is where it failed, which says more than "Traceback (most recent call last)".
+        cut = "" if ev.exception or not ev.last_frame else "traceback cut off at " + ev.last_frame.replace("\n", ": ")
         if not ev.hits:
-            self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
+            self._miner.add(ev.exception or cut or ev.first_payload, ev.exception_line or ev.first_line)
         if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or _any_error(ev.hits)):
-            text = ev.exception or ev.first_payload
+            text = ev.exception or cut or ev.first_payload
             if ev.detail and (ev.head_generic or _BARE_INNER.match(text)):
                 text = ev.detail  # a wrapper or `EZ9999: Inner Error!` says nothing; the CANN detail does
             self._failed(ev.source, ev.key, text, ev.hits)

@@ -117,6 +117,8 @@ def torch_source(
     if want in versions_seen(pip):
         return TorchSource(pin, (), f"torch {want} from pip's configured sources")
     why = check(url)
+    if why is not None and want in versions_seen(pip, ["--index-url", url, "--retries", "1", "--timeout", "15"]):
+        why = None  # pip reaches it (a proxy or certificate set in pip's own configuration)
     if why is not None:
         raise IndexUnreachable(
             f"torch {want}, which the CPU engine pins, is on none of pip's sources, "

@@ -180,3 +180,9 @@ def test_install_sh_asks_before_the_engine_install():
     text = (Path(__file__).resolve().parents[2] / "install.sh").read_text()
     assert "-m engine.stacks.cputorch" in text
     assert "PIP_EXTRA_INDEX_URL to the PyTorch CPU index" not in text
+
+
+def test_an_index_only_pip_reaches_is_used_not_called_unreachable(stock_pip, pytorch_index):
+    """The direct probe fails (a proxy set in pip's own configuration, say) but pip gets the page."""
+    found = torch_source(cputorch.pip_runner(environ=stock_pip), pytorch_index, PIN, check=lambda url: "no route")
+    assert found.pip_args == ("--extra-index-url", pytorch_index)

@@ -104,9 +104,8 @@ class _Event:
     detail: str = ""  # its first CANN code line that says something (not a bare `EZ9999: Inner Error!`)
     exception: str = ""
     exception_line: str = ""
-    last_frame: str = (
-        ""  # a traceback's last `File "...", line N, in f` and its code line, while no exception line came
-    )
+    # a traceback's last `File "...", line N, in f` and its code line, while no exception line came
+    last_frame: str = ""
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
     after_stop: bool = False  # opened after a requested stop of its input: the engine's shutdown
 

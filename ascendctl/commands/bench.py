@@ -337,6 +337,9 @@ def _fmt(value, spec: str = ",.1f", unit: str = "") -> str:
     return f"{value:{spec}}{unit}"
 
 
+BURST_MS = 0.1  # a median gap this small is tokens read together, not a decode speed
+
+
 def _ms(value) -> str:
     """A latency in ms with the digits it needs: 3.2, 0.042 (not 0.0), 0 when it is exactly 0."""
     if value is None:
@@ -411,10 +414,15 @@ def render_report(console, r) -> None:
     for label, s in (("TTFT", r.ttft_ms), ("ITL", r.itl_ms), ("TPOT", r.tpot_ms), ("E2E", r.e2e_ms)):
         lat.add_row(label, _ms(s.p50), _ms(s.p90), _ms(s.p99), _ms(s.mean), _ms(s.max), str(s.count))
     console.print(lat)
-    if r.itl_ms.p50 == 0:
+    bursts = [
+        f"{label} p50 is {_ms(s.p50)} ms"
+        for label, s in (("ITL", r.itl_ms), ("TPOT", r.tpot_ms))
+        if s.p50 is not None and s.p50 < BURST_MS
+    ]
+    if bursts:
         console.print(
-            "  ITL p50 is 0: most tokens reached the client in one read with the token before them "
-            "(the server flushed them together); the ITL mean and TPOT carry the decode speed"
+            f"  {' and '.join(bursts)}: most tokens reached the client in one read with the token before them "
+            "(flushed together by the server, or read late by a busy client); the ITL mean carries the decode speed"
         )
 
     if len(r.phases) > 1 or r.queue is not None:

@@ -224,4 +224,4 @@ def test_small_latencies_keep_their_digits_and_a_zero_itl_p50_is_explained():
     text = console.export_text()
     itl = next(line for line in text.splitlines() if line.lstrip().startswith("ITL"))
     assert itl.split("│")[1].strip() == "0" and "0.042" in itl  # not 0.0
-    assert "ITL p50 is 0: most tokens reached the client in one read" in text
+    assert "ITL p50 is 0 ms: most tokens reached the client in one read" in text

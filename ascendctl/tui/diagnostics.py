@@ -59,7 +59,8 @@ class DiagnosticsTable(DataTable):
     def __init__(self, *, id: str | None = None, subject: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.subject = subject
-        self.add_columns(*(("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")))
+        self._columns = ("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")
+        self.add_columns(*self._columns)
         self.diagnostics: tuple[Diagnostic, ...] | None = None
         self._shown_width = 0
 
@@ -68,20 +69,21 @@ class DiagnosticsTable(DataTable):
         reads whole on an 80-column terminal instead of running off the edge. The other
         cells (severity, the engine's name) stay on one line."""
         *fixed, issue, fix = cells
-        left = max(40, width - sum(len(c.plain) for c in fixed) - 2 * len(cells) - 2)
-        issue_w = max(16, min(len(issue.plain), left * 2 // 5))
-        fix_w = max(20, left - issue_w)
+        left = max(28, width - sum(len(c.plain) for c in fixed) - 2 * len(cells) - 4)
+        issue_w = max(12, min(len(issue.plain), left * 2 // 5))
+        fix_w = max(16, left - issue_w)
         return [*fixed, _wrap(issue, issue_w), _wrap(fix, fix_w)]
 
     def show(self, diagnostics: Sequence[Diagnostic]) -> None:
         rows = tuple(diagnostics)
-        width = self.size.width or self.app.size.width
+        width = self.scrollable_content_region.width or self.size.width or self.app.size.width
         if rows == self.diagnostics and width == self._shown_width:
             return  # unchanged rows: rebuilding the table each tick would only cost redraws
         self.diagnostics = rows
         self._shown_width = width
         cursor = self.cursor_row
-        self.clear()
+        self.clear(columns=True)  # columns keep the widest content they saw: start them afresh
+        self.add_columns(*self._columns)
         for d in rows:
             # Text cells, not str: the table would read a str as markup (`[/]` raises).
             cells = render.diagnostic_cells(d)
@@ -93,6 +95,11 @@ class DiagnosticsTable(DataTable):
             self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))
         else:
             self.move_cursor(row=min(cursor, len(rows) - 1))
+
+    def on_resize(self, event) -> None:
+        """Wrap again to the new width (the first rows may come before the layout gave one)."""
+        if self.diagnostics is not None and self.scrollable_content_region.width != self._shown_width:
+            self.show(self.diagnostics)
 
     @on(DataTable.RowSelected)
     def _open_detail(self, event: DataTable.RowSelected) -> None:

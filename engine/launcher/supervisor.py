@@ -140,6 +140,7 @@ class Supervisor:
         self.port_lock = port_lock  # held until the run ends: released by run() or shutdown()
         self._open_log = open_log
         self._record_lock = threading.Lock()  # run.json is updated from the log thread as well
+        self._said_started = threading.Event()  # the listener has been told of the engine's start
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
 
@@ -183,6 +184,7 @@ class Supervisor:
     def start(self, attempt: int = 0) -> EngineProcess:
         self.tracker = PhaseTracker()
         self._ready_at = None
+        self._said_started.clear()
         engine = EngineProcess(
             self.argv,
             self.env,
@@ -205,6 +207,7 @@ class Supervisor:
                 pid=engine.pid, ended_at=None, exit_code=None, phase=None, ready_seconds=None, restarts=attempt
             )
         self.listener.started(engine.pid, attempt)
+        self._said_started.set()
         return engine
 
     def _warn_once(self, kind: str, message: str) -> None:
@@ -239,6 +242,9 @@ class Supervisor:
         self._record(log_error=str(exc))
 
     def _on_line(self, line: str) -> None:
+        # The log thread starts with the engine: its first phase must not be told before the
+        # engine's start is (a busy host once printed a `phase` event ahead of `started`).
+        self._said_started.wait(5.0)
         self.listener.line(line)
         if self._ready_at is not None:
             return  # start-up is over: spare the pattern scan on every access-log line

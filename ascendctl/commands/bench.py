@@ -337,6 +337,20 @@ def _fmt(value, spec: str = ",.1f", unit: str = "") -> str:
     return f"{value:{spec}}{unit}"
 
 
+BURST_MS = 0.1  # a median gap this small is tokens read together, not a decode speed
+
+
+def _ms(value) -> str:
+    """A latency in ms with the digits it needs: 3.2, 0.042 (not 0.0), 0 when it is exactly 0."""
+    if value is None:
+        return "N/A"
+    if value == 0:
+        return "0"
+    if abs(value) < 1:
+        return f"{value:.2g}"
+    return f"{value:,.1f}"
+
+
 def verdict_line(report) -> str:
     missed = [v for v in report.slo if v.ok is False]
     if report.interrupted:
@@ -344,12 +358,23 @@ def verdict_line(report) -> str:
     if not report.slo:
         return "verdict: no SLOs in this scenario"
     if not missed:
-        na = sum(1 for v in report.slo if v.ok is None)
-        if na:
-            return f"verdict: PASS ({len(report.slo) - na} SLOs met, {na} not applicable)"
+        unjudged = [v for v in report.slo if v.ok is None and v.why]
+        na = sum(1 for v in report.slo if v.ok is None) - len(unjudged)
+        met = len(report.slo) - na - len(unjudged)
+        parts = [f"{met} SLOs met"] + ([f"{na} not applicable"] if na else [])
+        parts += [f"{v.name} not judged, {v.why.split(':', 1)[0]}" for v in unjudged]
+        if len(parts) > 1:
+            return f"verdict: PASS ({', '.join(parts)})"
         return f"verdict: PASS (all {len(report.slo)} SLOs met)"
     names = ", ".join(v.name for v in missed)
     return f"verdict: FAIL ({len(missed)} of {len(report.slo)} SLOs missed: {names})"
+
+
+def _verdict_cell(v) -> str:
+    if v.ok is None:
+        why = v.why
+        return f"[yellow]{why.split(':', 1)[0]}[/]" if why else "[dim]N/A[/]"
+    return "[green]PASS[/]" if v.ok else "[red]FAIL[/]"
 
 
 def render_report(console, r) -> None:
@@ -387,8 +412,18 @@ def render_report(console, r) -> None:
     for col in ("", "p50", "p90", "p99", "mean", "max", "samples"):
         lat.add_column(col, justify="right" if col else "left")
     for label, s in (("TTFT", r.ttft_ms), ("ITL", r.itl_ms), ("TPOT", r.tpot_ms), ("E2E", r.e2e_ms)):
-        lat.add_row(label, _fmt(s.p50), _fmt(s.p90), _fmt(s.p99), _fmt(s.mean), _fmt(s.max), str(s.count))
+        lat.add_row(label, _ms(s.p50), _ms(s.p90), _ms(s.p99), _ms(s.mean), _ms(s.max), str(s.count))
     console.print(lat)
+    bursts = [
+        f"{label} p50 is {_ms(s.p50)} ms"
+        for label, s in (("ITL", r.itl_ms), ("TPOT", r.tpot_ms))
+        if s.p50 is not None and s.p50 < BURST_MS
+    ]
+    if bursts:
+        console.print(
+            f"  {' and '.join(bursts)}: most tokens reached the client in one read with the token before them "
+            "(flushed together by the server, or read late by a busy client); the ITL mean carries the decode speed"
+        )
 
     if len(r.phases) > 1 or r.queue is not None:
         ph = Table(title="phases", title_justify="left", show_edge=False)
@@ -459,9 +494,12 @@ def render_report(console, r) -> None:
                 v.name,
                 f"{op} {_fmt(v.target, spec)}{unit}",
                 f"{_fmt(v.actual, spec)}{unit if v.actual is not None else ''}",
-                "[dim]N/A[/]" if v.ok is None else "[green]PASS[/]" if v.ok else "[red]FAIL[/]",
+                _verdict_cell(v),
             )
         console.print(t)
+        for v in r.slo:
+            if v.ok is None and v.why:
+                console.print(f"  {v.name} not judged: {safe(v.why)}")
     line = verdict_line(r)
     color = "green" if r.passed else "yellow" if r.interrupted else "red"
     console.print(f"[bold {color}]{line}[/]")

@@ -53,6 +53,13 @@ def netcheck(
         report = run_netcheck(
             root, nics=parse_nics(nics) if nics else None, peers_npu=peer_npu or (), peers_tcp=peer or ()
         )
+    if not report.facts.get("npu", True) and not peer:
+        from engine.errors import Unreachable
+
+        raise Unreachable(
+            "no NPU on this host: nothing for netcheck to probe (no NPU NIC, no hccn_tool)",
+            "run it on an Ascend node, check a recorded one with --root DIR, or test host ports with --peer HOST:PORT",
+        )
     out.emit(report.to_dict(), lambda c: render_report(c, report, strict, "netcheck"))
     code = report.exit_code(strict)
     if code:

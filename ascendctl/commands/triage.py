@@ -45,7 +45,13 @@ def triage(
     ),
     list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
     rules_file: Optional[str] = typer.Option(
-        None, "--rules", metavar="FILE", help="Use this rules YAML instead of the bundled database."
+        None,
+        "--rules",
+        metavar="FILE",
+        help="Add the rules of this YAML to the bundled database (a rule of the same id replaces the bundled one).",
+    ),
+    rules_only: Optional[str] = typer.Option(
+        None, "--rules-only", metavar="FILE", help="Use the rules of this YAML instead of the bundled database."
     ),
     top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
 ) -> None:
@@ -53,18 +59,21 @@ def triage(
     from engine.errors import BadInput, ProblemsFound
 
     out = get_output()
+    from engine.triage.rules import rule_set
+
+    rules = rule_set(rules_file, rules_only)
     if fail_on not in FAIL_ON_CHOICES:
         raise BadInput(
             f"--fail-on {fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}", "use e.g. --fail-on warning"
         )
     if explain is not None:
-        _explain(out, explain, rules_file)
+        _explain(out, explain, rules)
         return
     if list_:
-        _list(out, rules_file)
+        _list(out, rules)
         return
     paths = _expand_bundles(list(logs or [])) or [_latest_run_log()]
-    report = _scan(out, paths, rules_file)
+    report = _scan(out, paths, rules)
 
     failing = [] if fail_on == "never" else report.at_or_above(fail_on)
     data = {
@@ -130,10 +139,10 @@ def _latest_run_log() -> str:
     )
 
 
-def _scan(out: Any, paths: list[str], rules_file: str | None) -> Any:
-    from engine.triage import Scanner, load_rules, scan_paths
+def _scan(out: Any, paths: list[str], rules: Any) -> Any:
+    from engine.triage import Scanner, scan_paths
 
-    scanner = Scanner(load_rules(rules_file))
+    scanner = Scanner(rules)
     with out.status("triage: starting") as update:
         last = [0.0]
 
@@ -239,18 +248,18 @@ def _render(console: Any, report: Any, top: int) -> None:
             console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
 
 
-def _explain(out: Any, what: str, rules_file: str | None) -> None:
+def _explain(out: Any, what: str, rules: Any) -> None:
     from rich.text import Text
 
     from engine.errors import BadInput
-    from engine.triage import explain, load_rules, reported_as
+    from engine.triage import explain, reported_as
 
     info = explain(what)
     if info is not None:
         # the rule that declares the code (`codes:`), or the code it is `same_as`: reports name
         # the failure by that one
         code = reported_as(info).code
-        named_by = next((r.id for r in load_rules(rules_file) if code in r.codes), None if code == info.code else code)
+        named_by = next((r.id for r in rules if code in r.codes), None if code == info.code else code)
 
         def render(console: Any) -> None:
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
@@ -268,7 +277,7 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
 
         out.emit({"code": info, "reported_as": named_by}, render)
         return
-    for rule in load_rules(rules_file):
+    for rule in rules:
         if rule.id == what:
             data = {
                 "rule": {
@@ -311,13 +320,11 @@ def _explain(out: Any, what: str, rules_file: str | None) -> None:
     )
 
 
-def _list(out: Any, rules_file: str | None) -> None:
+def _list(out: Any, rules: Any) -> None:
     from rich.table import Table
 
-    from engine.triage import load_rules
     from engine.triage.codes import all_codes
 
-    rules = load_rules(rules_file)
     codes = all_codes()
     data = {
         "rules": [{"id": r.id, "severity": r.severity, "component": r.component, "title": r.title} for r in rules],

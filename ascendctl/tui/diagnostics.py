@@ -3,6 +3,7 @@ screen Enter opens on a row."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 from rich.text import Text
@@ -46,6 +47,11 @@ class DetailScreen(ModalScreen[None]):
         yield Static(body, id="detail")
 
 
+def _wrap(cell: Text, width: int) -> Text:
+    lines = textwrap.wrap(cell.plain, width) or [""]
+    return Text("\n".join(lines), style=cell.style)
+
+
 class DiagnosticsTable(DataTable):
     """One row per diagnostic (severity, subject, issue, fix); Enter opens its DetailScreen.
     Without `subject` (a table about one engine), the subject column is left out."""
@@ -53,25 +59,47 @@ class DiagnosticsTable(DataTable):
     def __init__(self, *, id: str | None = None, subject: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.subject = subject
-        self.add_columns(*(("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")))
+        self._columns = ("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")
+        self.add_columns(*self._columns)
         self.diagnostics: tuple[Diagnostic, ...] | None = None
+        self._shown_width = 0
+
+    def _wrapped(self, cells: Sequence[Text], width: int) -> list[Text]:
+        """The issue and fix cells wrapped to what the table's width leaves them, so a long fix
+        reads whole on an 80-column terminal instead of running off the edge. The other
+        cells (severity, the engine's name) stay on one line."""
+        *fixed, issue, fix = cells
+        left = max(28, width - sum(len(c.plain) for c in fixed) - 2 * len(cells) - 4)
+        issue_w = max(12, min(len(issue.plain), left * 2 // 5))
+        fix_w = max(16, left - issue_w)
+        return [*fixed, _wrap(issue, issue_w), _wrap(fix, fix_w)]
 
     def show(self, diagnostics: Sequence[Diagnostic]) -> None:
         rows = tuple(diagnostics)
-        if rows == self.diagnostics:
+        width = self.scrollable_content_region.width or self.size.width or self.app.size.width
+        if rows == self.diagnostics and width == self._shown_width:
             return  # unchanged rows: rebuilding the table each tick would only cost redraws
         self.diagnostics = rows
+        self._shown_width = width
         cursor = self.cursor_row
-        self.clear()
+        self.clear(columns=True)  # columns keep the widest content they saw: start them afresh
+        self.add_columns(*self._columns)
         for d in rows:
             # Text cells, not str: the table would read a str as markup (`[/]` raises).
             cells = render.diagnostic_cells(d)
-            self.add_row(*(cells if self.subject else (cells[0], *cells[2:])))
+            if not self.subject:
+                cells = (cells[0], *cells[2:])
+            self.add_row(*self._wrapped(cells, width), height=None)
         if not rows:
             ok = Text("ok", style=severity_style(Severity.OK))
             self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))
         else:
             self.move_cursor(row=min(cursor, len(rows) - 1))
+
+    def on_resize(self, event) -> None:
+        """Wrap again to the new width (the first rows may come before the layout gave one)."""
+        if self.diagnostics is not None and self.scrollable_content_region.width != self._shown_width:
+            self.show(self.diagnostics)
 
     @on(DataTable.RowSelected)
     def _open_detail(self, event: DataTable.RowSelected) -> None:

@@ -148,7 +148,7 @@ def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> 
     lat = Text(
         f"  TTFT p50 {seconds(r.ttft.p50)}{mid(r.ttft)} p99 {seconds(r.ttft.p99)}"
         f"  ITL p50 {seconds(r.itl.p50)}{mid(r.itl)} p99 {seconds(r.itl.p99)}"
-        f"  ({r.ttft.count:.0f} req / {thresholds.window_s:.0f}s)",
+        f"  ({r.ttft.count:.0f} req / {_window(r.window_span_s, thresholds.window_s)})",
         style="" if r.ttft.count else "dim",
     )
     return [*lines, load, pool, flow, cache, lat, *container_line(e)]
@@ -170,6 +170,14 @@ def container_line(e: EngineView) -> list[Text]:
             style="dim",
         )
     ]
+
+
+def _window(span_s: float | None, window_s: float) -> str:
+    """The time the latency figures cover: the window, or less while the scrapes do not span it
+    yet (`top --once`: two scrapes a second apart), so `0 req` is never claimed for a minute."""
+    if span_s is None or span_s >= window_s - 0.5:
+        return f"{window_s:.0f}s"
+    return f"last {max(span_s, 0.1):.1f}s" if span_s < 10 else f"last {span_s:.0f}s"
 
 
 def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) -> Text:

@@ -624,7 +624,7 @@ class _Builder:
         top = str(self.stage.top) + "/"
         data["inputs"] = [i.replace(top, "") for i in data["inputs"]]
         data["unreadable"] = [i.replace(top, "") for i in data["unreadable"]]
-        src.rc = 1 if report.issues else 0
+        src.rc = 1 if report.at_or_above("error") else 0  # as `ascendctl triage` exits (--fail-on error)
         self.stage.write("triage.json", _json(data), src)
 
     # ---- the recorded machine

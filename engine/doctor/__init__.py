@@ -33,7 +33,8 @@ __all__ = [
 
 
 def _all_checks() -> list[Check]:
-    from engine.doctor import container_checks, profile_checks  # noqa: F401  (they register their checks)
+    # These modules register their checks when imported.
+    from engine.doctor import container_checks, limits, profile_checks  # noqa: F401
 
     return CHECKS
 

@@ -914,6 +914,11 @@ def check_port(ctx: Context) -> Outcome:
     except BadInput as exc:
         return error(exc.cause, exc.fix)
     if not free:
+        # Held by a run of ours (serve, demo): that engine is what the port is for, not a conflict.
+        from engine.runs import port_lock_holder
+
+        if (run := port_lock_holder(ctx.port)) is not None:
+            return ok(f"port {ctx.port} on {host} is served by {run}")
         holder = port_holder(ctx.port)
         return warn(
             f"port {ctx.port} is already in use on {host}" + (f" by {holder}" if holder else ""),

@@ -16,32 +16,19 @@ import errno
 import fcntl
 import json
 import os
-from pathlib import Path
 
 from engine import runs
 from engine.errors import BadInput
 
-LOCKS_DIR = "locks"
 SET_PORT = "--set server.port="  # how serve takes a port; demo passes its own option
 
-
-def lock_path(port: int) -> Path:
-    return runs.state_dir() / LOCKS_DIR / f"port-{port}.lock"
-
-
-def _describe(data: dict) -> str:
-    run_id, pid = data.get("run_id"), data.get("pid")
-    if run_id:
-        return f"ascendctl run {run_id}" + (f" (pid {pid})" if pid else "")
-    return f"another ascendctl (pid {pid})" if pid else "another ascendctl"
-
-
-def _read(fd: int) -> dict:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+# Reading a lock (who holds a port) lives with the state directory's layout in engine.runs, so
+# that doctor, below this layer, can name the run that holds a port.
+lock_path = runs.port_lock_path
+_describe = runs.describe_lock_holder
+_read = runs.read_lock
+_holder = runs.lock_holder
+port_lock_holder = runs.port_lock_holder
 
 
 def _taken(port: int, data: dict, port_option: str) -> BadInput:
@@ -51,29 +38,6 @@ def _taken(port: int, data: dict, port_option: str) -> BadInput:
         f"port {port} is already served by {_describe(data)}",
         f"{stop}choose another port: {port_option}{port + 1}",
     )
-
-
-def _holder(port: int) -> dict | None:
-    """What the lock of `port` says about its holder; None when nobody holds it."""
-    try:
-        fd = os.open(lock_path(port), os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return _read(fd) if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
-def port_lock_holder(port: int) -> str | None:
-    """Who holds the lock of `port` ('ascendctl run <id> (pid N)'), None when nobody does."""
-    data = _holder(port)
-    return None if data is None else _describe(data)
 
 
 def check_port_lock(port: int, port_option: str = SET_PORT) -> None:

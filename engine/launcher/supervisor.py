@@ -138,6 +138,7 @@ class Supervisor:
         self.port_lock = port_lock  # held until the run ends: released by run() or shutdown()
         self._open_log = open_log
         self._record_lock = threading.Lock()  # run.json is updated from the log thread as well
+        self._said_started = threading.Event()  # the listener has been told of the engine's start
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
 
@@ -181,6 +182,7 @@ class Supervisor:
     def start(self, attempt: int = 0) -> EngineProcess:
         self.tracker = PhaseTracker()
         self._ready_at = None
+        self._said_started.clear()
         engine = EngineProcess(
             self.argv,
             self.env,
@@ -203,6 +205,7 @@ class Supervisor:
                 pid=engine.pid, ended_at=None, exit_code=None, phase=None, ready_seconds=None, restarts=attempt
             )
         self.listener.started(engine.pid, attempt)
+        self._said_started.set()
         return engine
 
     def _warn_once(self, kind: str, message: str) -> None:
@@ -237,6 +240,9 @@ class Supervisor:
         self._record(log_error=str(exc))
 
     def _on_line(self, line: str) -> None:
+        # The log thread starts with the engine: its first phase must not be told before the
+        # engine's start is (a busy host once printed a `phase` event ahead of `started`).
+        self._said_started.wait(5.0)
         self.listener.line(line)
         if self._ready_at is not None:
             return  # start-up is over: spare the pattern scan on every access-log line
@@ -326,9 +332,14 @@ class Supervisor:
         """The engine's exit code; None while it runs, or before it started."""
         return self.engine.poll() if self.engine is not None else None
 
-    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+    def stop(self, sig: int = signal.SIGTERM, asked: bool = True) -> int | None:
         """Stop the whole process group: `sig`, then SIGKILL after the grace period; as soon as
         the group is gone, whichever comes first.
+
+        `asked`: the stop is wanted (a signal, the demo's q), not the end of a failed start. Then
+        run.json records the signal (`stopped_by`) and engine.log a line saying so before the
+        engine gets it: the errors vLLM logs while it shuts down (an EngineDeadError traceback on
+        every SIGINT / SIGTERM) are the stop, not a crash, for triage and bundles.
 
         Before the engine is ready, SIGTERM is sent as SIGINT: vLLM's start-up ignores a SIGTERM
         (or its API server hangs on after its EngineCore died of it) until the grace period ends,
@@ -338,7 +349,11 @@ class Supervisor:
             return None
         if sig == signal.SIGTERM and self._ready_at is None:
             sig = signal.SIGINT
-        self.listener.stopping(signal.Signals(sig).name, self.grace)
+        name = signal.Signals(sig).name
+        if asked and self.engine.poll() is None and self.info is not None and self.info.ended_at is None:
+            rundir.append_marker(self.log_path, f"stop requested ({name}): the engine's shutdown follows")
+            self._record(stopped_by=name)
+        self.listener.stopping(name, self.grace)
         code = self.engine.stop(sig, self.grace, kill_now=self._kill_now.is_set)
         self._finish(code)
         return code
@@ -388,7 +403,7 @@ class Supervisor:
             code = self.wait_exit() if ready else engine.poll()
             if self._stop.is_set() or (self.timed_out and code is None):
                 sig = self._stop_signal or signal.SIGTERM
-                code = self.stop(sig)
+                code = self.stop(sig, asked=self._stop.is_set())
                 if self._stop.is_set():
                     return self._outcome(code, attempt, stopped_by=signal.Signals(sig).name)
             else:

@@ -115,6 +115,9 @@ EngineRates = dataclasses.make_dataclass(
         ("cached_tps_by_tier", Mapping[str, float], field(default_factory=dict)),  # device / host / ...
         ("offload_per_s", Mapping[str, float], field(default_factory=dict)),  # vllm:kv_offload_* counters
         *optional_fields(tuple(m.window for m in HISTOGRAMS if m.window), Percentiles, factory=Percentiles),
+        # The seconds the window figures cover: less than the window until the scrapes span it
+        # (`top --once` takes two scrapes a second apart). Last, so existing fields keep their places.
+        ("window_span_s", float | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,
@@ -188,4 +191,5 @@ class RateTracker:
             cached_tps_by_tier=tiers,
             offload_per_s=offload,
             **{m.window: window_percentiles(m.key) for m in HISTOGRAMS if m.window},
+            window_span_s=t - oldest_t,
         )

@@ -76,6 +76,7 @@ class NetContext:
     peers_tcp: Sequence[tuple[str, int]] = ()
     connect: Callable[[str, int, float], None] | None = None
     timeout: float = 3.0
+    npu: bool = True  # an NPU host (device nodes, npu-smi, driver or CANN); False: nothing for hccn_tool
 
 
 def _ranges(ids: Sequence[int]) -> str:
@@ -237,6 +238,8 @@ def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str],
 
 
 def check_tool(ctx: NetContext) -> Outcome:
+    if ctx.tool is None and not ctx.npu:
+        return skip("no NPU on this host: no NPU NIC for hccn_tool to ask")
     if ctx.tool is None:
         return error(
             "hccn_tool not found (not on PATH, not at " + HCCN_TOOL + ")",
@@ -695,8 +698,19 @@ def run_netcheck(
     started = time.perf_counter()
     tool = find_tool(host)
     found = collect(host, tool, nic_indices(host, nics), timeout=timeout) if tool else []
+    from engine.system.platform import detect_platform
+
+    platform = "ascend" if tool else detect_platform(host)
     ctx = NetContext(
-        host, live, found, tool, dict(interfaces) if interfaces is not None else None, tuple(peers_npu), tcp, connect
+        host,
+        live,
+        found,
+        tool,
+        dict(interfaces) if interfaces is not None else None,
+        tuple(peers_npu),
+        tcp,
+        connect,
+        npu=platform == "ascend",
     )
     checks = [_run_one(ctx, *c) for c in CHECKS]
     errors = sum(c.status is Status.ERROR for c in checks)
@@ -707,13 +721,14 @@ def run_netcheck(
         else (f"{warns} warning(s), no errors" if warns else "ready for multi-node serving")
     )
     return DoctorReport(
-        platform="ascend" if tool else "unknown",
+        platform=platform,
         headline=f"{len(found)} NPU NIC(s); {state}",
         root=str(root) if root is not None and Path(root).is_file() else str(host.root),
         live=live,
         checks=tuple(checks),
         facts={
             "host": host_name(host, live),
+            "npu": ctx.npu,
             "nics": [n.fact() for n in found],
             "unanswered": {n.index: n.problems for n in found if n.problems},
             "elapsed_s": round(time.perf_counter() - started, 3),

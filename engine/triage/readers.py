@@ -244,4 +244,4 @@ def scan_paths(
         if binary:
             notes.append(f"{name}: holds binary data (NUL bytes); scanned as text")
     report = scanner.report()
-    return replace(report, inputs=read, unreadable=unreadable, notes=notes)
+    return replace(report, inputs=read, unreadable=unreadable, notes=[*notes, *report.notes])

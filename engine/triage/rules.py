@@ -49,6 +49,9 @@ class Rule:
     explains: tuple[str, ...] = ()  # rules this one is the cause behind: listed after it when both are seen
     generic: str = ""  # why the rule names a class of failure, not its cause (a wrapper code); "" when specific
     codes: tuple[str, ...] = ()  # table codes that mean this very failure: a hit of one is reported as this rule
+    # The line says a stop was asked for (a signal from serve, the demo or an operator): what the
+    # same input logs after it is the engine's shutdown, not a crash (see Scanner, "after a stop").
+    stop: bool = False
 
     @property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
@@ -243,6 +246,7 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         explains=tuple(_as_list(raw.get("explains"), refuse, "explains")),
         generic=" ".join(str(raw.get("generic") or "").split()),
         codes=tuple(c.upper() for c in _as_list(raw.get("codes"), refuse, "codes")),
+        stop=bool(raw.get("stop", False)),
     )
     for i, c in enumerate(rule.codes):
         if explain(c) is None:
@@ -375,3 +379,27 @@ def load_rules(path: str | Path | None = None) -> tuple[Rule, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"cannot read rules file {p}: {exc}", "pass a readable YAML file") from None
     return _checked(text, str(p))
+
+
+def rule_set(add: str | Path | None = None, only: str | Path | None = None) -> tuple[Rule, ...]:
+    """The rules a triage runs with: the bundled database; plus an operator's own file (`add`:
+    a rule of the same id replaces the bundled one, the others are added, as FaultDiag's
+    `entity --update` does); or that file alone (`only`)."""
+    if add is not None and only is not None:
+        raise BadInput("--rules and --rules-only both given", "use --rules FILE to add, --rules-only FILE to replace")
+    if only is not None:
+        return load_rules(only)
+    if add is None:
+        return load_rules()
+    own = load_rules(add)
+    mine = {r.id for r in own}
+    kept = [r for r in load_rules() if r.id not in mine]
+    named = {c: r.id for r in kept for c in r.codes}
+    for r in own:
+        for c in r.codes:
+            if c in named:
+                raise BadInput(
+                    f"{add}: {r.id}.codes: {c} is already named by the bundled rule {named[c]}",
+                    f"drop the code, or name your rule {named[c]} to replace that one",
+                )
+    return (*kept, *own)

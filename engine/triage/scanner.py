@@ -104,7 +104,10 @@ class _Event:
     detail: str = ""  # its first CANN code line that says something (not a bare `EZ9999: Inner Error!`)
     exception: str = ""
     exception_line: str = ""
+    # a traceback's last `File "...", line N, in f` and its code line, while no exception line came
+    last_frame: str = ""
     hits: dict[str, tuple[Rule | CodeInfo, str]] = field(default_factory=dict)
+    after_stop: bool = False  # opened after a requested stop of its input: the engine's shutdown
 
 
 class Scanner:
@@ -123,6 +126,11 @@ class Scanner:
         self._first_error: dict[tuple[str, str], str] = {}
         self._parts: frozenset[int] | None = None  # pre-filter pieces of the line being handled
         self._last_failing: tuple[str, str] | None = None
+        # Inputs in which a stop was asked for (a `stop` rule's line), and the error events seen
+        # after it that were taken as the engine's shutdown (vLLM logs EngineDeadError on every
+        # SIGINT / SIGTERM it is stopped with): they name no issue and no root line.
+        self._stopped: set[str] = set()
+        self._shutdown_events = 0
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -227,6 +235,10 @@ class Scanner:
             return False
         if ev.kind == "traceback" and ev.phase == "frames":
             if text[:1] in (" ", "\t") or not stripped:
+                if stripped.startswith('File "'):
+                    ev.last_frame = stripped
+                elif ev.last_frame and stripped and "\n" not in ev.last_frame and not _FRAGMENT.match(stripped):
+                    ev.last_frame += "\n" + stripped  # the frame's code line
                 self._add(ev, p, line)
                 return True
             ev.phase = "message"  # the exception line; its message may go on over more lines
@@ -250,6 +262,7 @@ class Scanner:
     def _start(self, k: tuple[str, str], p: Parsed, line: str, kind: str) -> None:
         raw = kind != "table" and p.level not in ERROR_LEVELS
         ev = _Event(source=k[0], key=k[1], src=p.src, level=p.level, raw=raw, kind=kind, stamp=p.stamp)
+        ev.after_stop = k[0] in self._stopped
         ev.first_payload = p.payload.strip()
         ev.first_line = line
         if kind != "traceback":
@@ -294,11 +307,20 @@ class Scanner:
                 self._raw_open[ev.source] = left
             else:
                 self._raw_open.pop(ev.source, None)
+        if ev.after_stop:
+            kept = _past_stop(ev.hits)
+            if not kept and (ev.hits or ev.level in ERROR_LEVELS or ev.exception):
+                self._shutdown_events += 1
+                return
+            ev.hits = kept
         self._record(ev.hits, ev.stamp, ev.source)
+        # A traceback cut off before its exception line (the process died, the log was cut): its
+        # last frame is where it failed, which says more than "Traceback (most recent call last)".
+        cut = "" if ev.exception or not ev.last_frame else "traceback cut off at " + ev.last_frame.replace("\n", ": ")
         if not ev.hits:
-            self._miner.add(ev.exception or ev.first_payload, ev.exception_line or ev.first_line)
+            self._miner.add(ev.exception or cut or ev.first_payload, ev.exception_line or ev.first_line)
         if ev.kind != "table" and (ev.level in ERROR_LEVELS or ev.exception or _any_error(ev.hits)):
-            text = ev.exception or ev.first_payload
+            text = ev.exception or cut or ev.first_payload
             if ev.detail and (ev.head_generic or _BARE_INNER.match(text)):
                 text = ev.detail  # a wrapper or `EZ9999: Inner Error!` says nothing; the CANN detail does
             self._failed(ev.source, ev.key, text, ev.hits)
@@ -313,6 +335,15 @@ class Scanner:
             hits[rule.id] = (rule, payload)
         for info in codes:
             hits.setdefault(info.issue_id, (info, payload))
+        if source in self._stopped:
+            kept = _past_stop(hits)
+            shaped = p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)
+            if not kept and (hits or (shaped and payload and not _FRAGMENT.match(p.payload))):
+                self._shutdown_events += 1
+                return
+            hits = kept
+        if any(isinstance(w, Rule) and w.stop for w, _ in hits.values()):
+            self._stopped.add(source)
         if hits:
             self._record(hits, p.stamp, source)
             if p.level in ERROR_LEVELS or _any_error(hits) or _SHAPED_ERROR.match(payload):
@@ -365,6 +396,7 @@ class Scanner:
         snapshot._raw_open = dict(self._raw_open)
         snapshot._handled = dict(self._handled)
         snapshot._first_error = dict(self._first_error)
+        snapshot._stopped = set(self._stopped)
         for ev in list(self._open.values()):
             snapshot._close(ev)
         return snapshot._build()
@@ -393,12 +425,20 @@ class Scanner:
         explained = {e for h in self._hits.values() for e in h.explains}
         seq = {hid: h.seq for hid, h in self._hits.items()}
         issues.sort(key=lambda i: (_tier(i, explained), -severity_rank(i.severity), i.kind == "code", seq[i.id], i.id))
+        notes = []
+        if self._shutdown_events:
+            n = self._shutdown_events
+            notes.append(
+                f"{n} error event{'s' if n != 1 else ''} after a requested stop (EngineDeadError and the like) "
+                "taken as the engine's shutdown, not as a failure"
+            )
         return TriageReport(
             issues=issues,
             unknown=self._miner.templates(),
             lines=self.lines,
             events=self.events,
             bytes=self.bytes,
+            notes=notes,
             root_line=self._first_error.get(self._last_failing) if self._last_failing else None,
         )
 
@@ -412,6 +452,12 @@ def _tier(issue: IssueSummary, explained: set[str]) -> int:
     if issue.kind == "symptom" or issue.id in explained:
         return _CONSEQUENCE
     return _GENERIC if issue.generic else _SPECIFIC
+
+
+def _past_stop(hits: dict[str, tuple[Rule | CodeInfo, str]]) -> dict[str, tuple[Rule | CodeInfo, str]]:
+    """What still counts after a requested stop: not the consequences (engine dead, worker died,
+    start-up failed), which a stop produces by itself; a specific cause still does."""
+    return {k: v for k, v in hits.items() if not (isinstance(v[0], Rule) and v[0].symptom)}
 
 
 def _any_error(hits: dict[str, tuple[Rule | CodeInfo, str]]) -> bool:

@@ -134,6 +134,8 @@ def test_demo_batch_json_ends_with_one_end_event_and_stops_the_engine(capsys, mo
     info = runs.list_runs()[0]
     assert events[-1]["run_dir"] == info.directory
     assert info.ended_at and not info.alive()
+    # the demo's own stop is recorded: what the engine logs on it is the shutdown, not a crash
+    assert info.stopped_by in ("SIGINT", "SIGTERM") and "stop requested" in info.log_path.read_text()
     assert not _left_running(tmp_path)
 
 

@@ -45,6 +45,16 @@ def test_netcheck_bad_input_and_nothing_to_probe(capsys, tmp_path):
     assert run(capsys, "netcheck", "--root", str(tmp_path / "absent"))[0] == 3
 
 
+def test_netcheck_on_a_host_without_an_npu_exits_3_as_its_help_says(capsys):
+    code, out, err = run(capsys, "netcheck", "--root", str(HOSTS / "cpu-host"))
+    assert code == 3 and out == ""
+    assert err.startswith("error: no NPU on this host: nothing for netcheck to probe")
+    assert "ERROR" not in err and "--peer HOST:PORT" in err
+    # host ports can still be probed there
+    code, out, _ = run(capsys, "netcheck", "--root", str(HOSTS / "cpu-host"), "--peer", "10.0.0.6:29500")
+    assert code == 0 and "skip  no NPU on this host" in out
+
+
 def _doctor_json(capsys, tmp_path, tree: str) -> str:
     code, out, _ = run(capsys, "doctor", "--json", "--root", str(HOSTS / tree))
     path = tmp_path / f"{tree}.json"

@@ -38,6 +38,8 @@ def test_once_prints_one_frame_with_rates(server, capsys):
     assert "model tiny" in out and "total 8192" in out
     assert "generation N/A" not in out  # two scrapes were taken, so the rates exist
     assert "TTFT p50 35ms" in out  # 24 requests between the idle and the busy capture
+    # the two scrapes span 0.2 s, not the 60 s window: the count says what it covers
+    assert "(24 req / last 0.2s)" in out and "/ 60s)" not in out
 
 
 def test_json_is_one_snapshot_with_schema_version(server, capsys):

@@ -234,3 +234,30 @@ def test_explain_says_when_a_code_is_a_catch_all(capsys):
     assert "generic:  an inner-error code" in capsys.readouterr().out
     main(["triage", "--explain", "EI0006"])
     assert "generic:" not in capsys.readouterr().out
+
+
+OWN_RULE = """rules:
+  - id: site-nfs-stale
+    title: The model share went stale
+    severity: error
+    patterns: ['Stale file handle']
+    cause: the NFS export holding the weights was remounted under the engine
+    fix: remount the share and restart the engine
+    samples: ['OSError: [Errno 116] Stale file handle']
+"""
+
+
+def test_own_rules_add_to_the_bundled_database_and_rules_only_replaces_it(capsys, tmp_path):
+    rules = tmp_path / "site.yaml"
+    rules.write_text(OWN_RULE)
+    log = tmp_path / "engine.log"
+    log.write_text(KV_LOG.read_text() + "OSError: [Errno 116] Stale file handle\n")
+    _, added, _ = run_json(capsys, "--fail-on", "never", "--rules", str(rules), str(log))
+    assert {"site-nfs-stale", "vllm-no-kv-cache-memory"} <= {i["id"] for i in added["issues"]}
+    _, alone, _ = run_json(capsys, "--fail-on", "never", "--rules-only", str(rules), str(log))
+    assert {i["id"] for i in alone["issues"]} == {"site-nfs-stale"}
+    # --list and --explain see the same set
+    _, listed, _ = run_json(capsys, "--rules", str(rules), "--list")
+    assert "site-nfs-stale" in {r["id"] for r in listed["rules"]} and len(listed["rules"]) > 100
+    assert main(["triage", "--rules", str(rules), "--rules-only", str(rules), str(log)]) == 2
+    assert "--rules and --rules-only" in capsys.readouterr().err

@@ -218,3 +218,27 @@ def test_main_screen_snapshot(snap_compare, monkeypatch):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(130, 48), run_before=wait_for_second)
+
+
+async def test_a_long_fix_wraps_in_the_diagnostics_table_at_80_columns():
+    """The demo's first row, the open-file limit, with its whole fix on an 80-column terminal."""
+    from textual.app import App
+
+    from ascendctl.tui.diagnostics import DiagnosticsTable
+    from engine.telemetry.snapshot import Diagnostic
+    from engine.triage import load_rules
+
+    rule = next(r for r in load_rules() if r.id == "vllm-fd-ulimit-low")
+    row = Diagnostic(rule.id, rule.severity, "20261207-035433-cpu-tiny", rule.title, rule.cause, rule.fix, "log")
+
+    class One(App):
+        def compose(self):
+            yield DiagnosticsTable(id="diagnostics")
+
+    app = One()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.query_one(DiagnosticsTable).show([row])
+        await pilot.pause()
+        painted = text_of(app.screen, "#diagnostics")
+    assert max(len(line.rstrip()) for line in painted.splitlines()) <= 80
+    assert all(word in painted for word in rule.fix.split())  # the whole fix, wrapped, none cut off

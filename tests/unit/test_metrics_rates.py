@@ -229,6 +229,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "offload_per_s",
         "ttft",
         "itl",
+        "window_span_s",
     ]
     assert HISTORY_KEYS == ("running", "waiting", "prompt_tps", "generation_tps")
     # A sparkline draws a snapshot field: a gauge's view field or a counter's rate.

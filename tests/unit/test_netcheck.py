@@ -335,10 +335,18 @@ def test_tcp_peers_live(tmp_path):
 
 
 def test_no_hccn_tool_is_one_error_and_the_nic_rows_skip(tmp_path):
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "davinci0").touch()  # an NPU host whose driver tools are missing
     r = run_netcheck(host=_host(tmp_path), interfaces=IFACES)
     assert row(r, "hccn.tool").status is Status.ERROR
     assert row(r, "nic.link").status is Status.SKIP
-    assert r.facts["nics"] == []
+    assert r.facts["nics"] == [] and r.facts["npu"] is True
+
+
+def test_a_host_without_an_npu_has_no_hccn_tool_to_miss(tmp_path):
+    r = run_netcheck(host=_host(tmp_path), interfaces=IFACES)
+    assert row(r, "hccn.tool").status is Status.SKIP and "no NPU on this host" in row(r, "hccn.tool").summary
+    assert r.facts["npu"] is False and r.platform == "cpu" and r.exit_code() == 0
 
 
 def test_bad_input():

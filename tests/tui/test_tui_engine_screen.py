@@ -202,3 +202,17 @@ def test_engine_screen_snapshot(snap_compare, run, monkeypatch):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(130, 48), run_before=open_engine)
+
+
+async def test_the_engine_screen_names_a_hang_and_the_restart_it_caused(run):
+    from engine import runs
+
+    hang = runs.HangRecord(at=1.0, summary="probe timed out 3x in 90 s", evidence_dir="runs/x/hang-1", action="restart")
+    runs.write_run(dataclasses.replace(run, restarts=1, restart_reason="hang", hangs=[hang]))
+    app = TopApp(served_and_plain(run).poll, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("enter")
+        plan = text_of(app.screen, "#engine-plan")
+        assert "restarts 1 (last: hang)" in plan
+        assert "hung 1x, last: probe timed out 3x in 90 s; evidence in runs/x/hang-1" in plan

@@ -350,6 +350,13 @@ def finish(out: Output, outcome: Outcome) -> int:
         return 130
     # Not stopped by us: the engine ended on its own or never got ready. Even exit code 0 is a
     # failure (vLLM's API server exits 0 when its EngineCore dies).
+    if outcome.hangs and outcome.diagnosis is None and not out.json_mode:
+        last = outcome.hangs[-1]
+        out.error(
+            f"the engine was stopped after a hang: {last.summary}",
+            f"attach {last.evidence_dir} (stack dump, triage, metrics) to the bug report; "
+            "--restart on-failure restarts a hung engine",
+        )
     if not out.json_mode and outcome.diagnosis is not None:
         from ascendctl.launch_view import show_diagnosis
 

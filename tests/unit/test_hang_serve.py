@@ -228,3 +228,16 @@ def test_probe_unknown_run_is_2(state, capsys):
     code = main(["probe", "no-such-run"])
     _, err = capsys.readouterr()
     assert code == 2 and "no run matches 'no-such-run'" in err
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--on-hang", "restart"], "--on-hang restart needs --restart on-failure"),
+        (["--on-hang", "reboot"], "unknown --on-hang action 'reboot'"),
+    ],
+)
+def test_serve_refuses_an_on_hang_it_cannot_keep(capsys, argv, words):
+    code = main(["serve", "-p", "cpu-tiny", *argv])
+    _, err = capsys.readouterr()
+    assert code == 2 and words in err

@@ -145,6 +145,11 @@ def main() -> int:
         pid = serve.of("started")[0][1]["pid"]
         print(f"first start: ready in {first_ready:.1f} s")
 
+        started = time.monotonic()
+        done = subprocess.run([ASCENDCTL, "probe", url], capture_output=True, text=True)
+        print(
+            f"ascendctl probe (a fresh process, idle engine): exit {done.returncode} in {time.monotonic() - started:.2f} s: {done.stdout.strip()}"
+        )
         before_req, before_cpu = requests_done(url), tree_cpu(pid)
         time.sleep(args.idle)
         probes = requests_done(url) - before_req
@@ -180,6 +185,9 @@ def main() -> int:
         )
         back = t_back - t_verdict
         print(f"verdict: {verdict['summary']}")
+        stacks = (Path(verdict["evidence_dir"]) / "stacks.txt").read_text()
+        print(f"evidence: {verdict['evidence_dir']} ({verdict['stacks']} processes dumped); stacks.txt begins:")
+        print("\n".join(stacks.splitlines()[:12]))
         print(
             f"hang -> verdict: {to_verdict:.1f} s (bound from the thresholds {bound:.0f} s, ratio {to_verdict / bound:.2f})"
         )

@@ -29,7 +29,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import httpx
 
@@ -497,13 +497,6 @@ class HangMonitor:
 
     def close(self) -> None:
         self.client.close()
-
-
-def limits_of(values: Mapping[str, float]) -> HangLimits:
-    """HangLimits from a thresholds mapping (thresholds.yaml's keys)."""
-    from types import SimpleNamespace
-
-    return HangLimits.from_thresholds(SimpleNamespace(**values))
 
 
 __all__ = [

@@ -108,6 +108,7 @@ def serve(
             max_restarts,
             grace,
             ready_timeout,
+            hang_action,
         )
         return
     if dry_run:
@@ -149,7 +150,7 @@ def hang_action_of(on_hang: str | None, restart: str) -> str:
     return on_hang
 
 
-def hang_policy(prof: Profile, spec: LaunchSpec, action: str):
+def hang_policy(prof: Profile, spec: LaunchSpec, action: str, group_url: str | None = None):
     """The hang watch of a run: thresholds.yaml's hang_* keys with the profile's overrides, the
     served model, the API key the engine was given, and npu-smi on an Ascend host."""
     import os
@@ -166,7 +167,9 @@ def hang_policy(prof: Profile, spec: LaunchSpec, action: str):
         from engine.devices.sources import NpuSmiSource
 
         devices = NpuSmiSource(usages=False).sample
-    return HangPolicy(limits, action=action, api_key=api_key, model=prof.model.served_name, devices=devices)
+    return HangPolicy(
+        limits, action=action, api_key=api_key, model=prof.model.served_name, devices=devices, group_url=group_url
+    )
 
 
 def serve_node(
@@ -182,6 +185,7 @@ def serve_node(
     max_restarts: int,
     grace: float,
     ready_timeout: float,
+    hang_action: str = "report",
 ) -> None:
     """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
     under the same supervision as a single host's."""
@@ -235,6 +239,11 @@ def serve_node(
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
         health=launch.serves_api,
     )
+    # Node 0 watches its own API; a headless rank watches the group's (node 0's), so that a hang or
+    # the death of any part takes the whole group down and it restarts together.
+    assert prof.nodes is not None
+    group_url = None if launch.serves_api else f"http://{prof.nodes.addresses[0]}:{prof.server.port}"
+    supervisor.hang_policy = hang_policy(prof, launch.spec, hang_action, group_url)
     _supervise(out, view, supervisor)
 
 

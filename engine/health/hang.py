@@ -395,6 +395,11 @@ class HangMonitor:
         self.last_result: ProbeResult | None = None
         self.last_metrics: Any = None
         self.last_metrics_text: str | None = None
+        # A headless rank watching its group's API (node 0's): that API gone for
+        # probe_interval_s x probe_failures once it was up takes this rank down with it.
+        self.group = False
+        self._seen_up = False
+        self._down_since: float | None = None
         self.last: Verdict = Verdict(False)
 
     def _scrape_metrics(self) -> Any:
@@ -458,6 +463,9 @@ class HangMonitor:
             notes.append(
                 Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)
             )
+        group = self._group_evidence(now, metrics is not None) if self.group else None
+        if group is not None:
+            notes.insert(0, group)
         running = getattr(metrics, "running", None)
         waiting = getattr(metrics, "waiting", None)
         tokens = getattr(metrics, "generation_tokens", None)
@@ -480,8 +488,21 @@ class HangMonitor:
             self.tokens_at_probe = tokens
         probe = self._probe_evidence()
         parts = [e for e in (probe, progress, process, device) if e is not None] + notes
-        self.last = Verdict(self.judge(probe, progress, process, device), tuple(parts))
+        hung = self.judge(probe, progress, process, device) or (group is not None and group.hung)
+        self.last = Verdict(hung, tuple(parts))
         return self.last
+
+    def _group_evidence(self, now: float, reachable: bool) -> Evidence | None:
+        if reachable:
+            self._seen_up, self._down_since = True, None
+            return None
+        if not self._seen_up:
+            return None  # node 0 not up yet: a group that is still starting
+        if self._down_since is None:
+            self._down_since = now
+        down = now - self._down_since
+        limit = self.limits.probe_interval_s * self.limits.probe_failures
+        return Evidence("group", f"the group's API at {self.url} gone for {down:.0f} s", down >= limit)
 
     @staticmethod
     def judge(

@@ -31,6 +31,8 @@ class HangPolicy:
     api_key: str | None = None
     model: str | None = None
     devices: Callable[[], Sequence] | None = None
+    # A headless rank's: the API of its group (node 0's URL), watched instead of its own.
+    group_url: str | None = None
 
     @staticmethod
     def default_action(restart_on_failure: bool) -> str:
@@ -52,6 +54,7 @@ class HangWatch:
         self.monitor = HangMonitor(
             url, policy.limits, pid=pid, model=policy.model, api_key=policy.api_key, devices=policy.devices
         )
+        self.monitor.group = policy.group_url is not None and url == policy.group_url
         self.run_dir = run_dir
         self.number = number  # hangs recorded in this run so far
         self._tail = tail

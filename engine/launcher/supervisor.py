@@ -338,12 +338,19 @@ class Supervisor:
     def _watch_hangs(self) -> HangWatch | None:
         """Start the hang watch on a ready engine that serves the API, when a policy is set."""
         self._hang = None
-        if self.hang_policy is None or not self.health or self._ready_at is None or self.engine is None:
+        policy = self.hang_policy
+        if policy is None or self.engine is None:
+            return None
+        if self.health and self._ready_at is not None:
+            url = health_url(self.url).rsplit("/health", 1)[0]
+        elif not self.health and policy.group_url:
+            url = policy.group_url  # a headless rank: its group answers through node 0
+        else:
             return None
         engine = self.engine
         self._hang = HangWatch(
-            self.hang_policy,
-            health_url(self.url).rsplit("/health", 1)[0],
+            policy,
+            url,
             engine.pid,
             self.run_dir,
             len(self.info.hangs) if self.info is not None else 0,

@@ -241,3 +241,41 @@ def test_serve_refuses_an_on_hang_it_cannot_keep(capsys, argv, words):
     code = main(["serve", "-p", "cpu-tiny", *argv])
     _, err = capsys.readouterr()
     assert code == 2 and words in err
+
+
+def test_a_headless_rank_goes_down_with_its_groups_api(state):
+    """Multi-node: a headless data-parallel rank (no API of its own) watches node 0's; once that
+    API has answered and then is gone, the rank stops and restarts with the group."""
+    from engine.bench.stub import StubConfig, StubThread
+    from engine.launcher.rundir import new_run_dir
+
+    stub_cm = StubThread(StubConfig())
+    stub = stub_cm.__enter__()
+    recorder = Recorder()
+    sup = Supervisor(
+        fake_engine_argv(STARTUP_LOG, free_port(), state / "pids.json"),
+        dict(os.environ),
+        "http://127.0.0.1:1",
+        new_run_dir("rank1"),
+        "rank1",
+        listener=recorder,
+        poll_interval=0.05,
+        grace=2.0,
+        policy=RestartPolicy(on_failure=True, max_restarts=1, backoff=0.1),
+        health=False,
+    )
+    sup.hang_policy = HangPolicy(FAST, action="restart", tick_s=0.2, group_url=stub.url)
+    thread, result = _run(sup)
+    try:
+        time.sleep(1.5)
+        assert not [e for e in recorder.events if e[0] == "hung"]  # node 0 answers: nothing to say
+        stub_cm.__exit__(None, None, None)  # node 0's API goes away
+        deadline = time.monotonic() + 30
+        while len([e for e in recorder.events if e[0] == "started"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        sup.request_stop()
+        thread.join(30)
+    hung = [e for e in recorder.events if e[0] == "hung"]
+    assert hung and f"the group's API at {stub.url} gone for" in hung[0][1], recorder.events
+    assert ("started", 1) in recorder.events

@@ -120,3 +120,56 @@ def test_sigstop_of_enginecore_is_found_dumped_and_restarted(tiny_model, tmp_pat
             except ProcessLookupError:
                 pass
         reader.join(5)
+
+
+def test_a_hung_node_0_takes_its_data_parallel_group_down_and_it_comes_back(tiny_model, tmp_path):
+    """Two local "hosts" (vLLM data parallel, node 1 headless): node 0's EngineCore is stopped.
+    Node 0 finds the hang and restarts; node 1 sees the group's API gone and restarts with it; the
+    group answers again."""
+    from helpers import serve_events, stop_serve, wait_event
+    from test_multinode_e2e import _profile
+
+    env = engine_env(ASCENDCTL_STATE_DIR=str(tmp_path / "state"), ASCENDCTL_CACHE_DIR=str(tmp_path / "cache"))
+    port = free_port()
+    profile = _profile(tmp_path / "dp2.yaml", tiny_model, port, free_port())
+    sets = [a for item in FAST for a in ("--set", item)]
+
+    def serve(rank: int) -> subprocess.Popen:
+        argv = [ASCENDCTL, "serve", "--profile", str(profile), "--node-rank", str(rank), "--json", *sets]
+        argv += ["--restart", "on-failure", "--grace", "5"]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+
+    node1 = serve(1)
+    node0 = serve(0)
+    engines: list[int] = []
+    stopped = None
+    try:
+        q1, q0 = serve_events(node1), serve_events(node0)
+        engines += [wait_event(q1, "started", 60)["pid"], wait_event(q0, "started", 60)["pid"]]
+        wait_event(q0, "ready", 420)
+        core = next(
+            p for p in psutil.Process(engines[1]).children(recursive=True) if "EngineCore" in " ".join(p.cmdline())
+        )
+        stopped = core.pid
+        os.kill(stopped, signal.SIGSTOP)
+        hung0 = wait_event(q0, "hung", 120)
+        assert hung0["action"] == "restart"
+        again1 = wait_event(q1, "started", 180)  # node 1 went down with the group and started again
+        engines.append(again1["pid"])
+        again0 = wait_event(q0, "started", 60)
+        engines.append(again0["pid"])
+        wait_event(q0, "ready", 420)
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v1/completions",
+            timeout=60,
+            json={"model": "tiny", "prompt": "Two hosts again", "max_tokens": 8},
+        )
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] > 0
+    finally:
+        for proc in (node0, node1):
+            stop_serve(proc, engines)
+        if stopped is not None and psutil.pid_exists(stopped):
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

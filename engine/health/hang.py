@@ -29,7 +29,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import httpx
 
@@ -108,6 +108,21 @@ class ProbeResult:
     reached: bool = True  # False: nothing answered at all (not a hang: the engine is down)
 
 
+# Every page read here is bounded: a /metrics page of a real engine is tens of KiB.
+MAX_PAGE_BYTES = 8 << 20
+
+
+def get_capped(client: httpx.Client, url: str, timeout: float, headers: Mapping[str, str]) -> tuple[int, str]:
+    """GET `url`: its status and at most MAX_PAGE_BYTES of its body as text (the rest is dropped)."""
+    with client.stream("GET", url, timeout=timeout, headers=dict(headers)) as resp:
+        body = bytearray()
+        for chunk in resp.iter_bytes():
+            body += chunk
+            if len(body) >= MAX_PAGE_BYTES:
+                break
+        return resp.status_code, bytes(body[:MAX_PAGE_BYTES]).decode("utf-8", errors="replace")
+
+
 def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
@@ -117,26 +132,26 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
     answers is not an OpenAI-compatible server."""
     target = url.rstrip("/") + "/v1/models"
     try:
-        resp = client.get(target, timeout=timeout, headers=auth_headers(api_key))
+        status, text = get_capped(client, target, timeout, auth_headers(api_key))
     except httpx.TimeoutException as exc:
         raise Unreachable(f"{target} did not answer within {timeout:g} s", "check the engine and the port") from exc
     except httpx.HTTPError as exc:
         raise Unreachable(
             f"cannot reach {target}: {type(exc).__name__}", "check that the engine runs and the port is right"
         ) from exc
-    if resp.status_code in (401, 403):
+    if status in (401, 403):
         raise BadInput(
-            f"{target} refused the request (HTTP {resp.status_code})",
+            f"{target} refused the request (HTTP {status})",
             "set VLLM_API_KEY to the server's API key",
         )
     try:
-        data = resp.json() if resp.status_code == 200 else None
+        data = json.loads(text) if status == 200 else None
         models = [m["id"] for m in data["data"]] if isinstance(data, dict) else []
     except (ValueError, KeyError, TypeError):
         models = []
     if not models or not isinstance(models[0], str):
         raise BadInput(
-            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {resp.status_code} "
+            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} "
             "with no model list",
             "point at the vLLM server root, e.g. http://127.0.0.1:8000",
         )
@@ -160,8 +175,10 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
         ) as resp:
             if resp.status_code != 200:
                 return failed(f"HTTP {resp.status_code}")
+            read = 0
             for line in resp.iter_lines():
-                if time.monotonic() > deadline:
+                read += len(line) + 1
+                if time.monotonic() > deadline or read > MAX_PAGE_BYTES:
                     break
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
@@ -405,11 +422,11 @@ class HangMonitor:
     def _scrape_metrics(self) -> Any:
         from engine.metrics.prom import parse_metrics
 
-        resp = self.client.get(self.url + "/metrics", timeout=5.0, headers=auth_headers(self.api_key))
-        if resp.status_code != 200:
-            raise Unreachable(f"/metrics answered HTTP {resp.status_code}", "check the engine")
-        self.last_metrics_text = resp.text
-        return parse_metrics(resp.text)
+        status, text = get_capped(self.client, self.url + "/metrics", 5.0, auth_headers(self.api_key))
+        if status != 200:
+            raise Unreachable(f"/metrics answered HTTP {status}", "check the engine")
+        self.last_metrics_text = text
+        return parse_metrics(text)
 
     def _probe_due(self, now: float, tokens: float | None) -> bool:
         if self.last_probe_at is not None and now - self.last_probe_at < self.limits.probe_interval_s:

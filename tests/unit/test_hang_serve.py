@@ -141,7 +141,9 @@ def test_enginecore_killed_while_the_api_lives_is_found_and_restarted(state):
     sup, rec, _ = _supervisor(state, "restart", "--openai", "ok")
     thread, result = _run(sup)
     assert rec.ready_event.wait(30)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20
+    while not (sup._hang and sup._hang.monitor.process.seen) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the watch has looked at the tree once: it knows the EngineCore
     core = json.loads((state / "pids.json").read_text())["children"][0]
     os.kill(core, signal.SIGKILL)
     deadline = time.monotonic() + 30

@@ -151,8 +151,7 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
         models = []
     if not models or not isinstance(models[0], str):
         raise BadInput(
-            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} "
-            "with no model list",
+            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} with no model list",
             "point at the vLLM server root, e.g. http://127.0.0.1:8000",
         )
     return models[0]

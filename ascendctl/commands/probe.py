@@ -33,7 +33,11 @@ def register(app: typer.Typer) -> None:
 def probe(
     target: str = typer.Argument(..., help="The engine's URL (http://127.0.0.1:8000) or a run id / run directory."),
     timeout: Optional[float] = typer.Option(
-        None, "--timeout", min=0.1, help="Seconds the probe may take (default: derived, at least hang_probe_timeout_s)."
+        None,
+        "--timeout",
+        min=0.1,
+        help="Seconds the probe may take (default: four times the engine's longest time to first token, at least "
+        "hang_probe_timeout_s).",
     ),
     profile: Optional[str] = typer.Option(
         None, "--profile", "-p", help="Take the hang_* thresholds from this profile's diagnostics section."

@@ -83,8 +83,6 @@ def probe(
     started = time.monotonic()
     t = resolve(target)
     limits = dataclasses.replace(limits, probe_failures=1)
-    if timeout is not None:
-        limits = dataclasses.replace(limits, probe_timeout_s=timeout)
     http = client or httpx.Client(trust_env=False)
     try:
 
@@ -99,6 +97,7 @@ def probe(
             return report(NOT_OPENAI, exc.cause)
         monitor = HangMonitor(t.url, limits, pid=t.pid, model=model, api_key=api_key, client=http)
         monitor.process.expect_core = True
+        monitor.fixed_timeout = timeout
         verdict = monitor.tick()  # metrics, process tree, the probe
         if monitor.failures:  # metrics again: did a token come out while the probe waited?
             later = monitor.tick()

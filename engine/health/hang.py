@@ -414,6 +414,7 @@ class HangMonitor:
         # A headless rank watching its group's API (node 0's): that API gone for
         # probe_interval_s x probe_failures once it was up takes this rank down with it.
         self.group = False
+        self.fixed_timeout: float | None = None  # the probe's timeout as given (`probe --timeout`)
         self._seen_up = False
         self._down_since: float | None = None
         self.last: Verdict = Verdict(False)
@@ -440,7 +441,7 @@ class HangMonitor:
         return True
 
     def probe(self, now: float) -> ProbeResult:
-        timeout = probe_timeout(self.limits, ttft_max(self.last_metrics))
+        timeout = self.fixed_timeout or probe_timeout(self.limits, ttft_max(self.last_metrics))
         if self.model is None:
             self.model = served_model(self.client, self.url, min(timeout, 5.0), self.api_key)
         result = probe_once(self.client, self.url, self.model, timeout, self.api_key)

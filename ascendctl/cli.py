@@ -23,6 +23,7 @@ from ascendctl.commands import (
     exporter,
     netcheck,
     plan,
+    probe,
     profile,
     serve,
     top,
@@ -78,7 +79,22 @@ def _root(
     out.debug = out.debug or debug
 
 
-for module in (doctor, netcheck, plan, serve, profile, top, triage, bench, demo, bundle, exporter, deploy, engine):
+for module in (
+    doctor,
+    netcheck,
+    plan,
+    serve,
+    probe,
+    profile,
+    top,
+    triage,
+    bench,
+    demo,
+    bundle,
+    exporter,
+    deploy,
+    engine,
+):
     module.register(app)
 
 

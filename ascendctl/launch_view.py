@@ -198,9 +198,27 @@ class LaunchView:
             return
         if restart_in is not None:
             cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
+            ended = "exited" if diagnosis is not None else "was stopped after the hang"
             self.out.warn(
-                f"the engine exited ({describe_exit(code)}){safe(cause)}; restart {attempt} in {restart_in:g} s"
+                f"the engine {ended} ({describe_exit(code)}){safe(cause)}; restart {attempt} in {restart_in:g} s"
             )
+
+    def hung(self, record) -> None:
+        """The hang monitor's verdict, with where its evidence went and what follows."""
+        if self.out.json_mode:
+            self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "hung", **to_jsonable(record)})
+            return
+        follows = {
+            "restart": "stopping and restarting the engine",
+            "stop": "stopping the engine",
+            "report": "left running (--on-hang report)",
+        }[record.action]
+        with self._lock:
+            self.out.warn(f"the engine is hung: {safe(record.summary)}; {follows}")
+            if record.evidence_dir:
+                self.out.info(f"  evidence (stack dump, triage, metrics): {record.evidence_dir}")
+            if record.note:
+                self.out.info(f"  {safe(record.note)}")
 
     def stopping(self, signame: str, grace: float) -> None:
         self._stop_progress()

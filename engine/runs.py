@@ -38,6 +38,19 @@ def runs_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class HangRecord:
+    """One hang the supervisor found (engine/health): when, the evidence in words, where the
+    stack dump, triage and metrics were saved, and what was done (restart | stop | report)."""
+
+    at: float
+    summary: str
+    evidence_dir: str
+    action: str
+    stacks: int = 0  # processes whose Python stacks were dumped
+    note: str | None = None  # why some stacks are missing (ptrace not allowed...)
+
+
+@dataclass(frozen=True)
 class RunInfo:
     run_id: str
     directory: str
@@ -63,6 +76,10 @@ class RunInfo:
     # The signal a requested stop sent the engine (SIGINT, SIGTERM); None while it runs, and for
     # an engine that ended on its own or never got ready: those ended in a failure.
     stopped_by: str | None = None
+    # Hangs found by the supervisor's monitor, oldest first, and why the engine was last restarted
+    # ("hang", "exit", "not ready"): top, the exporter and the alert rules read them.
+    hangs: list[HangRecord] = field(default_factory=list)
+    restart_reason: str | None = None
 
     @property
     def log_path(self) -> Path:

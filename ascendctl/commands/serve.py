@@ -52,6 +52,14 @@ def serve(
         False, "--dry-run", help="Print the engine command line and environment (API key masked) and exit."
     ),
     restart: str = typer.Option("no", "--restart", help="Restart policy: no | on-failure."),
+    on_hang: Optional[str] = typer.Option(
+        None,
+        "--on-hang",
+        help="What a hung engine (alive, answering nothing: see docs/serve.md) gets once its stack dump, "
+        "triaged log tail and metrics are saved in the run directory: restart (the default with --restart "
+        "on-failure) | stop | report (the default otherwise). The hang_* thresholds of thresholds.yaml set "
+        "when it is hung; a profile's diagnostics section overrides them.",
+    ),
     max_restarts: int = typer.Option(
         3, "--max-restarts", min=0, help="With --restart on-failure: restarts in a row before giving up."
     ),
@@ -84,6 +92,7 @@ def serve(
     out = get_output()
     if restart not in ("no", "on-failure"):
         raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
+    hang_action = hang_action_of(on_hang, restart)
     prof, spec, version = resolve(profile, model, sets)
     if prof.nodes is not None or node_rank is not None:
         serve_node(
@@ -99,6 +108,7 @@ def serve(
             max_restarts,
             grace,
             ready_timeout,
+            hang_action,
         )
         return
     if dry_run:
@@ -120,7 +130,46 @@ def serve(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
     )
+    supervisor.hang_policy = hang_policy(prof, spec, hang_action)
     _supervise(out, view, supervisor)
+
+
+def hang_action_of(on_hang: str | None, restart: str) -> str:
+    """--on-hang as given, else restart under --restart on-failure and report otherwise."""
+    from engine.errors import BadInput
+    from engine.launcher.hangwatch import ACTIONS, HangPolicy
+
+    if on_hang is None:
+        return HangPolicy.default_action(restart == "on-failure")
+    if on_hang not in ACTIONS:
+        raise BadInput(f"unknown --on-hang action {on_hang!r}", "use --on-hang restart, stop or report")
+    if on_hang == "restart" and restart != "on-failure":
+        raise BadInput(
+            "--on-hang restart needs --restart on-failure", "add --restart on-failure, or use --on-hang stop"
+        )
+    return on_hang
+
+
+def hang_policy(prof: Profile, spec: LaunchSpec, action: str, group_url: str | None = None):
+    """The hang watch of a run: thresholds.yaml's hang_* keys with the profile's overrides, the
+    served model, the API key the engine was given, and npu-smi on an Ascend host."""
+    import os
+    import shutil
+
+    from engine.health.hang import HangLimits
+    from engine.launcher.hangwatch import HangPolicy
+    from engine.telemetry.thresholds import load_thresholds, profile_thresholds
+
+    limits = HangLimits.from_thresholds(load_thresholds(base=profile_thresholds(prof)))
+    api_key = spec.env.get("VLLM_API_KEY") or os.environ.get("VLLM_API_KEY")
+    devices = None
+    if prof.platform == "ascend" and shutil.which("npu-smi"):
+        from engine.devices.sources import NpuSmiSource
+
+        devices = NpuSmiSource(usages=False).sample
+    return HangPolicy(
+        limits, action=action, api_key=api_key, model=prof.model.served_name, devices=devices, group_url=group_url
+    )
 
 
 def serve_node(
@@ -136,6 +185,7 @@ def serve_node(
     max_restarts: int,
     grace: float,
     ready_timeout: float,
+    hang_action: str = "report",
 ) -> None:
     """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
     under the same supervision as a single host's."""
@@ -189,6 +239,11 @@ def serve_node(
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
         health=launch.serves_api,
     )
+    # Node 0 watches its own API; a headless rank watches the group's (node 0's), so that a hang or
+    # the death of any part takes the whole group down and it restarts together.
+    assert prof.nodes is not None
+    group_url = None if launch.serves_api else f"http://{prof.nodes.addresses[0]}:{prof.server.port}"
+    supervisor.hang_policy = hang_policy(prof, launch.spec, hang_action, group_url)
     _supervise(out, view, supervisor)
 
 
@@ -304,6 +359,13 @@ def finish(out: Output, outcome: Outcome) -> int:
         return 130
     # Not stopped by us: the engine ended on its own or never got ready. Even exit code 0 is a
     # failure (vLLM's API server exits 0 when its EngineCore dies).
+    if outcome.hangs and outcome.diagnosis is None and not out.json_mode:
+        last = outcome.hangs[-1]
+        out.error(
+            f"the engine was stopped after a hang: {last.summary}",
+            f"attach {last.evidence_dir} (stack dump, triage, metrics) to the bug report; "
+            "--restart on-failure restarts a hung engine",
+        )
     if not out.json_mode and outcome.diagnosis is not None:
         from ascendctl.launch_view import show_diagnosis
 

@@ -123,7 +123,14 @@ class EngineScreen(Screen[None]):
         else:
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
-                out.append(f"  restarts {run.restarts}", style="dim")
+                why = f" (last: {clean(run.restart_reason)})" if run.restart_reason else ""
+                out.append(f"  restarts {run.restarts}{why}", style=severity_style("warning") if run.hangs else "dim")
+                if run.hangs:
+                    last = run.hangs[-1]
+                    out.append(
+                        f"\nhung {len(run.hangs)}x, last: {clean(last.summary)}; evidence in {clean(last.evidence_dir)}",
+                        style=severity_style("warning"),
+                    )
             out.append(f"\nmodel {clean(p.model)}")
             if p.served_name:
                 out.append(f" as {clean(p.served_name)}")

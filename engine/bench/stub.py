@@ -2,7 +2,8 @@
 
 It answers /v1/models, /tokenize, /metrics, /v1/completions and /v1/chat/completions (streamed,
 with a usage record), as fast as the event loop allows or at a set pace per token. Faults can be
-injected: every k-th request answered with HTTP 500, or its connection dropped mid-stream. Used by
+injected: every k-th request answered with HTTP 500, or its connection dropped mid-stream, or
+every request accepted and never answered (a hung engine). Used by
 the tests and by `benchmarks/bench_loadgen.py`; run it alone with
 `python -m engine.bench.stub --port 8100`.
 """
@@ -36,6 +37,8 @@ class StubConfig:
     # At most this many paced answers at once, the rest wait (vllm:num_requests_waiting) as in an
     # engine with max_num_seqs; the KV usage gauge is running / max_running. 0: no limit.
     max_running: int = 0
+    # Accept every generation request and never answer it (a hung engine whose /health answers).
+    never_answer: bool = False
 
 
 @dataclass
@@ -186,6 +189,8 @@ class _Conn(asyncio.Protocol):
         prompt = req["messages"][-1]["content"] if chat else req.get("prompt", "")
         prompt_tokens = stub_token_count(prompt)
         max_tokens = int(req.get("max_tokens") or 16)
+        if cfg.never_answer:
+            return self._never()
         if cfg.fail_every and n % cfg.fail_every == 0:
             self.transport.write(_response("500 Internal Server Error", b'{"error":{"message":"injected failure"}}'))
             return None
@@ -249,6 +254,17 @@ class _Conn(asyncio.Protocol):
             self.busy = False
         self._next()
 
+    async def _never(self) -> None:
+        """Hold the request as running until the client gives up (never_answer)."""
+        c = self.server.counters
+        c.running += 1
+        try:
+            while self.transport is not None and not self.transport.is_closing():
+                await asyncio.sleep(0.05)
+        finally:
+            c.running -= 1
+            self.busy = False
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
 
@@ -288,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--drop-every", type=int, default=0)
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--max-running", type=int, default=0, help="answers at once; the rest wait (0: no limit)")
+    ap.add_argument("--never-answer", action="store_true", help="accept every completion and never answer it")
     args = ap.parse_args(argv)
     cfg = StubConfig(
         token_delay_s=args.token_delay,
@@ -296,6 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         drop_every=args.drop_every,
         max_model_len=args.max_model_len,
         max_running=args.max_running,
+        never_answer=args.never_answer,
     )
 
     async def serve() -> None:

@@ -33,8 +33,6 @@ from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
 DEFAULT_INTERVALS: Mapping[str, float] = {"devices": 5.0, "engines": 5.0, "plogs": 30.0, "doctor": 300.0}
-# An engine is stalled when requests run and no token came out for this long.
-STALL_AFTER_S = 60.0
 
 
 @dataclass
@@ -104,6 +102,11 @@ class EngineExtra:
     # it, not on every poll: Prometheus scrapes less often than the engines are polled.
     passthrough: str | None = None
     stalled_for: float | None = None  # seconds with requests running and no token generated
+    # ...judged against the hang verdict's progress threshold (thresholds.yaml hang_progress_s).
+    stall_after_s: float = 90.0
+    # From the run's record: the hangs serve's monitor found, and why the engine last restarted.
+    hangs: int = 0
+    restart_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,9 @@ class Exporter:
             planned_blocks=self._plans.get(run.run_id) if run is not None else None,
             passthrough=self._raw.get(url) if self.passthrough else None,
             stalled_for=stalled,
+            stall_after_s=self.thresholds.hang_progress_s,
+            hangs=len(run.hangs) if run is not None else 0,
+            restart_reason=run.restart_reason if run is not None else None,
         )
 
 

@@ -157,7 +157,17 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         "Memory use of the engine's container (the runtime's stats).",
         labels=["engine", "host"],
     )
-    from engine.exporter.collect import STALL_AFTER_S
+    hangs = CounterMetricFamily(
+        "ascendctl_engine_hangs",
+        "Times ascendctl serve's hang monitor found the engine alive and answering nothing (evidence saved in "
+        "the run directory).",
+        labels=["engine", "host"],
+    )
+    reason = GaugeMetricFamily(
+        "ascendctl_engine_restart_reason",
+        "Why ascendctl serve last restarted the engine (value 1): hang, exit or not ready.",
+        labels=["engine", "reason", "host"],
+    )
 
     npus_by_pid = _npus_by_pid(state.devices)
     for view in views:
@@ -193,6 +203,9 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
             ready.add_metric([name, host], extra.ready_seconds)
         if extra.pid is not None:
             restarts.add_metric([name, host], float(extra.restarts))
+            hangs.add_metric([name, host], float(extra.hangs))
+        if extra.restart_reason:
+            reason.add_metric([name, extra.restart_reason, host], 1.0)
         if extra.planned_blocks is not None:
             blocks.add_metric([name, "planned", host], float(extra.planned_blocks))
         if view.kv.total_blocks is not None:
@@ -200,8 +213,8 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         if view.status.ok:
             seconds = extra.stalled_for or 0.0
             stall_s.add_metric([name, host], seconds)
-            stalled.add_metric([name, host], 1.0 if seconds >= STALL_AFTER_S else 0.0)
-    yield from (up, info, phase, ready, restarts, blocks, stalled, stall_s)
+            stalled.add_metric([name, host], 1.0 if seconds >= extra.stall_after_s else 0.0)
+    yield from (up, info, phase, ready, restarts, hangs, reason, blocks, stalled, stall_s)
     yield from (container, container_cpu, container_memory)
 
 

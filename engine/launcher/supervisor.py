@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from engine import runs
 from engine.launcher import rundir
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
+from engine.launcher.hangwatch import HangPolicy, HangWatch
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker
 from engine.launcher.portlock import PortLock
 from engine.launcher.process import EngineProcess, group_listens_on
@@ -58,6 +59,9 @@ class Listener:
 
     def stopping(self, signame: str, grace: float) -> None: ...
 
+    def hung(self, record: "runs.HangRecord") -> None:
+        """The hang monitor called the engine hung (`record.action` says what follows)."""
+
     def warning(self, message: str) -> None:
         """Something the operator should know that does not stop the run (a log that cannot be
         written...). Each kind is said once."""
@@ -74,6 +78,7 @@ class Outcome:
     timed_out: bool = False  # never got ready within the ready timeout
     diagnosis: Diagnosis | None = None
     phases: list[PhaseRecord] = field(default_factory=list)
+    hangs: list[runs.HangRecord] = field(default_factory=list)  # every hang found in the run
 
     @property
     def failed(self) -> bool:
@@ -95,6 +100,10 @@ def health_url(url: str) -> str:
 
 
 class Supervisor:
+    # The hang watch (engine/launcher/hangwatch.py): set by the caller to watch a ready engine.
+    hang_policy: HangPolicy | None = None
+    _hang: HangWatch | None = None
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -315,18 +324,56 @@ class Supervisor:
         pass (None)."""
         assert self.engine is not None
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._stop.is_set():
-            step = (
-                self.poll_interval
-                if deadline is None
-                else max(0.0, min(self.poll_interval, deadline - time.monotonic()))
-            )
-            code = self.engine.wait(step)
-            if code is not None:
-                return code
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-        return None
+        watch = self._watch_hangs()
+        try:
+            while not self._stop.is_set():
+                step = (
+                    self.poll_interval
+                    if deadline is None
+                    else max(0.0, min(self.poll_interval, deadline - time.monotonic()))
+                )
+                code = self.engine.wait(step)
+                if code is not None:
+                    return code
+                if watch is not None and watch.hung.is_set():
+                    return None  # hung: self._hang.verdict says why, the loop ends the group
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+            return None
+        finally:
+            if watch is not None:
+                watch.stop()
+
+    def _watch_hangs(self) -> HangWatch | None:
+        """Start the hang watch on a ready engine that serves the API, when a policy is set."""
+        self._hang = None
+        policy = self.hang_policy
+        if policy is None or self.engine is None:
+            return None
+        if self.health and self._ready_at is not None:
+            url = health_url(self.url).rsplit("/health", 1)[0]
+        elif not self.health and policy.group_url:
+            url = policy.group_url  # a headless rank: its group answers through node 0
+        else:
+            return None
+        engine = self.engine
+        self._hang = HangWatch(
+            policy,
+            url,
+            engine.pid,
+            self.run_dir,
+            len(self.info.hangs) if self.info is not None else 0,
+            lambda: list(engine.tail),
+            self._hung,
+        )
+        return self._hang.start()
+
+    def _hung(self, record: runs.HangRecord, _verdict) -> None:
+        """From the watch thread: keep the hang in run.json and the log, then tell the listener."""
+        hangs = [*(self.info.hangs if self.info is not None else []), record]
+        self._record(hangs=hangs)
+        rundir.append_marker(self.log_path, f"engine hung: {record.summary}; evidence in {record.evidence_dir}")
+        self.listener.hung(record)
 
     def poll(self) -> int | None:
         """The engine's exit code; None while it runs, or before it started."""
@@ -401,7 +448,13 @@ class Supervisor:
             engine = self.start(attempt)
             ready = self.wait_ready()
             code = self.wait_exit() if ready else engine.poll()
-            if self._stop.is_set() or (self.timed_out and code is None):
+            hung = self._hang is not None and self._hang.hung.is_set() and code is None
+            if hung and not self._stop.is_set():
+                code = self.stop(signal.SIGTERM)  # grace, then SIGKILL: a hung engine rarely drains
+                if self.hang_policy is not None and self.hang_policy.action == "stop":
+                    self.listener.exited(code, None, None, attempt)
+                    return self._outcome(code, attempt)
+            elif self._stop.is_set() or (self.timed_out and code is None):
                 sig = self._stop_signal or signal.SIGTERM
                 code = self.stop(sig, asked=self._stop.is_set())
                 if self._stop.is_set():
@@ -412,7 +465,7 @@ class Supervisor:
                 self._finish(code)
             # Not stopped by us: it never got ready, or it ended on its own, which a server only
             # does when something broke, whatever its exit code.
-            diagnosis = diagnose(list(engine.tail), code)
+            diagnosis = None if hung else diagnose(list(engine.tail), code)
             if (
                 self._ready_at is not None
                 and engine.started_at
@@ -423,6 +476,7 @@ class Supervisor:
                 attempt += 1
                 delay = self.policy.delay(attempt)
                 self.listener.exited(code, diagnosis, delay, attempt)
+                self._record(restart_reason="hang" if hung else "not ready" if self.timed_out else "exit")
                 rundir.append_marker(
                     self.log_path,
                     f"engine {describe_exit(code)}; restart {attempt}/{self.policy.max_restarts} in {delay:g} s",
@@ -454,6 +508,7 @@ class Supervisor:
             run_dir=self.run_dir,
             url=self.url,
             restarts=restarts,
+            hangs=list(self.info.hangs) if self.info is not None else [],
             ready_seconds=None if self._ready_at is None else round(self._ready_at, 3),
             phases=self.tracker.records(self._ready_at),
             **kw,

@@ -148,6 +148,17 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             NUMBER, default=95, minimum=0, maximum=100, help="sustained HBM bandwidth % that suggests quantization"
         ),
         "temperature_warn_c": Spec(NUMBER, default=85, minimum=0, help="device temperature that `top` flags"),
+        **{
+            key: Spec(NUMBER, minimum=0, exclusive_min=True, help=f"hang verdict: {what} (thresholds.yaml's {key})")
+            for key, what in (
+                ("hang_probe_interval_s", "seconds between probes while no token flows"),
+                ("hang_probe_timeout_s", "shortest probe timeout, seconds"),
+                ("hang_probe_failures", "probe failures in a row that make a hang"),
+                ("hang_progress_s", "seconds of requests in and no token generated"),
+                ("hang_cpu_s", "seconds the engine's processes use no CPU while requests wait"),
+                ("hang_device_s", "seconds the NPUs stay idle with HBM unchanged while requests run"),
+            )
+        },
     },
     "nodes": {
         "count": Spec(int, required=True, minimum=2, help="hosts in the layout (a profile without `nodes` uses one)"),
@@ -251,6 +262,12 @@ class Diagnostics:
     kv_usage_warn: float = 0.9
     hbm_bandwidth_warn_pct: float = 95
     temperature_warn_c: float = 85
+    hang_probe_interval_s: float | None = None
+    hang_probe_timeout_s: float | None = None
+    hang_probe_failures: float | None = None
+    hang_progress_s: float | None = None
+    hang_cpu_s: float | None = None
+    hang_device_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -51,6 +52,12 @@ class Thresholds:
     pending_sustain_s: float
     kv_usage_pct: float
     window_s: float
+    hang_probe_interval_s: float
+    hang_probe_timeout_s: float
+    hang_probe_failures: float
+    hang_progress_s: float
+    hang_cpu_s: float
+    hang_device_s: float
 
     @classmethod
     def defaults(cls) -> "Thresholds":
@@ -78,7 +85,30 @@ def _defaults() -> Thresholds:
     missing = set(Thresholds.keys()) - set(data)
     if missing:  # a packaging fault, not the user's: say which key
         raise RuntimeError(f"thresholds.yaml lacks {', '.join(sorted(missing))}")
+    for key, value in data.items():  # a packaging fault as well: the shipped numbers obey the rule
+        problem = _refused(key, value)
+        if problem:
+            raise RuntimeError(f"thresholds.yaml: {key} {problem}")
     return Thresholds(**{k: float(v) for k, v in data.items()})
+
+
+def _refused(key: str, value: Any) -> str | None:
+    """Why `value` cannot be threshold `key` (None when it can). Every threshold is a positive,
+    finite number: a NaN never compares true, an infinite, zero or negative limit writes a rule or
+    an alert that can never fire (or always does)."""
+    if isinstance(value, bool):
+        return f"must be a number, got {yamlfile.quote(value)}"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return f"must be a number, got {yamlfile.quote(value)}"
+    if not math.isfinite(number):
+        return f"must be a finite number, got {yamlfile.quote(value)}"
+    if number <= 0:
+        return f"must be greater than 0, got {yamlfile.quote(value)}"
+    if key in _FRACTIONS and number > 1:
+        return f"must be a fraction > 0 and <= 1, got {yamlfile.quote(value)}"
+    return None
 
 
 def profile_thresholds(profile: Any) -> dict[str, float]:
@@ -91,11 +121,25 @@ def profile_thresholds(profile: Any) -> dict[str, float]:
         "hbm_bw_pct": float(d.hbm_bandwidth_warn_pct),
         "temp_warn_c": float(d.temperature_warn_c),
     }
+    for key in HANG_KEYS:
+        value = getattr(d, key, None)
+        if value is not None:
+            out[key] = float(value)
     utilization = getattr(getattr(profile, "engine", None), "gpu_memory_utilization", None)
     if utilization:
         out["hbm_budget"] = float(utilization)
     return out
 
+
+# The hang verdict's keys (engine/health/hang.py), which a profile's diagnostics section may set.
+HANG_KEYS = (
+    "hang_probe_interval_s",
+    "hang_probe_timeout_s",
+    "hang_probe_failures",
+    "hang_progress_s",
+    "hang_cpu_s",
+    "hang_device_s",
+)
 
 # Keys that are fractions, not percentages: `--set hbm_budget=90` would judge nothing.
 _FRACTIONS = ("hbm_budget", "hbm_headroom_warn", "hbm_headroom_crit", "leak_min_fit", "leak_max_step_share")
@@ -135,20 +179,14 @@ def load_thresholds(
                 str(yamlfile.Problem(origin, line, key, "unknown threshold")),
                 f"valid keys: {', '.join(sorted(Thresholds.keys()))}",
             )
-        try:
-            values = values.updated({key: value})
-        except (TypeError, ValueError):
-            raise BadInput(
-                str(yamlfile.Problem(origin, line, key, f"must be a number, got {yamlfile.quote(value)}")),
-                f"write {key}: <number>",
+        problem = _refused(key, value)
+        if problem is not None:
+            default = getattr(Thresholds.defaults(), key)
+            fix = (
+                f"write {key}: 0.9 for 90%" if key in _FRACTIONS else f"write {key}: <number > 0> (default {default:g})"
             )
-        if key in _FRACTIONS and not 0 < getattr(values, key) <= 1:
-            raise BadInput(
-                str(
-                    yamlfile.Problem(origin, line, key, f"must be a fraction > 0 and <= 1, got {yamlfile.quote(value)}")
-                ),
-                f"write {key}: 0.9 for 90%",
-            )
+            raise BadInput(str(yamlfile.Problem(origin, line, key, problem)), fix)
+        values = values.updated({key: value})
     return values
 
 

@@ -238,3 +238,17 @@ async def test_an_engine_found_in_a_container_shows_its_container_and_reads_its_
         assert f"podman container {name}  CPU 212%  memory 3.5 GiB / 16.0 GiB  NPUs 0,1" in figures
         assert "profile cpu-tiny" in text_of(screen, "#engine-plan")
         assert "5 marked" in text_of(screen, "#engine-log-title")
+
+
+async def test_the_engine_screen_names_a_hang_and_the_restart_it_caused(run):
+    from engine import runs
+
+    hang = runs.HangRecord(at=1.0, summary="probe timed out 3x in 90 s", evidence_dir="runs/x/hang-1", action="restart")
+    runs.write_run(dataclasses.replace(run, restarts=1, restart_reason="hang", hangs=[hang]))
+    app = TopApp(served_and_plain(run).poll, interval=None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("enter")
+        plan = text_of(app.screen, "#engine-plan")
+        assert "restarts 1 (last: hang)" in plan
+        assert "hung 1x, last: probe timed out 3x in 90 s; evidence in runs/x/hang-1" in plan

@@ -243,7 +243,6 @@ def test_registry_renders_an_empty_exporter():
 
 
 def test_stall_verdict_counts_seconds_with_requests_running_and_no_tokens(monkeypatch):
-    from engine.exporter import collect
 
     exp = Exporter(with_runs=False, doctor=False)
     try:
@@ -259,8 +258,9 @@ def test_stall_verdict_counts_seconds_with_requests_running_and_no_tokens(monkey
 
         exp._versions["http://x"] = "0.11.0"
         assert exp._extra(View, Snap).stalled_for == 0.0
-        Snap.time = 100.0 + collect.STALL_AFTER_S
-        assert exp._extra(View, Snap).stalled_for == collect.STALL_AFTER_S
+        Snap.time = 190.0
+        extra = exp._extra(View, Snap)
+        assert extra.stalled_for == 90.0 and extra.stall_after_s == 90.0  # thresholds.yaml hang_progress_s
         View.rates.generation_tps = 12.0
         assert exp._extra(View, Snap).stalled_for is None
     finally:
@@ -331,3 +331,19 @@ def test_a_headless_rank_is_not_an_engine_to_scrape(tmp_path, monkeypatch):
         assert [t.url for t in exp._targets_now()] == ["http://127.0.0.1:8000"]
     finally:
         exp.close()
+
+
+def test_hangs_and_the_restart_reason_of_a_run_reach_the_exporter():
+    """serve's hang monitor records each hang in run.json; the exporter counts them (the
+    AscendctlEngineHung alert fires on their increase) and says why the engine last restarted."""
+    from types import SimpleNamespace
+
+    view = SimpleNamespace(
+        label="run-a", status=SimpleNamespace(ok=True), model="m", kv=SimpleNamespace(total_blocks=None)
+    )
+    extra = EngineExtra("run-a", "http://127.0.0.1:8000", pid=42, restarts=2, hangs=2, restart_reason="hang")
+    snap = SimpleNamespace(engines=[view], diagnostics=[], time=0.0)
+    state = ExporterState("h", snapshot=snap, engines={"run-a": extra})
+    samples = _samples(state)
+    assert [s.value for s in samples["ascendctl_engine_hangs_total"]] == [2.0]
+    assert samples["ascendctl_engine_restart_reason"][0].labels == {"engine": "run-a", "reason": "hang", "host": "h"}

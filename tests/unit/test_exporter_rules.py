@@ -25,6 +25,7 @@ CASES = {
     "AscendctlNpuUnhealthy": ("npu_chip_info_health_status", CHIP, "0x10", "1x10", "5m", CHIP),
     "AscendctlNpuTemperatureHigh": ("npu_chip_info_temperature", CHIP, "95x20", "60x20", "10m", CHIP),
     "AscendctlEngineRestarting": ("ascendctl_engine_restarts_total", E, "0+1x10", "0x10", "9m", E),
+    "AscendctlEngineHung": ("ascendctl_engine_hangs_total", E, "0x5 1x5", "2x10", "7m", E),
     "AscendctlSourceDown": ("ascendctl_source_up", {"source": "npu-smi", "host": "node1"}, "0x10", "1x10", "8m", None),
     "AscendctlDoctorCheckFailed": (
         "ascendctl_doctor_check_status",

@@ -1,0 +1,211 @@
+"""The hang verdict on the real CPU engine: no false verdict under load and idle, the time from a
+hang to the verdict and from the verdict to ready again, and what the probes cost an idle engine.
+
+    .venv/bin/python benchmarks/bench_hang.py [--idle S] [--load S] [--fast]
+
+One `ascendctl serve -p cpu-tiny --restart on-failure` run (run it under the engine lock):
+
+1. idle for --idle seconds (default 3600): hang verdicts (goal 0), probes sent (the engine's
+   request counter), and the CPU time of the engine's process tree per minute;
+2. saturated for --load seconds (default 600): 16 streams against max_num_seqs 8, so the queue
+   stays long while tokens flow; hang verdicts (goal 0), probes sent (goal 0);
+3. the EngineCore is SIGSTOPped: seconds to the verdict, against the bound the thresholds give
+   (hang_probe_interval_s + hang_probe_failures x (interval + timeout) + a tick); seconds from the
+   verdict to ready again, against the first start's time to ready in the same run (goal: the
+   ratio <= 1.5: a restart costs a start, the grace period and the backoff).
+
+--fast shortens the thresholds (--set diagnostics.hang_*) so the whole run takes minutes; its
+figures then say how the mechanism behaves, not the defaults' latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+ASCENDCTL = str(Path(sys.executable).with_name("ascendctl"))
+FAST = {"hang_probe_interval_s": 5, "hang_probe_timeout_s": 5, "hang_probe_failures": 2, "hang_progress_s": 20}
+DEFAULTS = {"hang_probe_interval_s": 30, "hang_probe_timeout_s": 10, "hang_probe_failures": 3}
+TICK_S = 5.0
+RESTART_GOAL = 1.5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    def __init__(self, port: int, sets: dict[str, float]) -> None:
+        argv = [ASCENDCTL, "--json", "serve", "-p", "cpu-tiny", "--set", f"server.port={port}"]
+        for k, v in sets.items():
+            argv += ["--set", f"diagnostics.{k}={v}"]
+        argv += ["--restart", "on-failure", "--grace", "5", "--no-engine-output"]
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.events: list[tuple[float, dict]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.events.append((time.monotonic(), json.loads(line)))
+
+    def of(self, kind: str) -> list[tuple[float, dict]]:
+        return [(t, e) for t, e in list(self.events) if e.get("event") == kind]
+
+    def wait(self, kind: str, count: int, timeout: float) -> tuple[float, dict]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.of(kind)
+            if len(found) >= count:
+                return found[count - 1]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise SystemExit(f"no {kind} event #{count} within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def requests_done(url: str) -> float:
+    text = httpx.get(url + "/metrics", timeout=5, trust_env=False).text
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total")
+    )
+
+
+def tree_cpu(pid: int) -> float:
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for p in [root, *root.children(recursive=True)]:
+            t = p.cpu_times()
+            total += t.user + t.system
+    except psutil.Error:
+        pass
+    return total
+
+
+def load(url: str, seconds: float, streams: int = 16) -> int:
+    stop = time.monotonic() + seconds
+    done = [0]
+
+    def one() -> None:
+        body = {"model": "tiny", "prompt": "a long enough question " * 20, "max_tokens": 64, "stream": True}
+        with httpx.Client(trust_env=False) as client:
+            while time.monotonic() < stop:
+                try:
+                    with client.stream("POST", url + "/v1/completions", json=body, timeout=60) as resp:
+                        for _ in resp.iter_lines():
+                            pass
+                    done[0] += 1
+                except httpx.HTTPError:
+                    time.sleep(0.5)
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--idle", type=float, default=3600)
+    ap.add_argument("--load", type=float, default=600)
+    ap.add_argument("--fast", action="store_true", help="shortened hang_* thresholds (minutes, not an hour)")
+    args = ap.parse_args()
+    limits = {**DEFAULTS, **(FAST if args.fast else {})}
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = Serve(port, FAST if args.fast else {})
+    stopped = None
+    try:
+        t_ready, _ = serve.wait("ready", 1, 600)
+        first_ready = t_ready - serve.started
+        pid = serve.of("started")[0][1]["pid"]
+        print(f"first start: ready in {first_ready:.1f} s")
+
+        started = time.monotonic()
+        done = subprocess.run([ASCENDCTL, "probe", url], capture_output=True, text=True)
+        print(
+            f"ascendctl probe (a fresh process, idle engine): exit {done.returncode} in {time.monotonic() - started:.2f} s: {done.stdout.strip()}"
+        )
+        before_req, before_cpu = requests_done(url), tree_cpu(pid)
+        time.sleep(args.idle)
+        probes = requests_done(url) - before_req
+        cpu = tree_cpu(pid) - before_cpu
+        hangs_idle = len(serve.of("hung"))
+        print(
+            f"idle {args.idle:.0f} s: {hangs_idle} hang verdicts (goal 0); {probes:.0f} probes "
+            f"({60 * probes / args.idle:.2f}/min); engine tree CPU {60 * cpu / args.idle:.2f} s/min"
+        )
+
+        before_req = requests_done(url)
+        answered = load(url, args.load)
+        served = requests_done(url) - before_req
+        hangs_load = len(serve.of("hung")) - hangs_idle
+        print(
+            f"saturated {args.load:.0f} s, 16 streams on max_num_seqs 8: {answered} completions, "
+            f"{hangs_load} hang verdicts (goal 0), {served - answered:.0f} probes (goal 0)"
+        )
+
+        core = next(p for p in psutil.Process(pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline()))
+        stopped = core.pid
+        threading.Thread(target=load, args=(url, 30, 4), daemon=True).start()  # requests in flight
+        time.sleep(1)
+        os.kill(stopped, signal.SIGSTOP)
+        hung_at = time.monotonic()
+        t_verdict, verdict = serve.wait("hung", hangs_idle + hangs_load + 1, 900)
+        t_back, _ = serve.wait("ready", 2, 900)
+        to_verdict = t_verdict - hung_at
+        bound = (
+            limits["hang_probe_interval_s"]
+            + limits["hang_probe_failures"] * (limits["hang_probe_interval_s"] + limits["hang_probe_timeout_s"])
+            + TICK_S
+        )
+        back = t_back - t_verdict
+        print(f"verdict: {verdict['summary']}")
+        stacks = (Path(verdict["evidence_dir"]) / "stacks.txt").read_text()
+        print(f"evidence: {verdict['evidence_dir']} ({verdict['stacks']} processes dumped); stacks.txt begins:")
+        print("\n".join(stacks.splitlines()[:12]))
+        print(
+            f"hang -> verdict: {to_verdict:.1f} s (bound from the thresholds {bound:.0f} s, ratio {to_verdict / bound:.2f})"
+        )
+        ratio = back / first_ready
+        print(
+            f"verdict -> ready again: {back:.1f} s (first start {first_ready:.1f} s, ratio {ratio:.2f}, "
+            f"goal <= {RESTART_GOAL})"
+        )
+        ok = hangs_idle == 0 and hangs_load == 0 and to_verdict <= bound and ratio <= RESTART_GOAL
+        return 0 if ok else 1
+    finally:
+        serve.stop()
+        if stopped is not None and psutil.pid_exists(stopped):
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,550 @@
+"""The hang verdict: an engine that is alive (its port open, /health 200) and answers nothing.
+
+Four parts of evidence, each judged against its threshold of thresholds.yaml (`hang_*`, which a
+profile's `diagnostics` section may override):
+
+- probe: a 1-token completion with the served model, sent every `hang_probe_interval_s` while no
+  generated token was counted since the last probe (never while tokens flow). Its timeout is the
+  engine's own measured prefill (the largest time to first token it has reported, times four) and
+  never shorter than `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
+- progress: requests running or waiting while the generation-token counter has not moved for
+  `hang_progress_s` seconds.
+- process: the EngineCore / worker processes of the tree gone while the API server lives (a hang
+  at once), or their CPU time not advancing for `hang_cpu_s` seconds while requests wait.
+- device (npu-smi): the engine's NPUs at AI Core <= `idle_util_pct` with HBM unchanged for
+  `hang_device_s` seconds while requests run.
+
+A verdict needs a decisive part: the engine's processes gone, the probe failing its count in a
+row, or progress stalled *and* a second witness (CPU time or the NPUs doing nothing). A long
+prefill stalls progress, but its processes burn CPU and its NPUs compute; a saturated queue keeps
+tokens flowing; an idle engine answers its probes. None of them is a hang.
+
+Everything here is driven by `tick()` with an injectable clock, HTTP client and device source, so
+the tests replay recorded figures instead of waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import httpx
+
+from engine.devices.sample import DeviceSample
+from engine.errors import BadInput, Unreachable
+
+# The processes of a vLLM engine's tree, by the title vLLM gives them (setproctitle).
+_ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
+PROBE_PROMPT = "ping"
+# The probe's timeout: this many times the longest time to first token the engine reported.
+PREFILL_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class HangLimits:
+    """The `hang_*` thresholds (thresholds.yaml says what each means, and holds the defaults:
+    callers build these with `from_thresholds(load_thresholds(...))`)."""
+
+    probe_interval_s: float
+    probe_timeout_s: float
+    probe_failures: int
+    progress_s: float
+    cpu_s: float
+    device_s: float
+    device_idle_pct: float
+
+    @classmethod
+    def from_thresholds(cls, t: Any) -> "HangLimits":
+        return cls(
+            probe_interval_s=t.hang_probe_interval_s,
+            probe_timeout_s=t.hang_probe_timeout_s,
+            probe_failures=max(1, int(t.hang_probe_failures)),
+            progress_s=t.hang_progress_s,
+            cpu_s=t.hang_cpu_s,
+            device_s=t.hang_device_s,
+            device_idle_pct=t.idle_util_pct,
+        )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    part: str  # probe | progress | process | device
+    text: str  # what was seen, in words
+    hung: bool  # this part, alone or with its witness, says hung
+
+
+@dataclass(frozen=True)
+class Verdict:
+    hung: bool
+    parts: tuple[Evidence, ...] = ()
+    at: float = field(default_factory=time.time)
+
+    @property
+    def summary(self) -> str:
+        """The evidence on one line: the parts that count first, then what else was seen."""
+        shown = [e.text for e in self.parts if e.hung] + [e.text for e in self.parts if not e.hung]
+        return "; ".join(shown) if shown else "no evidence"
+
+    def as_dict(self) -> dict:
+        return {
+            "hung": self.hung,
+            "summary": self.summary,
+            "at": self.at,
+            "parts": [{"part": e.part, "text": e.text, "hung": e.hung} for e in self.parts],
+        }
+
+
+# -- probe -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    ok: bool
+    seconds: float
+    error: str | None = None  # "timed out", "HTTP 500", "connection refused"...
+    reached: bool = True  # False: nothing answered at all (not a hang: the engine is down)
+
+
+# Every page read here is bounded: a /metrics page of a real engine is tens of KiB.
+MAX_PAGE_BYTES = 8 << 20
+
+
+def get_capped(client: httpx.Client, url: str, timeout: float, headers: Mapping[str, str]) -> tuple[int, str]:
+    """GET `url`: its status and at most MAX_PAGE_BYTES of its body as text (the rest is dropped)."""
+    with client.stream("GET", url, timeout=timeout, headers=dict(headers)) as resp:
+        body = bytearray()
+        for chunk in resp.iter_bytes():
+            body += chunk
+            if len(body) >= MAX_PAGE_BYTES:
+                break
+        return resp.status_code, bytes(body[:MAX_PAGE_BYTES]).decode("utf-8", errors="replace")
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | None = None) -> str:
+    """The first model id of GET /v1/models. Unreachable when nothing answers; BadInput when what
+    answers is not an OpenAI-compatible server."""
+    target = url.rstrip("/") + "/v1/models"
+    try:
+        status, text = get_capped(client, target, timeout, auth_headers(api_key))
+    except httpx.TimeoutException as exc:
+        raise Unreachable(f"{target} did not answer within {timeout:g} s", "check the engine and the port") from exc
+    except httpx.HTTPError as exc:
+        raise Unreachable(
+            f"cannot reach {target}: {type(exc).__name__}", "check that the engine runs and the port is right"
+        ) from exc
+    if status in (401, 403):
+        raise BadInput(
+            f"{target} refused the request (HTTP {status})",
+            "set VLLM_API_KEY to the server's API key",
+        )
+    try:
+        data = json.loads(text) if status == 200 else None
+        models = [m["id"] for m in data["data"]] if isinstance(data, dict) else []
+    except (ValueError, KeyError, TypeError):
+        models = []
+    if not models or not isinstance(models[0], str):
+        raise BadInput(
+            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} with no model list",
+            "point at the vLLM server root, e.g. http://127.0.0.1:8000",
+        )
+    return models[0]
+
+
+def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_key: str | None = None) -> ProbeResult:
+    """One streamed 1-token completion, successful once its first token arrives. Failures: no
+    token within `timeout` (a server that accepts and never streams), an HTTP error status, a
+    stream that ends with no token. Nothing listening is `reached=False`."""
+    started = time.monotonic()
+    deadline = started + timeout
+    body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0, "stream": True}
+
+    def failed(error: str, reached: bool = True) -> ProbeResult:
+        return ProbeResult(False, time.monotonic() - started, error, reached)
+
+    try:
+        with client.stream(
+            "POST", url.rstrip("/") + "/v1/completions", json=body, timeout=timeout, headers=auth_headers(api_key)
+        ) as resp:
+            if resp.status_code != 200:
+                return failed(f"HTTP {resp.status_code}")
+            read = 0
+            for line in resp.iter_lines():
+                read += len(line) + 1
+                if time.monotonic() > deadline or read > MAX_PAGE_BYTES:
+                    break
+                if not line.startswith("data:") or line.strip() == "data: [DONE]":
+                    continue
+                try:
+                    choices = json.loads(line[5:]).get("choices")
+                except (ValueError, AttributeError):
+                    choices = None
+                if choices:
+                    return ProbeResult(True, time.monotonic() - started)
+            else:
+                return failed("the stream ended with no token")
+    except httpx.TimeoutException:
+        pass
+    except httpx.ConnectError as exc:
+        return failed(type(exc).__name__, reached=False)
+    except httpx.HTTPError as exc:
+        return failed(type(exc).__name__)
+    return failed(f"timed out after {timeout:g} s")
+
+
+def probe_timeout(limits: HangLimits, ttft_max_s: float | None) -> float:
+    """The engine's measured prefill (its longest time to first token) times PREFILL_FACTOR,
+    never below the floor."""
+    if ttft_max_s is None or not math.isfinite(ttft_max_s):
+        return limits.probe_timeout_s
+    return max(limits.probe_timeout_s, PREFILL_FACTOR * ttft_max_s)
+
+
+def ttft_max(metrics: Any) -> float | None:
+    """The upper bound of the highest non-empty finite bucket of the TTFT histogram."""
+    hist = metrics.histogram("ttft") if metrics is not None else None
+    if hist is None or not hist.count:
+        return None
+    previous = 0.0
+    top = None
+    for le, count in hist.buckets:
+        if count > previous and math.isfinite(le):
+            top = le
+        previous = count
+    return top
+
+
+# -- process ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EngineProc:
+    pid: int
+    title: str  # "EngineCore", "VLLM::Worker_0"...
+    cpu_s: float
+    status: str  # psutil's: running, sleeping, stopped, zombie...
+
+
+def engine_procs(root_pid: int) -> tuple[bool, list[EngineProc]]:
+    """(the root process lives, its EngineCore / worker descendants)."""
+    import psutil
+
+    try:
+        root = psutil.Process(root_pid)
+        if root.status() == psutil.STATUS_ZOMBIE:
+            return False, []
+        children = root.children(recursive=True)
+    except psutil.Error:
+        return False, []
+    found = []
+    for child in children:
+        try:
+            with child.oneshot():
+                title = " ".join(child.cmdline()) or child.name()
+                role = next((t for t in _ENGINE_TITLES if t in title), None)
+                if role is None:
+                    continue
+                times = child.cpu_times()
+                found.append(EngineProc(child.pid, title.split()[0], times.user + times.system, child.status()))
+        except psutil.Error:
+            continue
+    return True, found
+
+
+class ProcessTracker:
+    """Which engine processes were seen, which are gone, and whether their CPU time moves."""
+
+    def __init__(self, limits: HangLimits, read: Callable[[int], tuple[bool, list[EngineProc]]] = engine_procs):
+        self.limits = limits
+        self._read = read
+        self.seen: dict[int, str] = {}
+        # A one-shot look at a ready engine expects its EngineCore: none at all is one gone.
+        self.expect_core = False
+        self._cpu: float | None = None
+        self._cpu_since: float | None = None
+
+    def feed(self, now: float, root_pid: int, busy: bool) -> Evidence | None:
+        root_alive, procs = self._read(root_pid)
+        if not root_alive:
+            return None  # the server itself ended: an exit, which the supervisor sees
+        live = {p.pid for p in procs if p.status != "zombie"}
+        gone = [
+            f"{title.split('::')[-1]} pid {pid} gone" for pid, title in sorted(self.seen.items()) if pid not in live
+        ]
+        if self.expect_core and not self.seen and not any("EngineCore" in p.title for p in procs if p.pid in live):
+            gone = [f"EngineCore gone (none under the API server pid {root_pid})"]
+        for p in procs:
+            self.seen.setdefault(p.pid, p.title)
+        if gone:
+            return Evidence("process", "; ".join(gone) + " while the API server lives", True)
+        stopped = [f"{p.title.split('::')[-1]} pid {p.pid} stopped (SIGSTOP)" for p in procs if p.status == "stopped"]
+        cpu = sum(p.cpu_s for p in procs if p.status != "zombie")
+        if not procs or not busy:
+            self._cpu, self._cpu_since = cpu, None
+            return Evidence("process", stopped[0], False) if stopped else None
+        if self._cpu is None or cpu - self._cpu > 0.05:
+            self._cpu, self._cpu_since = cpu, None
+        elif self._cpu_since is None:
+            self._cpu_since = now
+        still = 0.0 if self._cpu_since is None else now - self._cpu_since
+        if still >= self.limits.cpu_s:
+            names = ", ".join(f"{p.title.split('::')[-1]} pid {p.pid}" for p in procs[:3])
+            text = f"no CPU time used for {still:.0f} s by {names}"
+            if stopped:
+                text += f" ({'; '.join(stopped)})"
+            return Evidence("process", text, True)
+        return Evidence("process", stopped[0], False) if stopped else None
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+class ProgressTracker:
+    """How long requests have been running or waiting with the generation counter still."""
+
+    def __init__(self, limits: HangLimits) -> None:
+        self.limits = limits
+        self.tokens: float | None = None
+        self.token_moved_at: float | None = None  # when the counter last moved (or was first read)
+        self.still_since: float | None = None  # requests in, counter still, since
+        self.requests = 0
+
+    def feed(self, now: float, running: float | None, waiting: float | None, tokens: float | None) -> Evidence | None:
+        self.requests = int((running or 0) + (waiting or 0))
+        moved = tokens is not None and (self.tokens is None or tokens != self.tokens)
+        if moved:
+            self.token_moved_at = now
+        if tokens is not None:
+            self.tokens = tokens
+        if self.requests <= 0 or moved:
+            self.still_since = None
+            return None
+        if self.still_since is None:
+            self.still_since = now
+            return None
+        still = now - self.still_since
+        parts = []
+        if running:
+            parts.append(f"{int(running)} request{'s' if int(running) != 1 else ''} running")
+        if waiting:
+            parts.append(f"{int(waiting)} waiting")
+        text = f"{', '.join(parts)}, no token for {still:.0f} s"
+        return Evidence("progress", text, still >= self.limits.progress_s)
+
+
+# -- device ----------------------------------------------------------------------------------
+
+
+class DeviceTracker:
+    """The engine's NPUs at AI Core ~0 with HBM unchanged, while requests run."""
+
+    def __init__(self, limits: HangLimits) -> None:
+        self.limits = limits
+        self._mem: tuple[float | None, ...] | None = None
+        self._idle_since: float | None = None
+
+    def feed(self, now: float, samples: Sequence[DeviceSample], pids: set[int], running: bool) -> Evidence | None:
+        npus = [s for s in samples if s.kind == "npu"]
+        owned = [s for s in npus if pids & {p.pid for p in s.procs}] or npus
+        if not owned:
+            return None
+        mem = tuple(s.mem_used_mb for s in owned)
+        idle = all(s.util_pct is not None and s.util_pct <= self.limits.device_idle_pct for s in owned)
+        same = self._mem is not None and all(
+            a is not None and b is not None and abs(a - b) < 1.0 for a, b in zip(mem, self._mem)
+        )
+        if self._mem is None or not (running and idle and same):
+            self._idle_since = now if running and idle else None
+            self._mem = mem
+            return None
+        if self._idle_since is None:
+            self._idle_since = now
+        still = now - self._idle_since
+        names = ",".join(s.key for s in owned)
+        text = f"{names} AI Core <= {self.limits.device_idle_pct:g}% and HBM unchanged for {still:.0f} s"
+        return Evidence("device", text, still >= self.limits.device_s)
+
+
+# -- the monitor -----------------------------------------------------------------------------
+
+
+class HangMonitor:
+    """Judge one engine, tick after tick. `pid` (the API server's, for an engine on this host)
+    enables the process part; `devices` (a callable returning DeviceSamples) the device part."""
+
+    def __init__(
+        self,
+        url: str,
+        limits: HangLimits,
+        *,
+        pid: int | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        devices: Callable[[], Sequence[DeviceSample]] | None = None,
+        client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        read_procs: Callable[[int], tuple[bool, list[EngineProc]]] = engine_procs,
+        scrape: Callable[[], Any] | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.limits = limits
+        self.pid = pid
+        self.model = model
+        self.api_key = api_key
+        self.devices = devices
+        self.client = client or httpx.Client(trust_env=False)
+        self.clock = clock
+        self._scrape = scrape or self._scrape_metrics
+        self.progress = ProgressTracker(self.limits)
+        self.process = ProcessTracker(self.limits, read_procs)
+        self.device = DeviceTracker(self.limits)
+        self.failures: list[tuple[float, str]] = []  # the current streak: (time, error)
+        self.last_probe_at: float | None = None
+        self.tokens_at_probe: float | None = None
+        self.probes = 0
+        self.last_result: ProbeResult | None = None
+        self.last_metrics: Any = None
+        self.last_metrics_text: str | None = None
+        # A headless rank watching its group's API (node 0's): that API gone for
+        # probe_interval_s x probe_failures once it was up takes this rank down with it.
+        self.group = False
+        self.fixed_timeout: float | None = None  # the probe's timeout as given (`probe --timeout`)
+        self._seen_up = False
+        self._down_since: float | None = None
+        self.last: Verdict = Verdict(False)
+
+    def _scrape_metrics(self) -> Any:
+        from engine.metrics.prom import parse_metrics
+
+        status, text = get_capped(self.client, self.url + "/metrics", 5.0, auth_headers(self.api_key))
+        if status != 200:
+            raise Unreachable(f"/metrics answered HTTP {status}", "check the engine")
+        self.last_metrics_text = text
+        return parse_metrics(text)
+
+    def _probe_due(self, now: float, tokens: float | None) -> bool:
+        if self.last_probe_at is not None and now - self.last_probe_at < self.limits.probe_interval_s:
+            return False
+        # Never while tokens flow: a token counted since the last probe (beyond the probe's own)
+        # says the engine answers, and ends a streak of failed probes.
+        if tokens is not None and self.tokens_at_probe is not None and tokens - self.tokens_at_probe > 1:
+            self.last_probe_at = now  # the engine proved itself: the next probe waits its interval
+            self.tokens_at_probe = tokens
+            self.failures = []
+            return False
+        return True
+
+    def probe(self, now: float) -> ProbeResult:
+        timeout = self.fixed_timeout or probe_timeout(self.limits, ttft_max(self.last_metrics))
+        if self.model is None:
+            self.model = served_model(self.client, self.url, min(timeout, 5.0), self.api_key)
+        result = probe_once(self.client, self.url, self.model, timeout, self.api_key)
+        self.last_result = result
+        self.probes += 1
+        self.last_probe_at = self.clock()
+        if result.ok:
+            self.failures = []
+        elif result.reached:
+            self.failures.append((now, result.error or "failed"))
+        return result
+
+    def _probe_evidence(self) -> Evidence | None:
+        if not self.failures:
+            return None
+        n = len(self.failures)
+        span = self.clock() - self.failures[0][0]
+        errors = sorted({e for _, e in self.failures})
+        what = "timed out" if all(e.startswith("timed out") for e in errors) else "failed (" + ", ".join(errors) + ")"
+        single = self.failures[0][1]
+        text = (
+            f"probe {what} {n}x in {span:.0f} s"
+            if n > 1
+            else f"probe {'failed (' + single + ')' if 'timed out' not in single else single}"
+        )
+        return Evidence("probe", text, n >= self.limits.probe_failures)
+
+    def tick(self) -> Verdict:
+        now = self.clock()
+        notes: list[Evidence] = []
+        metrics = None
+        try:
+            metrics = self._scrape()
+            self.last_metrics = metrics
+        except (httpx.HTTPError, Unreachable, BadInput) as exc:
+            notes.append(
+                Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)
+            )
+        group = self._group_evidence(now, metrics is not None) if self.group else None
+        if group is not None:
+            notes.insert(0, group)
+        running = getattr(metrics, "running", None)
+        waiting = getattr(metrics, "waiting", None)
+        tokens = getattr(metrics, "generation_tokens", None)
+        progress = self.progress.feed(now, running, waiting, tokens) if metrics is not None else None
+        busy = self.progress.requests > 0
+        process = self.process.feed(now, self.pid, busy) if self.pid is not None else None
+        device = None
+        if self.devices is not None:
+            try:
+                samples = list(self.devices())
+            except Exception:  # noqa: BLE001 - a device tool that fails costs this part only
+                samples = []
+            pids = set(self.process.seen) | ({self.pid} if self.pid else set())
+            device = self.device.feed(now, samples, pids, bool(running))
+        if self._probe_due(now, tokens):
+            try:
+                self.probe(now)
+            except (Unreachable, BadInput) as exc:
+                notes.append(Evidence("probe", f"probe not sent: {exc.cause}", False))
+            self.tokens_at_probe = tokens
+        probe = self._probe_evidence()
+        parts = [e for e in (probe, progress, process, device) if e is not None] + notes
+        hung = self.judge(probe, progress, process, device) or (group is not None and group.hung)
+        self.last = Verdict(hung, tuple(parts))
+        return self.last
+
+    def _group_evidence(self, now: float, reachable: bool) -> Evidence | None:
+        if reachable:
+            self._seen_up, self._down_since = True, None
+            return None
+        if not self._seen_up:
+            return None  # node 0 not up yet: a group that is still starting
+        if self._down_since is None:
+            self._down_since = now
+        down = now - self._down_since
+        limit = self.limits.probe_interval_s * self.limits.probe_failures
+        return Evidence("group", f"the group's API at {self.url} gone for {down:.0f} s", down >= limit)
+
+    @staticmethod
+    def judge(
+        probe: Evidence | None, progress: Evidence | None, process: Evidence | None, device: Evidence | None
+    ) -> bool:
+        if process is not None and process.hung and "gone" in process.text:
+            return True  # EngineCore or a worker died under a living API server
+        if probe is not None and probe.hung:
+            return True
+        stalled = progress is not None and progress.hung
+        witness = (process is not None and process.hung) or (device is not None and device.hung)
+        return stalled and witness
+
+    def close(self) -> None:
+        self.client.close()
+
+
+__all__ = [
+    "Evidence",
+    "HangLimits",
+    "HangMonitor",
+    "ProbeResult",
+    "Verdict",
+    "engine_procs",
+    "probe_once",
+    "probe_timeout",
+    "served_model",
+]

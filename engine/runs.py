@@ -59,6 +59,9 @@ class RunInfo:
     # False for a headless data-parallel rank: it serves no API on this host (clients use node
     # 0's), so `top` and the exporter here have nothing to poll at `url`.
     serves_api: bool = True
+    # An engine in a container: runtime, name, id, image, image_id, image_digest
+    # (engine.container.command.ContainerPlan.record); None for an engine on the host.
+    container: dict[str, str | None] | None = None
 
     @property
     def log_path(self) -> Path:

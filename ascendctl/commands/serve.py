@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ascendctl.output import Output
+    from engine.container.command import ContainerPlan
     from engine.launcher import Outcome
     from engine.profiles.launch import LaunchSpec
     from engine.profiles.schema import Profile
@@ -35,7 +36,10 @@ def register(app: typer.Typer) -> None:
         help=(
             "Start the engine from a profile and supervise it: preflight, start-up phases, readiness "
             "on /health, the log tee'd into a run directory, signals forwarded, restarts on failure, "
-            f"and a diagnosis when it dies.\n\n{PRECEDENCE}\n\n{EXIT_CODES}"
+            "and a diagnosis when it dies. With a `container` section in the profile (or --container) the "
+            "engine runs in a container (docker, podman or nerdctl; the official vllm-ascend image by "
+            "default), supervised the same way; --dry-run prints the complete `docker run` line."
+            f"\n\n{PRECEDENCE}\n\n{EXIT_CODES}"
         ),
     )(serve)
 
@@ -69,6 +73,14 @@ def serve(
     skip_preflight: bool = typer.Option(
         False, "--skip-preflight", help="Start even if the port check or doctor finds errors."
     ),
+    container: Optional[bool] = typer.Option(
+        None,
+        "--container/--no-container",
+        help="Run the engine in a container (default: when the profile has a `container` section).",
+    ),
+    pull: bool = typer.Option(
+        False, "--pull", help="With a container: pull the image first (with the runtime's progress on stderr)."
+    ),
     node_rank: Optional[int] = typer.Option(
         None,
         "--node-rank",
@@ -85,7 +97,16 @@ def serve(
     if restart not in ("no", "on-failure"):
         raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
     prof, spec, version = resolve(profile, model, sets)
+    plan = None
+    if container if container is not None else prof.container is not None:
+        prof, spec, plan = container_launch(out, prof, version, pull, dry_run)
     if prof.nodes is not None or node_rank is not None:
+        if plan is not None:
+            raise BadInput(
+                f"profile {prof.name} spans {prof.nodes.count if prof.nodes else 'several'} hosts: serve runs a "
+                "layout's ranks on the hosts, not in containers, yet",
+                "serve it without --container (or drop the container section), or use `ascendctl deploy k8s`",
+            )
         serve_node(
             out,
             prof,
@@ -102,7 +123,10 @@ def serve(
         )
         return
     if dry_run:
-        show_dry_run(out, prof, spec, version)
+        if plan is not None:
+            show_container_dry_run(out, prof, spec, version, plan)
+        else:
+            show_dry_run(out, prof, spec, version)
         return
 
     from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
@@ -119,8 +143,99 @@ def serve(
         grace=grace,
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
+        container=plan,
     )
     _supervise(out, view, supervisor)
+
+
+def container_launch(
+    out: Output, prof: Profile, host_version: str | None, pull: bool, dry_run: bool
+) -> tuple[Profile, LaunchSpec, ContainerPlan]:
+    """The profile with its container settings, the engine's command inside the image, and the
+    plan: runtime found (exit 2 when the one named is not installed), image chosen, NPUs checked
+    against the host. Before a real start, the runtime must answer (exit 3, saying whether its
+    daemon is down or its socket closed) and the image be there (exit 2 with the pull command;
+    --pull pulls it)."""
+    import dataclasses
+
+    from engine.container import client
+    from engine.container.command import ContainerPlan, check_devices
+    from engine.container.image import choose_image
+    from engine.container.runtime import find_runtime
+    from engine.profiles import launch_spec
+    from engine.profiles.container import Container
+    from engine.system import Host
+    from engine.system.devnodes import device_nodes
+
+    host = Host()
+    if prof.container is None:
+        prof = dataclasses.replace(prof, container=Container())
+    settings = prof.container
+    assert settings is not None
+    runtime = find_runtime(host, settings.runtime)
+    choice = choose_image(prof, host, host_version)
+    if not dry_run or device_nodes(host).davinci:
+        check_devices(prof, host)
+    spec = launch_spec(prof, choice.vllm or host_version, settings.python)
+    plan = ContainerPlan(runtime, choice.image, settings, image_why=choice.why)
+    if dry_run:
+        return prof, spec, plan
+    client.check_reachable(runtime, host.runner)
+    info = client.inspect_image(runtime, host.runner, choice.image)
+    if info is None and pull:
+        out.info(f"pulling {choice.image} ({choice.why}) with {runtime.name}")
+        client.pull(runtime, choice.image)
+    if info is None:
+        info = client.require_image(runtime, host.runner, choice.image, choice.why)
+    out.info(f"image {choice.image} ({choice.why}), {info.digest or info.id}; runtime {runtime.name}")
+    return prof, spec, dataclasses.replace(plan, image_id=info.id, image_digest=info.digest)
+
+
+def show_container_dry_run(
+    out: Output, prof: Profile, spec: LaunchSpec, version: str | None, plan: ContainerPlan
+) -> None:
+    """The complete `docker run` (podman, nerdctl) line, runnable as printed: secret variables are
+    exported first (masked here) and passed to the container by name."""
+    import shlex
+
+    from engine.container.command import printable, run_spec
+    from engine.container.runtime import container_name
+    from engine.launcher.rundir import run_id
+
+    name = run_id(prof.name)
+    run = run_spec(prof, spec, plan, name)
+    line = printable(run, plan.runtime)
+    data = {
+        "profile": prof.name,
+        "source": prof.source,
+        "engine_version": version,
+        "container": {
+            "runtime": plan.runtime.name,
+            "name": container_name(name),
+            "image": plan.image,
+            "image_why": plan.image_why,
+        },
+        "argv": [plan.runtime.name, *run.masked_argv()[1:]],
+        "command_line": line,
+        "engine_argv": spec.masked_argv(),
+        "env": run.masked_env(),
+        "url": spec.url,
+        "dropped": spec.dropped,
+    }
+
+    def render(console: Console) -> None:
+        console.print(
+            f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}, in {plan.runtime.name}: "
+            f"{plan.image} ({plan.image_why})",
+            markup=False,
+            soft_wrap=True,
+        )
+        for key, value in run.masked_env().items():
+            console.print(f"export {key}={shlex.quote(value)}", markup=False, soft_wrap=True)
+        console.print(line, markup=False, soft_wrap=True)
+        console.print(f"# serves {spec.url}", markup=False)
+
+    out.emit(data, render)
 
 
 def serve_node(

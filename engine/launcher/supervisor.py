@@ -23,7 +23,7 @@ from engine.launcher import rundir
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker
 from engine.launcher.portlock import PortLock
-from engine.launcher.process import EngineProcess, group_listens_on
+from engine.launcher.process import EngineProcess
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -112,8 +112,12 @@ class Supervisor:
         port_lock: PortLock | None = None,
         open_log: Callable[[Path], BinaryIO] | None = None,
         health: bool = True,
+        process: Callable[..., EngineProcess] = EngineProcess,
     ) -> None:
         self.argv = list(argv)
+        # What runs the argv: EngineProcess, or ContainerProcess (launcher/container.py) when the
+        # argv is a container runtime's `run`.
+        self.process = process
         # False for an engine without an API server (a headless data-parallel host): nothing to
         # wait for, it is supervised from its start.
         self.health = health
@@ -183,7 +187,7 @@ class Supervisor:
     def start(self, attempt: int = 0) -> EngineProcess:
         self.tracker = PhaseTracker()
         self._ready_at = None
-        engine = EngineProcess(
+        engine = self.process(
             self.argv,
             self.env,
             self.log_path,
@@ -264,7 +268,9 @@ class Supervisor:
                         ready_at = self.tracker.elapsed()
                         self._catch_up_on_phases()
                         self._ready_at = ready_at
-                        self._record(phase="ready", ready_seconds=round(self._ready_at, 3))
+                        self._record(
+                            phase="ready", ready_seconds=round(self._ready_at, 3), container=self.engine.describe()
+                        )
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
                 except httpx.HTTPError:
@@ -293,7 +299,7 @@ class Supervisor:
         assert self.engine is not None and self.engine.pid is not None
         if self._port is None:
             return True
-        owned = group_listens_on(self.engine.pid, self._port)
+        owned = self.engine.listens_on(self._port)
         if owned is False:
             self._warn_once(
                 "port",

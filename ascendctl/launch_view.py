@@ -193,6 +193,8 @@ class LaunchView:
                     "restart_in": restart_in,
                     "attempt": attempt,
                     "root_error": diagnosis.root_error if diagnosis else None,
+                    # the known issues triage found in the log tail (ids), so a script sees why
+                    "issues": [finding.id for finding in diagnosis.findings] if diagnosis else [],
                 }
             )
             return

@@ -99,7 +99,7 @@ def serve(
     prof, spec, version = resolve(profile, model, sets)
     plan = None
     if container if container is not None else prof.container is not None:
-        prof, spec, plan = container_launch(out, prof, version, pull, dry_run)
+        prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
     if prof.nodes is not None or node_rank is not None:
         if plan is not None:
             raise BadInput(
@@ -150,9 +150,9 @@ def serve(
 
 def container_launch(
     out: Output, prof: Profile, host_version: str | None, pull: bool, dry_run: bool
-) -> tuple[Profile, LaunchSpec, ContainerPlan]:
-    """The profile with its container settings, the engine's command inside the image, and the
-    plan: runtime found (exit 2 when the one named is not installed), image chosen, NPUs checked
+) -> tuple[Profile, LaunchSpec, ContainerPlan, str | None]:
+    """The profile with its container settings, the engine's command inside the image, the plan
+    and the image's vLLM version (the host's where the image does not say). The plan: runtime found (exit 2 when the one named is not installed), image chosen, NPUs checked
     against the host. Before a real start, the runtime must answer (exit 3, saying whether its
     daemon is down or its socket closed) and the image be there (exit 2 with the pull command;
     --pull pulls it)."""
@@ -176,10 +176,14 @@ def container_launch(
     choice = choose_image(prof, host, host_version)
     if not dry_run or device_nodes(host).davinci:
         check_devices(prof, host)
-    spec = launch_spec(prof, choice.vllm or host_version, settings.python)
+    version = choice.vllm or host_version
+    spec = launch_spec(prof, version, settings.python)
+    if version != host_version:
+        for reason in spec.dropped:
+            out.warn(f"in the image: dropped {reason}")
     plan = ContainerPlan(runtime, choice.image, settings, image_why=choice.why)
     if dry_run:
-        return prof, spec, plan
+        return prof, spec, plan, version
     client.check_reachable(runtime, host.runner)
     info = client.inspect_image(runtime, host.runner, choice.image)
     if info is None and pull:
@@ -188,7 +192,7 @@ def container_launch(
     if info is None:
         info = client.require_image(runtime, host.runner, choice.image, choice.why)
     out.info(f"image {choice.image} ({choice.why}), {info.digest or info.id}; runtime {runtime.name}")
-    return prof, spec, dataclasses.replace(plan, image_id=info.id, image_digest=info.digest)
+    return prof, spec, dataclasses.replace(plan, image_id=info.id, image_digest=info.digest), version
 
 
 def show_container_dry_run(

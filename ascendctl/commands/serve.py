@@ -101,11 +101,12 @@ def serve(
     if container if container is not None else prof.container is not None:
         prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
     if prof.nodes is not None or node_rank is not None:
-        if plan is not None:
+        if plan is not None and prof.nodes is not None and prof.nodes.mode != "dp":
             raise BadInput(
-                f"profile {prof.name} spans {prof.nodes.count if prof.nodes else 'several'} hosts: serve runs a "
-                "layout's ranks on the hosts, not in containers, yet",
-                "serve it without --container (or drop the container section), or use `ascendctl deploy k8s`",
+                f"profile {prof.name} is a nodes.mode {prof.nodes.mode} layout, which cannot run in containers yet "
+                "(`ray start` and the engine would have to share one container on each host)",
+                "serve it without --container, use nodes.mode dp (each host's engine in its own container), or "
+                "`ascendctl deploy k8s`",
             )
         serve_node(
             out,
@@ -120,6 +121,7 @@ def serve(
             max_restarts,
             grace,
             ready_timeout,
+            plan,
         )
         return
     if dry_run:
@@ -255,18 +257,20 @@ def serve_node(
     max_restarts: int,
     grace: float,
     ready_timeout: float,
+    plan: ContainerPlan | None = None,
 ) -> None:
     """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
-    under the same supervision as a single host's."""
+    under the same supervision as a single host's (in a container with a `plan`: data parallel
+    only, each host's engine in its own container)."""
     from engine.errors import BadInput, ProblemsFound
     from engine.profiles.multinode import layout_launches, node_launch
 
-    python = spec.argv[0]
+    python = plan.settings.python if plan is not None else spec.argv[0]
     if dry_run:
         launches = (
             [node_launch(prof, rank, version, python)] if rank is not None else layout_launches(prof, version, python)
         )
-        show_layout_dry_run(out, prof, launches, version, spec.dropped)
+        show_layout_dry_run(out, prof, launches, version, spec.dropped, plan)
         return
     if rank is None:
         assert prof.nodes is not None
@@ -307,14 +311,25 @@ def serve_node(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
         health=launch.serves_api,
+        container=plan,
     )
     _supervise(out, view, supervisor)
 
 
-def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str | None, dropped: list[str]) -> None:
-    """Every host's variables and commands, node 0 first."""
+def show_layout_dry_run(
+    out: Output,
+    prof: Profile,
+    launches: list,
+    version: str | None,
+    dropped: list[str],
+    plan: ContainerPlan | None = None,
+) -> None:
+    """Every host's variables and commands, node 0 first; with a container `plan`, each host's
+    engine as its `docker run` line (the variables then travel with -e)."""
     import shlex
 
+    from engine.container.command import printable, run_spec
+    from engine.launcher.rundir import run_id
     from engine.profiles.multinode import data_parallel_size
 
     nodes = prof.nodes
@@ -326,21 +341,30 @@ def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str
     )
     hosts = []
     for launch in launches:
+        env = launch.masked_env()
+        steps = [
+            {
+                "name": step.name,
+                "argv": step.masked_argv(),
+                "command_line": step.command_line(),
+                "supervised": step.supervised,
+            }
+            for step in launch.steps
+        ]
+        if plan is not None and launch.spec is not None:
+            boxed = run_spec(prof, launch.spec, plan, run_id(prof.name))
+            env = boxed.masked_env()
+            for step in steps:
+                if step["supervised"]:
+                    step["argv"] = [plan.runtime.name, *boxed.masked_argv()[1:]]
+                    step["command_line"] = printable(boxed, plan.runtime)
         hosts.append(
             {
                 "rank": launch.rank,
                 "role": launch.role,
                 "address": launch.address,
-                "env": launch.masked_env(),
-                "steps": [
-                    {
-                        "name": step.name,
-                        "argv": step.masked_argv(),
-                        "command_line": step.command_line(),
-                        "supervised": step.supervised,
-                    }
-                    for step in launch.steps
-                ],
+                "env": env,
+                "steps": steps,
                 "url": launch.spec.url if launch.spec is not None and launch.serves_api else None,
                 "notes": launch.notes,
             }

@@ -117,6 +117,8 @@ def container_section(values: dict[str, dict[str, Any]], locate: Locate) -> tupl
         if not isinstance(name, str) or not ENV_NAME.match(name):
             bad("pass_env", f"{quote(name)} is not an environment variable name")
     nodes = values.get("nodes")
+    if nodes is not None and given.get("network") == "publish":
+        bad("network", "a layout of several hosts needs the host's network (HCCL, the DP RPC port): use network: host")
     if nodes is not None and nodes.get("mode", "dp") == "ray":
         problems.append(
             Problem(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -207,6 +208,53 @@ def test_a_crash_inside_is_diagnosed_restarted_and_kill_9_once_ready_leaves_no_c
         proc.kill()
         took = _gone_within(podman, run_id, 10)
         assert took is not None
+    finally:
+        stop_serve(proc)
+        _cleanup(podman, run_id)
+
+
+@pytest.fixture
+def docker_api(podman, tmp_path):
+    """The real docker CLI talking to podman's Docker-compatible API on a socket of this test:
+    no Docker daemon runs on the test machines. The CLI parses every flag itself, so a flag it
+    does not know fails here as it would against a real daemon."""
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker CLI on this machine (the docker-compatible run needs one)")
+    sock = tmp_path / "podman.sock"
+    service = subprocess.Popen(
+        [podman, "system", "service", "--time=0", f"unix://{sock}"],
+        env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sock.exists(), "podman's API service did not start"
+        yield f"unix://{sock}"
+    finally:
+        os.killpg(service.pid, signal.SIGTERM)
+        service.wait(30)
+
+
+def test_the_real_docker_cli_runs_it_and_a_sigterm_while_loading_leaves_no_container(
+    podman, image, tiny_model, env, docker_api
+):
+    proc = _serve(tiny_model, image, {**env, "DOCKER_HOST": docker_api}, "--set", "container.runtime=docker")
+    run_id = None
+    try:
+        q = serve_events(proc)
+        wait_event(q, "started", 60)
+        run_id = _run_id(env)
+        wait_event(q, "phase", 120)  # the engine in the container printed its first start-up phase
+        record = json.loads((Path(env["ASCENDCTL_STATE_DIR"]) / "runs" / run_id / "run.json").read_text())
+        assert record["container"]["runtime"] == "docker" and record["argv"][1] == "run"
+        proc.send_signal(signal.SIGTERM)  # before ready: sent as SIGINT through `docker kill --signal`
+        assert proc.wait(60) == 130
+        assert _gone_within(podman, run_id, 10) is not None
     finally:
         stop_serve(proc)
         _cleanup(podman, run_id)

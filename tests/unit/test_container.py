@@ -408,3 +408,27 @@ def test_a_runtime_that_is_not_installed_is_bad_input(standin):
 def test_no_container_runs_the_engine_on_the_host(standin):
     done = standin.run("--no-container", "--dry-run")
     assert done.returncode == 0 and "docker run" not in done.stdout and " -m vllm." in done.stdout
+
+
+# -- layouts of several hosts ----------------------------------------------------------------------
+
+
+def test_a_data_parallel_layout_prints_each_hosts_engine_as_its_run_line(capsys):
+    from ascendctl.cli import main
+
+    code = main(["serve", "-p", "910b-deepseek-v3.1-w8a8-2x8", "--container", "--dry-run", "--json"])
+    assert code == 0
+    hosts = json.loads(capsys.readouterr().out)["hosts"]
+    for host in hosts:
+        (engine,) = [step for step in host["steps"] if step["supervised"]]
+        assert engine["argv"][:2] == ["docker", "run"] or engine["argv"][:2] == ["podman", "run"]
+        assert "--network" in engine["argv"] and "--data-parallel-address" in engine["argv"]
+        assert "/usr/local/Ascend/driver/tools/hccn_tool:/usr/local/Ascend/driver/tools/hccn_tool" in engine["argv"]
+    assert "--headless" in hosts[1]["steps"][0]["argv"]
+
+
+def test_a_ray_layout_with_container_is_exit_2_naming_the_mode(capsys):
+    from ascendctl.cli import main
+
+    assert main(["serve", "-p", "910b-qwen3-235b-ray-2x8", "--container", "--dry-run"]) == 2
+    assert "nodes.mode ray layout, which cannot run in containers yet" in capsys.readouterr().err

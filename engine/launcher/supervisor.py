@@ -203,10 +203,16 @@ class Supervisor:
                 self.info = rundir.new_record(
                     self.run_dir, self.profile_name, self.url, self.argv, engine.pid, serves_api=self.health
                 )
-            self._record()
+            self._record(container=engine.describe())
         else:
             self._record(
-                pid=engine.pid, ended_at=None, exit_code=None, phase=None, ready_seconds=None, restarts=attempt
+                pid=engine.pid,
+                ended_at=None,
+                exit_code=None,
+                phase=None,
+                ready_seconds=None,
+                restarts=attempt,
+                container=engine.describe(),
             )
         self.listener.started(engine.pid, attempt)
         return engine

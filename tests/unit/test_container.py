@@ -350,6 +350,10 @@ def test_serve_in_docker_stops_it_with_docker_stop_and_removes_it_by_name(standi
 
 def test_kill_9_of_serve_removes_its_container_within_10_s(standin):
     proc = standin.serve()
+    while "engine started" not in proc.stderr.readline():
+        pass
+    run_dir = next((Path(standin.env["ASCENDCTL_STATE_DIR"]) / "runs").iterdir())
+    assert json.loads((run_dir / "run.json").read_text())["container"]["runtime"] == "docker"  # from the start
     _ready(proc)
     proc.kill()  # SIGKILL: nothing of serve runs any more, only its watchdog
     assert _wait(lambda: not standin.engine_alive(), 10)

@@ -163,9 +163,12 @@ def test_serve_in_podman_answers_records_its_container_and_sigterm_leaves_none(p
         assert inspected["Config"]["Labels"]["ascendctl.url"] == ready["url"]
         assert "Application startup complete." in (run_dir / "engine.log").read_text(errors="replace")
 
+        asked = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 130
-        assert _gone_within(podman, run_id, 10) is not None
+        took = _gone_within(podman, run_id, 10)
+        assert took is not None
+        print(f"SIGTERM once ready: serve ended and no container left {time.monotonic() - asked:.1f} s after it")
     finally:
         stop_serve(proc)
         _cleanup(podman, run_id)
@@ -183,7 +186,9 @@ def test_kill_9_of_serve_while_the_engine_loads_leaves_no_container(podman, imag
             time.sleep(0.2)
         assert _containers(podman, run_id), "the container never started"
         proc.kill()
-        assert _gone_within(podman, run_id, 10) is not None
+        took = _gone_within(podman, run_id, 10)
+        assert took is not None
+        print(f"kill -9 while loading: no container left {took:.1f} s after it")
     finally:
         stop_serve(proc)
         _cleanup(podman, run_id)
@@ -208,6 +213,7 @@ def test_a_crash_inside_is_diagnosed_restarted_and_kill_9_once_ready_leaves_no_c
         proc.kill()
         took = _gone_within(podman, run_id, 10)
         assert took is not None
+        print(f"kill -9 once ready (after a restart): no container left {took:.1f} s after it")
     finally:
         stop_serve(proc)
         _cleanup(podman, run_id)

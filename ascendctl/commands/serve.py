@@ -136,7 +136,7 @@ def serve(
 
     ensure_demo_model(out, prof.model.path)  # cpu-tiny before `demo` ever built its model
     if not skip_preflight:
-        preflight(out, prof, spec)
+        preflight(out, prof, spec, container=plan is not None)
     view = LaunchView(out, echo=engine_output)
     supervisor = prepare_run(
         prof,
@@ -285,7 +285,7 @@ def serve_node(
     from engine.launcher import RestartPolicy, prepare_run, run_once
 
     if not skip_preflight:
-        preflight(out, prof, spec, listens=launch.serves_api)
+        preflight(out, prof, spec, listens=launch.serves_api, container=plan is not None)
     for step in launch.steps:
         if step.supervised:
             continue

@@ -436,3 +436,22 @@ def test_a_ray_layout_with_container_is_exit_2_naming_the_mode(capsys):
 
     assert main(["serve", "-p", "910b-qwen3-235b-ray-2x8", "--container", "--dry-run"]) == 2
     assert "nodes.mode ray layout, which cannot run in containers yet" in capsys.readouterr().err
+
+
+def test_the_preflight_of_a_container_skips_doctors_checks_of_what_the_image_brings(tmp_path, monkeypatch):
+    from engine.doctor.model import CheckResult, DoctorReport, Status
+    from engine.launcher import preflight
+
+    found = (
+        CheckResult("stack.engine", "stack", Status.ERROR, "vllm-ascend is not installed", "run ./install.sh"),
+        CheckResult("cann.toolkit", "cann", Status.ERROR, "no CANN toolkit", "install CANN"),
+        CheckResult("system.glibc", "system", Status.ERROR, "glibc 2.17 is too old", "a newer OS"),
+        CheckResult("devices.nodes", "devices", Status.ERROR, "/dev/davinci3 is missing", "check the driver"),
+    )
+    monkeypatch.setattr(preflight, "run_doctor", lambda **kw: DoctorReport("ascend", "", "/", True, found))
+    profile = load_profile("cpu-tiny", [f"model.path={fake_tiny_model(tmp_path / 'model')}"])
+    port = free_port()
+    on_host = preflight.run_preflight(profile, "127.0.0.1", port)
+    boxed = preflight.run_preflight(profile, "127.0.0.1", port, container=True)
+    assert [c.id for c in on_host.errors] == [c.id for c in found]
+    assert [c.id for c in boxed.errors] == ["devices.nodes"]  # the host's NPUs still matter

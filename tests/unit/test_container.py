@@ -341,6 +341,9 @@ def test_serve_in_docker_stops_it_with_docker_stop_and_removes_it_by_name(standi
         "image_id": "sha256:" + "ab" * 32,
         "image_digest": "quay.io/ascend/vllm-ascend@sha256:" + "cd" * 32,
     }
+    from engine import runs
+
+    assert runs.read_run(run_dir).container["id"] == "ef" * 32  # top, the exporter and bundle read it so
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 130
     verbs = [r[1:] for r in standin.records()]

@@ -2,7 +2,7 @@
 # Install ascendctl and the matching engine into ./.venv.
 #
 #   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
-#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus and chromium as root)
+#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus, chromium, podman and runc as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
 #   ./install.sh --wheelhouse DIR   no network: ascendctl and the Ascend engine from a folder made by
 #                             `ascendctl engine download` on a connected machine (docs/engine.md)
@@ -86,7 +86,8 @@ if [ "$DEV" = 1 ]; then
     if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
         dev_apt "the HTML report's browser test" chromium chromium-driver
     fi
-    # podman and runc: the container tests run real containers (crun refuses a mixed cgroup layout).
+    # serve --container's tests run the engine in real podman containers, under runc (crun
+    # refuses the cgroup layout of some sandboxes; tests/fixtures/container/containers.conf).
     if ! { command -v podman >/dev/null && command -v runc >/dev/null; }; then
         dev_apt "the container tests" podman runc
     fi

@@ -40,7 +40,12 @@ def ensure_demo_model(out: Output, model_path: str | None = None) -> Path:
 
 
 def preflight(
-    out: Output, prof: Profile, spec: LaunchSpec, port_option: str | None = None, listens: bool = True
+    out: Output,
+    prof: Profile,
+    spec: LaunchSpec,
+    port_option: str | None = None,
+    listens: bool = True,
+    container: bool = False,
 ) -> None:
     """Fail before the engine starts: a taken port, a missing model, a plan that does not fit
     (exit 2), doctor's errors for this profile (exit 1, each printed with its fix). Then what the
@@ -50,7 +55,7 @@ def preflight(
     from engine.launcher import run_preflight
     from engine.launcher.portlock import SET_PORT
 
-    found = run_preflight(prof, spec.host, spec.port, port_option or SET_PORT, listens=listens)
+    found = run_preflight(prof, spec.host, spec.port, port_option or SET_PORT, listens=listens, container=container)
     for check in found.errors:
         out.error(f"doctor {check.cause}", check.fix)
     if found.errors:
@@ -193,6 +198,8 @@ class LaunchView:
                     "restart_in": restart_in,
                     "attempt": attempt,
                     "root_error": diagnosis.root_error if diagnosis else None,
+                    # the known issues triage found in the log tail (ids), so a script sees why
+                    "issues": [finding.id for finding in diagnosis.findings] if diagnosis else [],
                 }
             )
             return

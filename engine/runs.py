@@ -80,6 +80,9 @@ class RunInfo:
     # ("hang", "exit", "not ready"): top, the exporter and the alert rules read them.
     hangs: list[HangRecord] = field(default_factory=list)
     restart_reason: str | None = None
+    # An engine in a container: runtime, name, id, image, image_id, image_digest
+    # (engine.container.command.ContainerPlan.record); None for an engine on the host.
+    container: dict[str, str | None] | None = None
 
     @property
     def log_path(self) -> Path:

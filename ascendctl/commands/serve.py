@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ascendctl.output import Output
+    from engine.container.command import ContainerPlan
     from engine.launcher import Outcome
     from engine.profiles.launch import LaunchSpec
     from engine.profiles.schema import Profile
@@ -35,7 +36,10 @@ def register(app: typer.Typer) -> None:
         help=(
             "Start the engine from a profile and supervise it: preflight, start-up phases, readiness "
             "on /health, the log tee'd into a run directory, signals forwarded, restarts on failure, "
-            f"and a diagnosis when it dies.\n\n{PRECEDENCE}\n\n{EXIT_CODES}"
+            "and a diagnosis when it dies. With a `container` section in the profile (or --container) the "
+            "engine runs in a container (docker, podman or nerdctl; the official vllm-ascend image by "
+            "default), supervised the same way; --dry-run prints the complete `docker run` line."
+            f"\n\n{PRECEDENCE}\n\n{EXIT_CODES}"
         ),
     )(serve)
 
@@ -77,6 +81,14 @@ def serve(
     skip_preflight: bool = typer.Option(
         False, "--skip-preflight", help="Start even if the port check or doctor finds errors."
     ),
+    container: Optional[bool] = typer.Option(
+        None,
+        "--container/--no-container",
+        help="Run the engine in a container (default: when the profile has a `container` section).",
+    ),
+    pull: bool = typer.Option(
+        False, "--pull", help="With a container: pull the image first (with the runtime's progress on stderr)."
+    ),
     node_rank: Optional[int] = typer.Option(
         None,
         "--node-rank",
@@ -94,7 +106,17 @@ def serve(
         raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
     hang_action = hang_action_of(on_hang, restart)
     prof, spec, version = resolve(profile, model, sets)
+    plan = None
+    if container if container is not None else prof.container is not None:
+        prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
     if prof.nodes is not None or node_rank is not None:
+        if plan is not None and prof.nodes is not None and prof.nodes.mode != "dp":
+            raise BadInput(
+                f"profile {prof.name} is a nodes.mode {prof.nodes.mode} layout, which cannot run in containers yet "
+                "(`ray start` and the engine would have to share one container on each host)",
+                "serve it without --container, use nodes.mode dp (each host's engine in its own container), or "
+                "`ascendctl deploy k8s`",
+            )
         serve_node(
             out,
             prof,
@@ -109,10 +131,14 @@ def serve(
             grace,
             ready_timeout,
             hang_action,
+            plan,
         )
         return
     if dry_run:
-        show_dry_run(out, prof, spec, version)
+        if plan is not None:
+            show_container_dry_run(out, prof, spec, version, plan)
+        else:
+            show_dry_run(out, prof, spec, version)
         return
 
     from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
@@ -120,7 +146,7 @@ def serve(
 
     ensure_demo_model(out, prof.model.path)  # cpu-tiny before `demo` ever built its model
     if not skip_preflight:
-        preflight(out, prof, spec)
+        preflight(out, prof, spec, container=plan is not None)
     view = LaunchView(out, echo=engine_output)
     supervisor = prepare_run(
         prof,
@@ -129,6 +155,7 @@ def serve(
         grace=grace,
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
+        container=plan,
     )
     supervisor.hang_policy = hang_policy(prof, spec, hang_action)
     _supervise(out, view, supervisor)
@@ -172,6 +199,100 @@ def hang_policy(prof: Profile, spec: LaunchSpec, action: str, group_url: str | N
     )
 
 
+def container_launch(
+    out: Output, prof: Profile, host_version: str | None, pull: bool, dry_run: bool
+) -> tuple[Profile, LaunchSpec, ContainerPlan, str | None]:
+    """The profile with its container settings, the engine's command inside the image, the plan
+    and the image's vLLM version (the host's where the image does not say). The plan: runtime found (exit 2 when the one named is not installed), image chosen, NPUs checked
+    against the host. Before a real start, the runtime must answer (exit 3, saying whether its
+    daemon is down or its socket closed) and the image be there (exit 2 with the pull command;
+    --pull pulls it)."""
+    import dataclasses
+
+    from engine.container import client
+    from engine.container.command import ContainerPlan, check_devices
+    from engine.container.image import choose_image
+    from engine.container.runtime import find_runtime
+    from engine.profiles import launch_spec
+    from engine.profiles.container import Container
+    from engine.system import Host
+    from engine.system.devnodes import device_nodes
+
+    host = Host()
+    if prof.container is None:
+        prof = dataclasses.replace(prof, container=Container())
+    settings = prof.container
+    assert settings is not None
+    runtime = find_runtime(host, settings.runtime)
+    choice = choose_image(prof, host, host_version)
+    if not dry_run or device_nodes(host).davinci:
+        check_devices(prof, host)
+    version = choice.vllm or host_version
+    spec = launch_spec(prof, version, settings.python)
+    if version != host_version:
+        for reason in spec.dropped:
+            out.warn(f"in the image: dropped {reason}")
+    plan = ContainerPlan(runtime, choice.image, settings, image_why=choice.why)
+    if dry_run:
+        return prof, spec, plan, version
+    client.check_reachable(runtime, host.runner)
+    info = client.inspect_image(runtime, host.runner, choice.image)
+    if info is None and pull:
+        out.info(f"pulling {choice.image} ({choice.why}) with {runtime.name}")
+        client.pull(runtime, choice.image)
+    if info is None:
+        info = client.require_image(runtime, host.runner, choice.image, choice.why)
+    out.info(f"image {choice.image} ({choice.why}), {info.digest or info.id}; runtime {runtime.name}")
+    return prof, spec, dataclasses.replace(plan, image_id=info.id, image_digest=info.digest), version
+
+
+def show_container_dry_run(
+    out: Output, prof: Profile, spec: LaunchSpec, version: str | None, plan: ContainerPlan
+) -> None:
+    """The complete `docker run` (podman, nerdctl) line, runnable as printed: secret variables are
+    exported first (masked here) and passed to the container by name."""
+    import shlex
+
+    from engine.container.command import printable, run_spec
+    from engine.container.runtime import container_name
+    from engine.launcher.rundir import run_id
+
+    name = run_id(prof.name)
+    run = run_spec(prof, spec, plan, name)
+    line = printable(run, plan.runtime)
+    data = {
+        "profile": prof.name,
+        "source": prof.source,
+        "engine_version": version,
+        "container": {
+            "runtime": plan.runtime.name,
+            "name": container_name(name),
+            "image": plan.image,
+            "image_why": plan.image_why,
+        },
+        "argv": [plan.runtime.name, *run.masked_argv()[1:]],
+        "command_line": line,
+        "engine_argv": spec.masked_argv(),
+        "env": run.masked_env(),
+        "url": spec.url,
+        "dropped": spec.dropped,
+    }
+
+    def render(console: Console) -> None:
+        console.print(
+            f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}, in {plan.runtime.name}: "
+            f"{plan.image} ({plan.image_why})",
+            markup=False,
+            soft_wrap=True,
+        )
+        for key, value in run.masked_env().items():
+            console.print(f"export {key}={shlex.quote(value)}", markup=False, soft_wrap=True)
+        console.print(line, markup=False, soft_wrap=True)
+        console.print(f"# serves {spec.url}", markup=False)
+
+    out.emit(data, render)
+
+
 def serve_node(
     out: Output,
     prof: Profile,
@@ -186,18 +307,20 @@ def serve_node(
     grace: float,
     ready_timeout: float,
     hang_action: str = "report",
+    plan: ContainerPlan | None = None,
 ) -> None:
     """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
-    under the same supervision as a single host's."""
+    under the same supervision as a single host's (in a container with a `plan`: data parallel
+    only, each host's engine in its own container)."""
     from engine.errors import BadInput, ProblemsFound
     from engine.profiles.multinode import layout_launches, node_launch
 
-    python = spec.argv[0]
+    python = plan.settings.python if plan is not None else spec.argv[0]
     if dry_run:
         launches = (
             [node_launch(prof, rank, version, python)] if rank is not None else layout_launches(prof, version, python)
         )
-        show_layout_dry_run(out, prof, launches, version, spec.dropped)
+        show_layout_dry_run(out, prof, launches, version, spec.dropped, plan)
         return
     if rank is None:
         assert prof.nodes is not None
@@ -212,7 +335,7 @@ def serve_node(
     from engine.launcher import RestartPolicy, prepare_run, run_once
 
     if not skip_preflight:
-        preflight(out, prof, spec, listens=launch.serves_api)
+        preflight(out, prof, spec, listens=launch.serves_api, container=plan is not None)
     for step in launch.steps:
         if step.supervised:
             continue
@@ -238,6 +361,7 @@ def serve_node(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
         health=launch.serves_api,
+        container=plan,
     )
     # Node 0 watches its own API; a headless rank watches the group's (node 0's), so that a hang or
     # the death of any part takes the whole group down and it restarts together.
@@ -247,10 +371,20 @@ def serve_node(
     _supervise(out, view, supervisor)
 
 
-def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str | None, dropped: list[str]) -> None:
-    """Every host's variables and commands, node 0 first."""
+def show_layout_dry_run(
+    out: Output,
+    prof: Profile,
+    launches: list,
+    version: str | None,
+    dropped: list[str],
+    plan: ContainerPlan | None = None,
+) -> None:
+    """Every host's variables and commands, node 0 first; with a container `plan`, each host's
+    engine as its `docker run` line (the variables then travel with -e)."""
     import shlex
 
+    from engine.container.command import printable, run_spec
+    from engine.launcher.rundir import run_id
     from engine.profiles.multinode import data_parallel_size
 
     nodes = prof.nodes
@@ -262,21 +396,30 @@ def show_layout_dry_run(out: Output, prof: Profile, launches: list, version: str
     )
     hosts = []
     for launch in launches:
+        env = launch.masked_env()
+        steps = [
+            {
+                "name": step.name,
+                "argv": step.masked_argv(),
+                "command_line": step.command_line(),
+                "supervised": step.supervised,
+            }
+            for step in launch.steps
+        ]
+        if plan is not None and launch.spec is not None:
+            boxed = run_spec(prof, launch.spec, plan, run_id(prof.name))
+            env = boxed.masked_env()
+            for step in steps:
+                if step["supervised"]:
+                    step["argv"] = [plan.runtime.name, *boxed.masked_argv()[1:]]
+                    step["command_line"] = printable(boxed, plan.runtime)
         hosts.append(
             {
                 "rank": launch.rank,
                 "role": launch.role,
                 "address": launch.address,
-                "env": launch.masked_env(),
-                "steps": [
-                    {
-                        "name": step.name,
-                        "argv": step.masked_argv(),
-                        "command_line": step.command_line(),
-                        "supervised": step.supervised,
-                    }
-                    for step in launch.steps
-                ],
+                "env": env,
+                "steps": steps,
                 "url": launch.spec.url if launch.spec is not None and launch.serves_api else None,
                 "notes": launch.notes,
             }

@@ -87,14 +87,26 @@ def check_plan(profile: Profile) -> Plan | None:
     )
 
 
+# What an engine in a container brings in its image, so the host's copy does not matter: the CANN
+# toolkit and NNAL, the library path, the engine's Python stack, the glibc its wheels need.
+IMAGE_OWNS = ("cann", "env", "stack")
+IMAGE_OWNS_IDS = ("system.glibc",)
+
+
 def run_preflight(
-    profile: Profile, host: str, port: int, port_option: str = SET_PORT, listens: bool = True
+    profile: Profile,
+    host: str,
+    port: int,
+    port_option: str = SET_PORT,
+    listens: bool = True,
+    container: bool = False,
 ) -> Preflight:
     """Everything that should stop a launch of `profile` on `host:port` before the engine starts.
 
     A taken port, a model.path that is no model directory, or a plan that does not fit raise
     BadInput (exit 2: the fix is a setting, and no restart could help). Returns doctor's errors for
     the profile, every one of them, and the memory plan (its warnings are the caller's to say).
+    For an engine in a `container`, doctor's checks of what the image brings are left out.
     """
     if listens:  # a headless host or a Ray worker binds no API port
         check_port(host, port, port_option)
@@ -102,4 +114,7 @@ def run_preflight(
     made = check_plan(profile)
     # The plan of a big MoE model reads hundreds of safetensors headers: doctor judges this one.
     report = run_doctor(profile=profile, profile_name=profile.name, model_dir=profile.model.path, plan=made)
-    return Preflight([c for c in report.checks if c.status is Status.ERROR], made)
+    errors = [c for c in report.checks if c.status is Status.ERROR]
+    if container:
+        errors = [c for c in errors if c.category not in IMAGE_OWNS and c.id not in IMAGE_OWNS_IDS]
+    return Preflight(errors, made)

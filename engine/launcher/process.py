@@ -153,9 +153,20 @@ class EngineProcess:
         self.started_at = time.time()
         # Right after the start: until it is armed, only the parent-death signal guards the
         # engine's main process, which has had no time to start children.
-        self._watchdog = Watchdog(self.proc.pid) if sys.platform.startswith("linux") else None
+        self._watchdog = self.new_watchdog(self.proc.pid) if sys.platform.startswith("linux") else None
         self._reader = threading.Thread(target=self._pump, name="engine-log", daemon=True)
         self._reader.start()
+
+    def new_watchdog(self, pgid: int) -> Watchdog:
+        return Watchdog(pgid)
+
+    def listens_on(self, port: int) -> bool | None:
+        """Does this engine own the listening socket on `port`? (None: we may not look.)"""
+        return group_listens_on(self.proc.pid, port) if self.proc is not None else None
+
+    def describe(self) -> dict | None:
+        """What run.json records about where the engine runs beyond its pid (a container)."""
+        return None
 
     def _pump(self) -> None:
         """Read the engine's output to its end, whatever happens to the log: an engine whose pipe

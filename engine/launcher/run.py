@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from engine.errors import BadInput
 from engine.launcher.portlock import PortLock
+from engine.launcher.process import EngineProcess
 from engine.launcher.rundir import new_run_dir, write_profile
 from engine.launcher.supervisor import Listener, RestartPolicy, Supervisor
 from engine.profiles import LaunchSpec, Profile, dump_profile
 from engine.runs import runs_dir
+
+if TYPE_CHECKING:
+    from engine.container.command import ContainerPlan
 
 
 def prepare_run(
@@ -23,6 +27,7 @@ def prepare_run(
     grace: float = 20.0,
     ready_timeout: float | None = 1800.0,
     health: bool = True,
+    container: ContainerPlan | None = None,
 ) -> Supervisor:
     """A new run directory holding the profile as resolved, and the supervisor that will start
     the engine there (`run()`, or `start()` / `wait_ready()`, then `outcome()` and `shutdown()`).
@@ -33,6 +38,10 @@ def prepare_run(
     The port is locked first (BadInput, exit 2, naming the run that holds it) and stays locked
     until the run ends: two launches on one port cannot both start, however close together. An
     engine without an API server (`health` False: a headless rank) binds no port and locks none.
+
+    With a `container` plan, `spec` is the engine's command inside the image: it is wrapped in the
+    runtime's `run` of a container named after the run (engine/container/command.py) and
+    supervised as a ContainerProcess.
     """
     lock = PortLock.acquire(spec.port) if health else None
     try:
@@ -47,6 +56,17 @@ def prepare_run(
         ) from exc
     if lock is not None:
         lock.record(run_id=run_dir.name, url=spec.url)
+    process = EngineProcess
+    if container is not None:
+        from functools import partial
+
+        from engine.container.command import run_spec
+        from engine.container.runtime import container_name
+        from engine.launcher.container import CIDFILE, ContainerProcess
+
+        cidfile = run_dir / CIDFILE
+        spec = run_spec(profile, spec, container, run_dir.name, cidfile)
+        process = partial(ContainerProcess, plan=container, name=container_name(run_dir.name), cidfile=cidfile)
     return Supervisor(
         spec.argv,
         {**os.environ, **spec.env},
@@ -59,6 +79,7 @@ def prepare_run(
         ready_timeout=ready_timeout,
         port_lock=lock,
         health=health,
+        process=process,
     )
 
 

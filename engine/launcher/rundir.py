@@ -11,14 +11,21 @@ from engine import runs
 from engine.redact import redact_argv
 
 
-def new_run_dir(profile_name: str) -> Path:
-    """<state>/runs/<YYYYmmdd-HHMMSS>-<profile>[-n]: sortable by time, readable by name."""
+def run_id(profile_name: str) -> str:
+    """<YYYYmmdd-HHMMSS>-<profile>: the name a run started now gets (new_run_dir adds -n when
+    two start in the same second)."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(profile_name).stem or "run")[:40]
+    return f"{stamp}-{safe}"
+
+
+def new_run_dir(profile_name: str) -> Path:
+    """<state>/runs/<YYYYmmdd-HHMMSS>-<profile>[-n]: sortable by time, readable by name."""
+    name = run_id(profile_name)
     base = runs.runs_dir()
     base.mkdir(parents=True, exist_ok=True)
     for n in range(1000):
-        candidate = base / (f"{stamp}-{safe}" + (f"-{n}" if n else ""))
+        candidate = base / (name + (f"-{n}" if n else ""))
         try:
             # Owner only: the run holds the engine's log and the resolved profile, and either may
             # carry a secret the masks do not recognise.

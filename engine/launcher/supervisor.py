@@ -22,7 +22,7 @@ from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.hangwatch import HangPolicy, HangWatch
 from engine.launcher.phases import PhaseEvent, PhaseRecord, PhaseTracker
 from engine.launcher.portlock import PortLock
-from engine.launcher.process import EngineProcess, group_listens_on
+from engine.launcher.process import EngineProcess
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -119,8 +119,12 @@ class Supervisor:
         port_lock: PortLock | None = None,
         open_log: Callable[[Path], BinaryIO] | None = None,
         health: bool = True,
+        process: Callable[..., EngineProcess] = EngineProcess,
     ) -> None:
         self.argv = list(argv)
+        # What runs the argv: EngineProcess, or ContainerProcess (launcher/container.py) when the
+        # argv is a container runtime's `run`.
+        self.process = process
         # False for an engine without an API server (a headless data-parallel host): nothing to
         # wait for, it is supervised from its start.
         self.health = health
@@ -192,7 +196,7 @@ class Supervisor:
         self.tracker = PhaseTracker()
         self._ready_at = None
         self._said_started.clear()
-        engine = EngineProcess(
+        engine = self.process(
             self.argv,
             self.env,
             self.log_path,
@@ -208,10 +212,16 @@ class Supervisor:
                 self.info = rundir.new_record(
                     self.run_dir, self.profile_name, self.url, self.argv, engine.pid, serves_api=self.health
                 )
-            self._record()
+            self._record(container=engine.describe())
         else:
             self._record(
-                pid=engine.pid, ended_at=None, exit_code=None, phase=None, ready_seconds=None, restarts=attempt
+                pid=engine.pid,
+                ended_at=None,
+                exit_code=None,
+                phase=None,
+                ready_seconds=None,
+                restarts=attempt,
+                container=engine.describe(),
             )
         self.listener.started(engine.pid, attempt)
         self._said_started.set()
@@ -282,7 +292,9 @@ class Supervisor:
                         ready_at = self.tracker.elapsed()
                         self._catch_up_on_phases()
                         self._ready_at = ready_at
-                        self._record(phase="ready", ready_seconds=round(self._ready_at, 3))
+                        self._record(
+                            phase="ready", ready_seconds=round(self._ready_at, 3), container=self.engine.describe()
+                        )
                         self.listener.ready(self.url, self._ready_at, self.tracker.records(self._ready_at))
                         return True
                 except Unreachable:
@@ -311,7 +323,7 @@ class Supervisor:
         assert self.engine is not None and self.engine.pid is not None
         if self._port is None:
             return True
-        owned = group_listens_on(self.engine.pid, self._port)
+        owned = self.engine.listens_on(self._port)
         if owned is False:
             self._warn_once(
                 "port",

@@ -15,11 +15,15 @@ from typing import Any, Callable, Mapping
 
 from engine.data import load_yaml
 from engine.dtypes import ALIASES, canonical_dtype
+from engine.profiles.container import Container, container_section
 from engine.redact import MASK, is_secret_name, redact_env, redact_value
 from engine.yamlfile import Problem, line_of, quote
 
 PLATFORMS = ("ascend", "cuda", "cpu")
 NODE_MODES = ("dp", "ray")
+CONTAINER_RUNTIMES = ("auto", "docker", "podman", "nerdctl")  # engine.container.runtime.CHOICES
+CONTAINER_DEVICES = ("auto", "ascend-runtime", "mounts", "gpus", "cdi", "none")
+CONTAINER_NETWORKS = ("host", "publish")
 # Every spelling of engine.dtype (vLLM's and the usual short ones); the profile keeps the canonical name.
 DTYPES = tuple(ALIASES)
 # --quantization methods a platform's engine has, where the list is short and fixed. vllm-ascend
@@ -199,8 +203,61 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             "host only)",
         ),
     },
+    "container": {
+        "image": Spec(
+            str,
+            help="image to run (default: the official vllm-ascend image for this chip and OS, "
+            "quay.io/ascend/vllm-ascend:v<release>[-a3|-310p|-a5][-openeuler]; on cuda vllm/vllm-openai:v<vLLM>)",
+        ),
+        "runtime": Spec(
+            str,
+            default="auto",
+            choices=CONTAINER_RUNTIMES,
+            help="auto: the first of docker, podman, nerdctl on PATH",
+        ),
+        "python": Spec(str, default="python3", help="the engine's interpreter inside the image"),
+        "devices": Spec(
+            str,
+            default="auto",
+            choices=CONTAINER_DEVICES,
+            help="how the container gets its accelerators. ascend-runtime: Ascend Docker Runtime (--runtime ascend "
+            "and ASCEND_VISIBLE_DEVICES); mounts: the vllm-ascend quick start's --device /dev/davinciN per NPU, "
+            "davinci_manager, devmm_svm, hisi_hdc and the driver mounts; gpus: --gpus (podman: CDI); cdi: "
+            "--device nvidia.com/gpu=N; none. auto: mounts on ascend, gpus on cuda, none on cpu",
+        ),
+        "visible_devices": Spec(
+            list,
+            help="the NPU / GPU ids the container gets (default: 0 .. the profile's TP x PP - 1)",
+        ),
+        "runtime_options": Spec(str, help="ASCEND_RUNTIME_OPTIONS with devices: ascend-runtime, e.g. NODRV or VIRTUAL"),
+        "shm_size": Spec(
+            str,
+            help="--shm-size, e.g. 1g (default: 1g as the vllm-ascend docs, 10g on 310P, 1g per rank "
+            "when the profile runs several)",
+        ),
+        "cache_dir": Spec(
+            str, help="host directory mounted read-write at /root/.cache (the docs' -v /root/.cache:/root/.cache)"
+        ),
+        "volumes": Spec(list, default=(), help="more mounts, each HOST:CONTAINER or HOST:CONTAINER:ro"),
+        "pass_env": Spec(
+            list,
+            default=(),
+            help="names of variables passed from ascendctl's environment (-e NAME: the value never "
+            "lands on a command line)",
+        ),
+        "network": Spec(
+            str,
+            default="host",
+            choices=CONTAINER_NETWORKS,
+            help="host: the host's network (--network host); publish: -p server.host:port:port, the "
+            "engine listening on 0.0.0.0 inside",
+        ),
+        "user": Spec(str, help="--user, e.g. 1000:1000 (default: the image's)"),
+    },
 }
 SECTIONS = tuple(s for s in SCHEMA if s) + ("env",)
+# Sections that are absent unless the profile has them (one host: no layout; no image: the host).
+OPTIONAL_SECTIONS = ("nodes", "container")
 # Keys whose value is not a scalar or a list of scalars; build() checks them itself.
 NESTED_KEYS = {"nodes.hosts"}
 HOST_KEYS = ("nic", "env")
@@ -323,6 +380,7 @@ class Profile:
     server: Server = field(default_factory=Server)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     nodes: Nodes | None = None
+    container: Container | None = None
     source: str = ""
     overrides: tuple[str, ...] = ()
 
@@ -338,6 +396,8 @@ class Profile:
         out["env"] = redact_env(self.env)
         if self.nodes is not None:
             out["nodes"] = self.nodes.to_dict()
+        if self.container is not None:
+            out["container"] = self.container.to_dict()
         return out
 
     def masked_overrides(self) -> list[str]:
@@ -423,8 +483,8 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
     problems: list[Problem] = []
     values: dict[str, dict[str, Any]] = {}
     for section, specs in SCHEMA.items():
-        if section == "nodes" and section not in raw:
-            continue  # one host: no layout, nothing required
+        if section in OPTIONAL_SECTIONS and section not in raw:
+            continue  # one host, no layout; no container: nothing required
         given = dict(raw.get(section) or {})
         out: dict[str, Any] = {}
         for key, value in given.items():
@@ -474,6 +534,10 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
         nodes, more = _nodes(values, env, locate)
         problems.extend(more)
     problems.extend(_cross_checks(values, locate))
+    container: Container | None = None
+    if "container" in values:
+        container, more = container_section(values, locate)
+        problems.extend(more)
     if problems:
         return None, problems
 
@@ -488,6 +552,7 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
         description=top.get("description", ""),
         env=env,
         nodes=nodes,
+        container=container,
         **sections,
     )
     return profile, []

@@ -1,0 +1,126 @@
+"""What serve asks the container runtime before and after a run: is it reachable, is the image
+there (its id and digest), pull it, and remove a run's container by name.
+
+Every call goes through the host's runner (a timeout, never raising on a non-zero exit), so the
+tests drive a stand-in CLI the same way as the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from engine.container.runtime import Runtime
+from engine.errors import BadInput, Unreachable
+from engine.system.runner import Runner
+
+# What each runtime says when it cannot reach its daemon or socket, and the fix.
+_DAEMON_DOWN = ("cannot connect", "is the docker daemon running", "connection refused", "no such file or directory")
+_NO_PERMISSION = ("permission denied",)
+_FIXES = {
+    "docker": {
+        "down": "start it: sudo systemctl start docker (check: docker info)",
+        "permission": "add your user to the docker group (sudo usermod -aG docker $USER, then log in again), "
+        "or run ascendctl as root",
+    },
+    "nerdctl": {
+        "down": "start containerd: sudo systemctl start containerd (check: nerdctl info)",
+        "permission": "run ascendctl as root, or set up rootless containerd (containerd-rootless-setuptool.sh install)",
+    },
+    "podman": {
+        "down": "check podman's storage and runtime: run `podman info` to see what fails",
+        "permission": "run ascendctl as root, or set up rootless podman (subuid / subgid entries for your user)",
+    },
+}
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    image: str
+    id: str  # the local image id (sha256:...)
+    digest: str | None  # the registry digest (name@sha256:...), None for an image built or imported here
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def check_reachable(runtime: Runtime, runner: Runner, timeout: float = 15.0) -> str:
+    """The runtime's server version; Unreachable saying whether its daemon is down or its socket
+    is closed to us, with the fix."""
+    result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
+    if result.ok and result.stdout.strip():
+        return result.stdout.strip()
+    said = _first_line(result.stderr or result.stdout)
+    low = said.lower()
+    fixes = _FIXES[runtime.name]
+    if any(word in low for word in _NO_PERMISSION):
+        raise Unreachable(f"{runtime.name} is installed but its socket refuses us: {said}", fixes["permission"])
+    if any(word in low for word in _DAEMON_DOWN) or runtime.name != "podman":
+        raise Unreachable(f"{runtime.name} is installed but its daemon does not answer: {said}", fixes["down"])
+    raise Unreachable(f"{runtime.name} does not work here: {said}", fixes["down"])
+
+
+def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float = 30.0) -> ImageInfo | None:
+    """The local image's id and registry digest, or None when the image is not here."""
+    result = runner.run([runtime.path, "image", "inspect", "--format", "{{json .}}", image], timeout=timeout)
+    if not result.ok:
+        return None
+    try:
+        data = json.loads(result.stdout.strip())  # podman indents it over many lines
+    except ValueError:
+        return None
+    if isinstance(data, list):
+        data = data[0] if data else {}
+    digests = data.get("RepoDigests") or []
+    return ImageInfo(image, str(data.get("Id") or data.get("ID") or ""), digests[0] if digests else None)
+
+
+def pull_argv(runtime: Runtime, image: str) -> list[str]:
+    return [runtime.name, "pull", image]
+
+
+def require_image(runtime: Runtime, runner: Runner, image: str, why: str) -> ImageInfo:
+    info = inspect_image(runtime, runner, image)
+    if info is None:
+        raise BadInput(
+            f"image {image} ({why}) is not on this host",
+            f"pull it: {' '.join(pull_argv(runtime, image))} (or serve with --pull)",
+        )
+    return info
+
+
+def pull(runtime: Runtime, image: str, timeout: float = 3600.0) -> None:
+    """Pull with the runtime's own progress on stderr (stdout stays for data)."""
+    try:
+        done = subprocess.run(
+            [runtime.path, "pull", image], stdin=subprocess.DEVNULL, stdout=sys.stderr, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise Unreachable(
+            f"{runtime.name} pull {image} did not finish within {timeout:g} s", "pull it by hand, then serve again"
+        ) from None
+    if done.returncode != 0:
+        raise Unreachable(
+            f"{runtime.name} pull {image} failed (exit code {done.returncode})",
+            "check the name and the registry's reachability; a mirror (e.g. m.daocloud.io/quay.io/...) can be named "
+            "in container.image",
+        )
+
+
+def remove(runtime: Runtime, runner: Runner, name: str, timeout: float = 30.0) -> None:
+    """Kill and remove a container by name; nothing when there is none."""
+    runner.run([runtime.path, "rm", "-f", name], timeout=timeout)
+
+
+def container_pid(runtime: Runtime, runner: Runner, name: str) -> int | None:
+    """The host pid of the container's first process, None when it does not run."""
+    result = runner.run([runtime.path, "inspect", "--format", "{{.State.Pid}}", name], timeout=10)
+    try:
+        pid = int(result.stdout.strip()) if result.ok else 0
+    except ValueError:
+        return None
+    return pid or None

@@ -11,11 +11,10 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
-from rich.console import Console
-
-from ascendctl.style import safe
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = 1
 
@@ -24,6 +23,8 @@ def _console(file: TextIO, stderr: bool = False) -> Console:
     """Off a terminal (a pipe, a file, CI logs) lines are not wrapped at 80 columns: a path cut
     there (serve's `log:` line, a file:line) can no longer be copied. Soft wrap, not a huge width:
     tables that fill the width (top's diagnostics) still lay out at the usual one."""
+    from rich.console import Console
+
     console = Console(file=file, highlight=False, stderr=stderr, soft_wrap=False)
     if console.is_terminal:
         return console
@@ -59,8 +60,22 @@ class Output:
         self.debug = debug
         self._out = stdout or sys.stdout
         self._err = stderr or sys.stderr
-        self.console = _console(self._out)
-        self.err_console = _console(self._err, stderr=True)
+        self._console: Console | None = None
+        self._err_console: Console | None = None
+
+    # Rich is imported when something is first printed through it: `--version`, `--help` and
+    # JSON output never pay for it.
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = _console(self._out)
+        return self._console
+
+    @property
+    def err_console(self) -> Console:
+        if self._err_console is None:
+            self._err_console = _console(self._err, stderr=True)
+        return self._err_console
 
     @property
     def interactive(self) -> bool:
@@ -83,6 +98,11 @@ class Output:
         else:
             render(self.console)
 
+    def lines(self, lines: list[str]) -> None:
+        """Plain lines on stdout, as they are (no markup, no wrapping): cheap output."""
+        self._out.write("".join(f"{line}\n" for line in lines))
+        self._out.flush()
+
     def json_line(self, data: Any) -> None:
         """One NDJSON record (streams such as `top --json --interval`)."""
         self._out.write(json.dumps(to_jsonable(data), ensure_ascii=False) + "\n")
@@ -98,6 +118,8 @@ class Output:
     def error(self, cause: str, fix: str = "") -> None:
         # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep, and
         # quote what the user or a log gave us, which must not reach the terminal as escapes.
+        from ascendctl.style import safe
+
         self.err_console.print(f"[bold red]error:[/] {safe(cause)}", markup=True, highlight=False, soft_wrap=True)
         if fix:
             self.err_console.print(f"  [bold]fix:[/] {safe(fix)}", highlight=False, soft_wrap=True)

@@ -31,7 +31,7 @@ def doctor(
         None,
         "--profile",
         "-p",
-        metavar="P",
+        metavar="PROFILE",
         help="Also check the machine against this serving profile (name or YAML file): TP vs NPUs, HBM vs plan, dtype vs chip.",
     ),
     sets: Optional[List[str]] = typer.Option(

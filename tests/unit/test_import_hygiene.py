@@ -56,3 +56,35 @@ def test_import_linter_contract_holds():
     lint = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _modules_of_cli(*argv: str) -> set[str]:
+    quiet = "import contextlib, io\nfrom ascendctl.cli import main\n"
+    quiet += f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()): main({list(argv)!r})"
+    return _modules_after(quiet)
+
+
+def _command_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("ascendctl.commands.")}
+
+
+def test_version_imports_neither_typer_rich_nor_any_command():
+    loaded = _modules_of_cli("--version")
+    assert "ascendctl.versions_view" in loaded  # it did answer
+    assert not {m.split(".")[0] for m in loaded} & {"typer", "click", "rich", "textual", "yaml", "httpx"}
+    assert not _command_modules(loaded)
+
+
+def test_help_imports_no_command_module_and_no_rich():
+    loaded = _modules_of_cli("--help")
+    assert "typer" in loaded  # Click lays the help out
+    assert not {m.split(".")[0] for m in loaded} & {"rich", "textual", "yaml", "httpx", *HEAVY}
+    assert not _command_modules(loaded), "listing the commands must not import them"
+    assert not {m for m in loaded if m.startswith("engine.")} - {"engine", "engine.errors"}
+
+
+def test_a_command_imports_its_own_module_only():
+    loaded = _modules_of_cli("doctor", "--list-checks")
+    assert _command_modules(loaded) == {"ascendctl.commands.doctor"}
+    loaded = _modules_of_cli("bench", "compare", "--help")
+    assert _command_modules(loaded) == {"ascendctl.commands.bench"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -18,6 +19,18 @@ from engine.typed import decode
 RUN_FILE = "run.json"
 LOG_FILE = "engine.log"
 PROFILE_FILE = "profile.yaml"
+
+
+# A run id: <YYYYmmdd-HHMMSS>-<profile>[-n] (engine/launcher/rundir.py makes them).
+_RUN_ID = re.compile(r"^\d{8}-\d{6}-(?P<name>.+)$")
+
+
+def short_name(label: str) -> str:
+    """An engine's name on screen: a run id without its start stamp (`20261207-035315-cpu-tiny`
+    reads `cpu-tiny`), any other label as it is. The run id stays the engine's key and its
+    `engine` label in metrics; only what a person reads gets shorter."""
+    m = _RUN_ID.match(label)
+    return m.group("name") if m else label
 
 
 def state_dir() -> Path:

@@ -123,7 +123,7 @@ class EngineScreen(Screen[None]):
         else:
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
-                out.append(f"  restarts {run.restarts}", style="dim")
+                out.append(f"  restarts {run.restarts}  run {clean(run.run_id)}", style="dim")
             out.append(f"\nmodel {clean(p.model)}")
             if p.served_name:
                 out.append(f" as {clean(p.served_name)}")
@@ -176,6 +176,8 @@ class EngineScreen(Screen[None]):
         marked = sum(1 for line in self.tail.lines if line.marks)
         title.append(f"  {clean(self.tail.path)}", style="dim")
         title.append(f"  last {len(self.tail.lines)} lines, {marked} marked")
+        if self.tail.polls_hidden:
+            title.append(f", {self.tail.polls_hidden} /metrics and /health polls hidden", style="dim")
         if self.tail.error:
             title.append(f"  {clean(self.tail.error)}", style=severity_style("warning"))
         self.query_one("#engine-log-title", TextPanel).update(title)

@@ -8,7 +8,6 @@ what they print. Heavy imports live inside the commands.
 from __future__ import annotations
 
 import sys
-import traceback
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 from ascendctl import __version__
@@ -162,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except AscendctlError as exc:
         if out.debug:
+            import traceback
+
             traceback.print_exc()
         out.error(exc.cause, exc.fix)
         return exit_code_for(exc)
@@ -197,6 +198,8 @@ def _run_app(out: Output, args: list[str]) -> int:
 def _crashed(out: Output, exc: BaseException) -> int:
     """A bug of ours: one line, the traceback only on --debug, its own exit code."""
     if out.debug:
+        import traceback
+
         traceback.print_exception(exc)
     out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
     return EXIT_SOFTWARE

@@ -12,8 +12,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-import platformdirs
-
+from engine.dirs import cache_dir, state_dir  # noqa: F401 - callers ask engine.runs
 from engine.typed import decode
 
 RUN_FILE = "run.json"
@@ -31,18 +30,6 @@ def short_name(label: str) -> str:
     `engine` label in metrics; only what a person reads gets shorter."""
     m = _RUN_ID.match(label)
     return m.group("name") if m else label
-
-
-def state_dir() -> Path:
-    """ASCENDCTL_STATE_DIR, else the user state dir (~/.local/state/ascendctl on Linux)."""
-    override = os.environ.get("ASCENDCTL_STATE_DIR")
-    return Path(override) if override else Path(platformdirs.user_state_dir("ascendctl"))
-
-
-def cache_dir() -> Path:
-    """ASCENDCTL_CACHE_DIR, else the user cache dir (~/.cache/ascendctl on Linux)."""
-    override = os.environ.get("ASCENDCTL_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("ascendctl"))
 
 
 def runs_dir() -> Path:

@@ -70,6 +70,12 @@ def doctor(
     ),
     files: Optional[List[str]] = typer.Argument(None, metavar="[JSON...]", help="More reports for --compare."),
 ) -> None:
+    if root is None and not (compare or files or cluster or list_checks or only):
+        # The engine's versions come from a child Python: start it before the imports below.
+        from engine.system.enginepy import ENGINE_TIMEOUT, prefetch
+        from engine.system.host import Host
+
+        prefetch(Host(), ENGINE_TIMEOUT)
     from ascendctl.checks_view import render_report
     from ascendctl.output import get_output
     from engine.doctor import list_checks as all_checks

@@ -88,3 +88,25 @@ def test_a_command_imports_its_own_module_only():
     assert _command_modules(loaded) == {"ascendctl.commands.doctor"}
     loaded = _modules_of_cli("bench", "compare", "--help")
     assert _command_modules(loaded) == {"ascendctl.commands.bench"}
+
+
+def test_data_files_parsed_once_are_read_back_without_yaml(tmp_path):
+    """The compatibility matrix (dates included) comes back from the cache equal to the parse,
+    and the second process imports neither yaml nor importlib.resources for it."""
+    import os
+
+    code = (
+        "import sys, json\nfrom engine.data import load_yaml\nm = load_yaml('engine.stacks', 'matrix.yaml')\n"
+        "print(json.dumps({'yaml': 'yaml' in sys.modules, 'resources': 'importlib.resources' in sys.modules,"
+        " 'first': str(m['releases'][0]['date'])}))"
+    )
+    env = {**os.environ, "ASCENDCTL_CACHE_DIR": str(tmp_path)}
+    runs = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+        )
+        for _ in range(2)
+    ]
+    assert runs[0]["yaml"] and not runs[1]["yaml"] and not runs[1]["resources"]
+    assert runs[0]["first"] == runs[1]["first"]
+    assert list(tmp_path.glob("data/engine.stacks.matrix.yaml.marshal"))

@@ -9,6 +9,7 @@ import dataclasses
 import enum
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 SCHEMA_VERSION = 1
+
+# ANSI SGR codes of the styles Output.styled knows.
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
 def _console(file: TextIO, stderr: bool = False) -> Console:
@@ -102,6 +106,30 @@ class Output:
         """Plain lines on stdout, as they are (no markup, no wrapping): cheap output."""
         self._out.write("".join(f"{line}\n" for line in lines))
         self._out.flush()
+
+    def styled(self, lines: list[list[tuple[str, str]]]) -> None:
+        """Lines of (text, style) pieces on stdout, coloured with plain ANSI codes on a terminal
+        (the styles the views use: bold, dim and the severity colours), without Rich. The text
+        must be clean already (ascendctl.style.clean)."""
+        colour = self._colour()
+        out = []
+        for line in lines:
+            parts = []
+            for text, style in line:
+                codes = ";".join(_SGR[w] for w in style.split() if w in _SGR) if colour else ""
+                parts.append(f"\x1b[{codes}m{text}\x1b[0m" if codes and text else text)
+            out.append("".join(parts))
+        self.lines(out)
+
+    def _colour(self) -> bool:
+        """Colour as Rich decides it for the rest of the output: NO_COLOR wins, FORCE_COLOR forces,
+        else a terminal that is not `dumb`."""
+        if os.environ.get("NO_COLOR"):
+            return False
+        if os.environ.get("FORCE_COLOR"):
+            return True
+        isatty = getattr(self._out, "isatty", None)
+        return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
 
     def json_line(self, data: Any) -> None:
         """One NDJSON record (streams such as `top --json --interval`)."""

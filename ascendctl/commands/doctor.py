@@ -76,7 +76,7 @@ def doctor(
         from engine.system.host import Host
 
         prefetch(Host(), ENGINE_TIMEOUT)
-    from ascendctl.checks_view import render_report
+    from ascendctl.checks_view import report_lines
     from ascendctl.output import get_output
     from engine.doctor import list_checks as all_checks
     from engine.doctor import run_doctor
@@ -95,7 +95,10 @@ def doctor(
 
         prof = load_profile(profile, sets or ())
     report = run_doctor(root, port=port, profile=prof, profile_name=profile, model_dir=model, only=only or None)
-    out.emit(report.to_dict(), lambda c: render_report(c, report, strict, "doctor"))
+    if out.json_mode:
+        out.emit(report.to_dict())
+    else:  # lines, not a table: printed without Rich
+        out.styled(report_lines(report, strict, "doctor"))
     code = report.exit_code(strict)
     if code:
         raise typer.Exit(code)

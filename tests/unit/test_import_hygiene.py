@@ -110,3 +110,10 @@ def test_data_files_parsed_once_are_read_back_without_yaml(tmp_path):
     assert runs[0]["yaml"] and not runs[1]["yaml"] and not runs[1]["resources"]
     assert runs[0]["first"] == runs[1]["first"]
     assert list(tmp_path.glob("data/engine.stacks.matrix.yaml.marshal"))
+
+
+def test_doctor_prints_its_lines_without_rich_or_yaml():
+    _modules_of_cli("doctor")  # the first run parses the data files into the cache
+    loaded = _modules_of_cli("doctor")
+    assert "ascendctl.checks_view" in loaded  # it did print its report
+    assert not {m.split(".")[0] for m in loaded} & {"rich", "yaml", "textual", *HEAVY}

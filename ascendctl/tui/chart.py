@@ -81,7 +81,7 @@ def lines_for(
     out: list[Line] = []
     for figure in chart.figures:
         for subject in subjects:
-            label = figure.label if len(chart.figures) > 1 else subject
+            label = figure.label if len(chart.figures) > 1 else short_name(subject)
             series = history.series(subject, figure.key, window, end, res)
             out.append(Line(label, PALETTE[len(out) % len(PALETTE)], *series))
     return out
@@ -113,7 +113,7 @@ def entries_for(history: History, chart: Chart, subjects: Sequence[str]) -> list
         out: list[Entry] = []
         for figure in chart.figures:
             for subject in subjects:
-                label = figure.label if len(chart.figures) > 1 else subject
+                label = figure.label if len(chart.figures) > 1 else short_name(subject)
                 out.append(Entry(label, PALETTE[len(out) % len(PALETTE)], history.last(subject, figure.key)))
         return out
     last = {s: v for s in subjects if (v := history.last(s, chart.figures[0].key)) is not None}

@@ -213,7 +213,7 @@ def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
     quote the engine's log (a known issue's example, a model name): plain text, never markup."""
     return (
         plain(d.severity, style=severity_style(d.severity)),
-        plain(d.subject),
+        plain(short_name(d.subject)),
         plain(d.title + (f" (x{d.count})" if d.count > 1 else "")),
         plain(d.fix),
     )

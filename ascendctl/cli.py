@@ -187,6 +187,10 @@ def _run_app(out: Output, args: list[str]) -> int:
         # Click turns an EOFError raised anywhere in a command into Abort ("interrupted"); one that
         # did not come from a prompt is a bug of ours and must not pass for Ctrl-C in silence.
         return _crashed(out, exc.__cause__) if isinstance(exc.__cause__, EOFError) else EXIT_INTERRUPTED
+    except click_exc.NoArgsIsHelpError as exc:
+        # `ascendctl` or a group alone (`ascendctl deploy`): its help, on stdout, as git shows its usage.
+        sys.stdout.write(exc.format_message().rstrip("\n") + "\n")
+        return EXIT_USAGE
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
         ctx = getattr(exc, "ctx", None)

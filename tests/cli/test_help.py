@@ -147,3 +147,11 @@ def test_triage_list_on_a_terminal_keeps_every_rule_id_whole():
     triage._list(out, None)
     text = console.export_text()
     assert all(re.search(rf"^{re.escape(r.id)}\s", text, re.M) for r in rules)
+
+
+@pytest.mark.parametrize("path", [[], ["deploy"], ["engine"]], ids=lambda p: " ".join(p) or "ascendctl")
+def test_a_command_alone_prints_its_help_not_an_error(path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    assert main(path) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("Usage: ascendctl") and "Commands:" in out and not err

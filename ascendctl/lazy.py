@@ -46,13 +46,11 @@ METAVARS = {
 
 def metavar_for(param: Parameter) -> str:
     """One metavar style: an upper-case word for what the value is (explicit metavars are written
-    so too). Numbers are N; otherwise the shared flags' table, else the flag's own name."""
+    so too). The shared flags' table first, then N for a number, else the flag's own name (a
+    choice's values are for its help text to list)."""
     longs = [o for o in param.opts if o.startswith("--")]
     if longs and longs[0] in METAVARS:
         return METAVARS[longs[0]]
-    choices = getattr(param.type, "choices", None)
-    if choices:
-        return "|".join(str(getattr(c, "value", c)) for c in choices).upper()
     if isinstance(param.type, (types.IntParamType, types.FloatParamType)):
         return "N"
     return longs[0][2:].replace("-", "_").upper() if longs else (param.name or "VALUE").upper()

@@ -34,8 +34,10 @@ class Lazy(NamedTuple):
 # the command's one line in `ascendctl --help` (Click's short_help): ~60 characters at most, so
 # that it fits 80 columns. A new command is one more line here, e.g.
 #     "probe": Lazy("ascendctl.commands.probe", "Is this engine alive and answering?"),
-# and nothing else: tests/cli/test_help.py checks that each entry registers its name, fits one
-# line, and that `--help` imports none of the modules.
+# and nothing else (a subcommand such as `deploy compose` is the group module's business, a new
+# flag its command's; a new short flag goes into SHORT_FLAGS below). tests/cli/test_help.py
+# checks that each entry registers its name and fits one line; tests/unit/test_import_hygiene.py
+# that `--help` imports none of the modules.
 COMMANDS = {
     "doctor": Lazy("ascendctl.commands.doctor", "Check that this machine can serve, with a fix for each problem."),
     "env": Lazy("ascendctl.commands.doctor", "Print an environment report to paste into a bug report."),

@@ -6,21 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendctl.style import safe, severity_style
+from ascendctl.style import clean, safe, severity_style
 
 # The status column is five characters wide; the word itself is in --json.
 _MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
 
+Line = list[tuple[str, str]]  # (text, style) pieces of one line; the text is already clean
 
-def render_report(console: Any, report: Any, strict: bool, command: str, where: str | None = None) -> None:
+
+def report_lines(report: Any, strict: bool, command: str, where: str | None = None) -> list[Line]:
     """A report of check rows (doctor, netcheck, doctor --compare): headline, one line per
-    check with its fix, skipped checks grouped by reason, then the counts."""
+    check with its fix, skipped checks grouped by reason, then the counts. Lines of styled
+    pieces, not Rich markup: doctor prints them without importing Rich (Output.styled)."""
     facts = report.facts
     if where is None:
         where = "" if report.live else f" (recorded machine at {report.root})"
     if report.profile:
         where += f" with profile {report.profile}"
-    console.print(f"[bold]ascendctl {command}[/]{safe(where)}: {safe(report.headline)}", soft_wrap=True)
+    lines: list[Line] = [[(f"ascendctl {command}", "bold"), (clean(f"{where}: {report.headline}"), "")]]
     width = max(len(c.id) for c in report.checks) if report.checks else 10
     skipped: dict[str, list[str]] = {}
     for c in report.checks:
@@ -28,25 +31,37 @@ def render_report(console: Any, report: Any, strict: bool, command: str, where: 
         if status == "skip":
             skipped.setdefault(c.summary, []).append(c.id)
             continue
-        console.print(
-            f"  [{severity_style(status)}]{_MARK[status]:<5}[/] {c.id:<{width}}  {safe(c.summary)}", soft_wrap=True
+        lines.append(
+            [("  ", ""), (f"{_MARK[status]:<5}", severity_style(status)), (clean(f" {c.id:<{width}}  {c.summary}"), "")]
         )
         if c.fix and status in ("warning", "error"):
-            console.print(f"        {'':<{width}}  [bold]fix:[/] {safe(c.fix)}", soft_wrap=True)
+            lines.append([(f"        {'':<{width}}  ", ""), ("fix:", "bold"), (clean(f" {c.fix}"), "")])
     for reason, ids in skipped.items():
-        console.print(f"  [dim]skip  {safe(reason)}: {', '.join(ids)}[/]", soft_wrap=True)
+        lines.append([(clean(f"  skip  {reason}: {', '.join(ids)}"), "dim")])
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
     tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
     verdict = report.verdict + (
         " (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else ""
     )
-    console.print(
-        f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
-        f"{counts['skip']} skipped{tail}: {verdict}",
-        markup=False,
-        highlight=False,
+    lines.append(
+        [
+            (
+                f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
+                f"{counts['skip']} skipped{tail}: {verdict}",
+                "",
+            )
+        ]
     )
+    return lines
+
+
+def render_report(console: Any, report: Any, strict: bool, command: str, where: str | None = None) -> None:
+    """The same lines through a Rich console (netcheck, doctor --compare under its table)."""
+    from rich.text import Text
+
+    for line in report_lines(report, strict, command, where):
+        console.print(Text.assemble(*line), soft_wrap=True)
 
 
 def render_skew_table(console: Any, report: Any) -> None:

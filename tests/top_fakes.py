@@ -218,7 +218,9 @@ def serve_run(root: Path, url: str, log: Path = MARKED_LOG, phase: str | None = 
     model = fake_tiny_model(root / "model")
     run_dir = root / "runs" / RUN_ID
     run_dir.mkdir(parents=True)
-    (run_dir / runs.PROFILE_FILE).write_text(dump_profile(load_profile("cpu-tiny", model=str(model))))
+    # The recorded engine ran with 1 GiB of KV (8192 blocks), not the demo's 3 MiB.
+    profile = load_profile("cpu-tiny", ["engine.kv_cache_memory_bytes=1073741824"], model=str(model))
+    (run_dir / runs.PROFILE_FILE).write_text(dump_profile(profile))
     shutil.copyfile(log, run_dir / runs.LOG_FILE)
     info = runs.RunInfo(run_id=RUN_ID, directory=str(run_dir), pid=None, url=url, profile="cpu-tiny", phase=phase)
     runs.write_run(info)

@@ -8,14 +8,20 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
-GROUP_HELP = """Load-test a server (`bench URL --scenario S`, the same as `bench run ...`; its options:
-`ascendctl bench run --help`), or compare saved reports (`bench compare A.json B.json`)."""
+# In `bench --help` and `bench run --help`; tests/cli/test_help.py checks it names every
+# scenario in engine/bench/scenarios/.
+SCENARIOS_HELP = """Built-in scenarios: long-doc (long documents at 16 concurrent), chat-qa (~32
+requests/s of short questions), burst (16 concurrent, a jump to 64, back; times the pending queue's
+drain), or your own FILE.yaml (start from `--scenario chat-qa --print-scenario`)."""
 
-HELP = """Load-test a server with a scenario and judge it against its SLOs.
+GROUP_HELP = f"""Load-test a server (`bench URL --scenario S`, the same as `bench run ...`; its options:
+`ascendctl bench run --help`), or compare saved reports (`bench compare A.json B.json`).
 
-Built-in scenarios: long-doc (long documents at 16 concurrent), chat-qa (~32 requests/s of short
-questions), burst (16 concurrent, a jump to 64, back; times the pending queue's drain), or your
-own FILE.yaml (start from `--scenario chat-qa --print-scenario`).
+{SCENARIOS_HELP}"""
+
+HELP = f"""Load-test a server with a scenario and judge it against its SLOs.
+
+{SCENARIOS_HELP}
 
 Goodput, as `vllm bench serve --goodput` counts it: requests meeting every per-request target
 given (`--goodput ttft:300 tpot:50 e2el:8000`, in ms, or the scenario's `goodput:`) per second.
@@ -23,12 +29,14 @@ given (`--goodput ttft:300 tpot:50 e2el:8000`, in ms, or the scenario's `goodput
 Exit codes: 0 every SLO met; 1 an SLO missed; 2 bad scenario or flag; 3 server unreachable;
 130 interrupted (the partial report is still printed). An API key is read from VLLM_API_KEY."""
 
-COMPARE_HELP = """Compare saved bench reports (`--out FILE`) side by side; the first is the baseline.
+COMPARE_HELP = """Compare saved bench reports side by side; the first is the baseline.
 
 Each figure shows its change against the baseline and whether that change is beyond noise: a 95%
 bootstrap confidence interval of the difference, from the per-request samples the reports keep
 (seeded, so the verdict repeats). The interval covers the sampling noise of each run, not the drift
 between two runs of the same setup: set PCT above that drift (compare two such runs to see it).
+
+The reports are those that `bench run --out FILE` saves.
 
 Exit codes: 0 done; 1 with --fail-if-worse, a figure worse by more than PCT percent and beyond
 noise; 2 unreadable or not a bench report."""

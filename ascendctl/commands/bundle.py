@@ -75,7 +75,7 @@ def bundle(
     ),
     max_size: str = typer.Option("200M", "--max-size", metavar="SIZE", help="Cap on what is collected (200M, 1G)."),
     timeout: float = typer.Option(
-        10.0, "--timeout", min=0.1, metavar="S", help="Time limit of each command (npu-smi, pip) and collector."
+        10.0, "--timeout", min=0.1, metavar="SECONDS", help="Time limit of each command (npu-smi, pip) and collector."
     ),
 ) -> None:
     from pathlib import Path

@@ -29,9 +29,7 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    requests: int = typer.Option(
-        4, "--requests", "-n", min=0, help="How many requests to send once the engine is ready."
-    ),
+    requests: int = typer.Option(4, "--requests", min=0, help="How many requests to send once the engine is ready."),
     no_top: bool = typer.Option(False, "--no-top", help="Print live status lines instead of opening the dashboard."),
     batch: bool = typer.Option(
         False, "--batch", help="Exit after the requests (stopping the engine): for scripts and CI."

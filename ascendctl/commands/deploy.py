@@ -21,7 +21,7 @@ def _k8s(
         "knows, -a3 for A3).",
     ),
     name: Optional[str] = typer.Option(None, "--name", help="Name of the LeaderWorkerSet (default: the profile's)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Namespace to put it in."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", help="Namespace to put it in."),
     replicas: int = typer.Option(1, "--replicas", min=1, help="Groups: each one is a whole copy of the layout."),
     device_plugin: str = typer.Option(
         "mindcluster",

@@ -31,7 +31,7 @@ def doctor(
         None,
         "--profile",
         "-p",
-        metavar="P",
+        metavar="PROFILE",
         help="Also check the machine against this serving profile (name or YAML file): TP vs NPUs, HBM vs plan, dtype vs chip.",
     ),
     sets: Optional[List[str]] = typer.Option(
@@ -70,7 +70,13 @@ def doctor(
     ),
     files: Optional[List[str]] = typer.Argument(None, metavar="[JSON...]", help="More reports for --compare."),
 ) -> None:
-    from ascendctl.checks_view import render_report
+    if root is None and not (compare or files or cluster or list_checks or only):
+        # The engine's versions come from a child Python: start it before the imports below.
+        from engine.system.enginepy import ENGINE_TIMEOUT, prefetch
+        from engine.system.host import Host
+
+        prefetch(Host(), ENGINE_TIMEOUT)
+    from ascendctl.checks_view import report_lines
     from ascendctl.output import get_output
     from engine.doctor import list_checks as all_checks
     from engine.doctor import run_doctor
@@ -89,7 +95,10 @@ def doctor(
 
         prof = load_profile(profile, sets or ())
     report = run_doctor(root, port=port, profile=prof, profile_name=profile, model_dir=model, only=only or None)
-    out.emit(report.to_dict(), lambda c: render_report(c, report, strict, "doctor"))
+    if out.json_mode:
+        out.emit(report.to_dict())
+    else:  # lines, not a table: printed without Rich
+        out.styled(report_lines(report, strict, "doctor"))
     code = report.exit_code(strict)
     if code:
         raise typer.Exit(code)

@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ascendctl.style import plain, safe, severity_style, size
+from ascendctl.style import clean, plain, safe, severity_style, size
 from engine.severity import Severity
 
 # The severities a rule can have, and "never".
@@ -332,13 +332,20 @@ def _list(out: Any, rules: Any) -> None:
     }
 
     def render(console: Any) -> None:
+        if not console.is_terminal:
+            # Piped: one plain line per rule and per code, tab-separated, for grep, cut and awk.
+            rows = [(r.id, r.severity, r.component, r.title) for r in rules]
+            rows += [(c.code, c.kind, c.name, c.meaning) for c in codes]
+            out.lines(["\t".join(clean(f).replace("\t", " ") for f in row) for row in rows])
+            return
         table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)} known issues")
-        for col in ("id", "severity", "component", "title"):
-            table.add_column(col)
+        # The ids are what --explain takes: never cut, never folded; the title wraps instead. The
+        # component (the id's first word, mostly) is left to --json and the piped lines.
+        table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
+        table.add_column("severity", no_wrap=True)
+        table.add_column("title", overflow="fold", min_width=20)
         for r in rules:
-            table.add_row(
-                plain(r.id), plain(r.severity, style=severity_style(r.severity)), plain(r.component), plain(r.title)
-            )
+            table.add_row(plain(r.id), plain(r.severity, style=severity_style(r.severity)), plain(r.title))
         console.print(table)
         console.print()
         codes_table = Table(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from rich.segment import Segment
@@ -32,6 +32,7 @@ from textual.widget import Widget
 
 from ascendctl.style import clean
 from ascendctl.tui.panel import TextPanel
+from engine.runs import short_name
 from engine.telemetry.history import CHARTS, WINDOWS, Chart, History
 
 # One colour per line; past this many chips a chart draws max / mean / min instead.
@@ -80,7 +81,7 @@ def lines_for(
     out: list[Line] = []
     for figure in chart.figures:
         for subject in subjects:
-            label = figure.label if len(chart.figures) > 1 else subject
+            label = figure.label if len(chart.figures) > 1 else short_name(subject)
             series = history.series(subject, figure.key, window, end, res)
             out.append(Line(label, PALETTE[len(out) % len(PALETTE)], *series))
     return out
@@ -112,7 +113,7 @@ def entries_for(history: History, chart: Chart, subjects: Sequence[str]) -> list
         out: list[Entry] = []
         for figure in chart.figures:
             for subject in subjects:
-                label = figure.label if len(chart.figures) > 1 else subject
+                label = figure.label if len(chart.figures) > 1 else short_name(subject)
                 out.append(Entry(label, PALETTE[len(out) % len(PALETTE)], history.last(subject, figure.key)))
         return out
     last = {s: v for s in subjects if (v := history.last(s, chart.figures[0].key)) is not None}
@@ -363,7 +364,11 @@ class ChartPanel(Container):
         super().__init__(id=id)
         self.history, self.of, self.subject, self.window = history, of, subject, window
         self.subjects = (subject,) if subject is not None else history.subjects(of)
-        self.charts = [c for c in CHARTS if c.of == of]
+        self.kinds = history.kinds(self.subjects) if of == "device" else set()
+        # A CPU host's charts say host memory and CPU, and leave out what it has no counter for.
+        self.charts = [
+            replace(c, title=c.title_for(self.kinds)) for c in CHARTS if c.of == of and c.shown_for(self.kinds)
+        ]
 
     def compose(self) -> ComposeResult:
         yield TextPanel(self._heading())
@@ -389,7 +394,12 @@ class ChartPanel(Container):
             view.changed()
 
     def _heading(self) -> Text:
-        name = self.subject or f"{len(self.subjects)} chip{'s' if len(self.subjects) != 1 else ''}"
+        if self.subject:
+            name = short_name(self.subject)
+        elif self.kinds == {"cpu"}:
+            name = "host"
+        else:
+            name = f"{len(self.subjects)} chip{'s' if len(self.subjects) != 1 else ''}"
         text = Text(f"{clean(name)} · last {self.window / 60:g} min", style="bold")
         if any(shares_legend(c, self.subjects) for c in self.charts):
             text.append_text(legend(self.subjects))

@@ -124,7 +124,10 @@ class EngineScreen(Screen[None]):
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
                 why = f" (last: {clean(run.restart_reason)})" if run.restart_reason else ""
-                out.append(f"  restarts {run.restarts}{why}", style=severity_style("warning") if run.hangs else "dim")
+                out.append(
+                    f"  restarts {run.restarts}{why}  run {clean(run.run_id)}",
+                    style=severity_style("warning") if run.hangs else "dim",
+                )
                 if run.hangs:
                     last = run.hangs[-1]
                     out.append(
@@ -183,6 +186,8 @@ class EngineScreen(Screen[None]):
         marked = sum(1 for line in self.tail.lines if line.marks)
         title.append(f"  {clean(self.tail.path)}", style="dim")
         title.append(f"  last {len(self.tail.lines)} lines, {marked} marked")
+        if self.tail.polls_hidden:
+            title.append(f", {self.tail.polls_hidden} /metrics and /health polls hidden", style="dim")
         if self.tail.error:
             title.append(f"  {clean(self.tail.error)}", style=severity_style("warning"))
         self.query_one("#engine-log-title", TextPanel).update(title)

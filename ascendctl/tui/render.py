@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ascendctl.style import NA, age, clean, num, plain, seconds, severity_style
+from engine.runs import short_name
 from engine.severity import Severity
 from engine.severity import rank as severity_rank
 from engine.telemetry.logmarks import MarkedLine
@@ -106,7 +107,7 @@ def devices_table(snap: Snapshot) -> Text:
 def engine_head(e: EngineView) -> Text:
     """The engine's name, whether it answers, and its model."""
     head = Text()
-    head.append(f"{clean(e.label)} ", style="bold")
+    head.append(f"{clean(short_name(e.label))} ", style="bold")
     head.append_text(_status_text(e.status))
     if e.model:  # the model name is a label of the engine's /metrics: text, never escapes
         head.append(f"  model {clean(e.model)}", style="dim")
@@ -242,7 +243,7 @@ def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
     quote the engine's log (a known issue's example, a model name): plain text, never markup."""
     return (
         plain(d.severity, style=severity_style(d.severity)),
-        plain(d.subject),
+        plain(short_name(d.subject)),
         plain(d.title + (f" (x{d.count})" if d.count > 1 else "")),
         plain(d.fix),
     )

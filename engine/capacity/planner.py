@@ -197,7 +197,10 @@ def _budget(profile: Profile, shape: ModelShape, w: Weights, tp: int) -> _Budget
     platform = profile.platform
     defaults = platform_defaults()[platform]
     weights_rank = weights_per_device(profile, w, tp)
+    explicit = profile.engine.kv_cache_memory_bytes
     if platform == "cpu":
+        if explicit:
+            return _Budget(None, None, explicit, weights_rank, 0, 0, explicit, True)
         space = profile.engine.cpu_kvcache_space_gib or _int_or_none(profile.env.get("VLLM_CPU_KVCACHE_SPACE"))
         if space:
             kv = space * GIB
@@ -213,6 +216,8 @@ def _budget(profile: Profile, shape: ModelShape, w: Weights, tp: int) -> _Budget
     budget = math.ceil(device * util)
     activation = _activation_estimate(profile, shape, tp, defaults)
     reserve = int(defaults["runtime_reserve_gib"] * GIB)
+    if explicit:  # vLLM sizes the KV cache to exactly this and skips the memory share
+        return _Budget(device, util, budget, weights_rank, activation, reserve, explicit, True)
     return _Budget(
         device, util, budget, weights_rank, activation, reserve, budget - weights_rank - activation - reserve, False
     )

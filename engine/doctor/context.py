@@ -15,14 +15,13 @@ from engine.stacks.matrix import Matrix, load_matrix
 from engine.system.cann import CannToolkit, find_toolkit
 from engine.system.devnodes import DeviceNodes, device_nodes, in_container
 from engine.system.driver import DriverInfo, FirmwareInfo, install_prefix, read_driver, read_firmware
-from engine.system.enginepy import EnginePython, query_engine
+from engine.system.enginepy import ENGINE_TIMEOUT, EnginePython, query_engine
 from engine.system.host import Host
 from engine.system.libc import glibc_version
 from engine.system.platform import detect_platform, npu_smi_path
 from engine.system.runner import ToolMissing, ToolTimeout
 
 NPU_SMI_TIMEOUT = 8.0
-ENGINE_TIMEOUT = 15.0
 
 T = TypeVar("T")
 

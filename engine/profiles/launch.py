@@ -162,8 +162,10 @@ def launch_spec(
             continue
         if key in ("tensor_parallel_size", "pipeline_parallel_size") and value == 1:
             continue
-        if key == "gpu_memory_utilization" and profile.platform == "cpu" and eng.cpu_kvcache_space_gib:
-            continue  # the explicit KV size wins on CPU; the share would only confuse the reader
+        if key == "gpu_memory_utilization" and (
+            eng.kv_cache_memory_bytes or (profile.platform == "cpu" and eng.cpu_kvcache_space_gib)
+        ):
+            continue  # an explicit KV size wins; the share would only confuse the reader
         argv += [flag, _fmt(value)]
     if eng.enforce_eager:
         argv.append("--enforce-eager")

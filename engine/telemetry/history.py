@@ -52,10 +52,22 @@ class Chart:
     unit: str
     figures: tuple[Figure, ...]
     max: float | None = None  # a fixed top of the y axis (percentages); None: the data's
+    titles: tuple[tuple[str, str], ...] = ()  # (device kind, title) where the kind names it otherwise
+    kinds: tuple[str, ...] = ()  # device charts: the kinds of chip that have this figure (all when empty)
 
     @property
     def of(self) -> str:
         return self.figures[0].of
+
+    def title_for(self, kinds: set[str]) -> str:
+        """The title for chips of these kinds: their own word when they are all of one kind."""
+        named = dict(self.titles)
+        return named[next(iter(kinds))] if len(kinds) == 1 and next(iter(kinds)) in named else self.title
+
+    def shown_for(self, kinds: set[str]) -> bool:
+        """False when no chip of these kinds has the figure (a CPU host has no HBM bandwidth):
+        a chart that could only ever read N/A is not drawn."""
+        return not self.kinds or not kinds or bool(kinds & set(self.kinds))
 
 
 def _load() -> tuple[dict[str, Figure], tuple[Chart, ...]]:
@@ -72,7 +84,15 @@ def _load() -> tuple[dict[str, Figure], tuple[Chart, ...]]:
         for key, f in data["figures"].items()
     }
     charts = tuple(
-        Chart(c["title"], c["unit"], tuple(figures[k] for k in c["figures"]), c.get("max")) for c in data["charts"]
+        Chart(
+            c["title"],
+            c["unit"],
+            tuple(figures[k] for k in c["figures"]),
+            c.get("max"),
+            tuple((c.get("titles") or {}).items()),
+            tuple(c.get("kinds") or ()),
+        )
+        for c in data["charts"]
     )
     return figures, charts
 
@@ -146,6 +166,7 @@ class History:
         self.tiers = tuple(tiers)
         self._series: dict[tuple[str, str], tuple[_Ring, ...]] = {}
         self._seen: dict[tuple[str, str], float] = {}  # (of, subject) -> time last seen
+        self._kinds: dict[str, str] = {}  # chip -> its kind ("npu", "cuda", "cpu")
         self._lock = threading.Lock()
         self.latest: float | None = None  # the time of the newest snapshot
         self.interval: float | None = None  # the last gap between two snapshots
@@ -158,6 +179,7 @@ class History:
             self.generation += 1
             self._series.clear()
             self._seen.clear()
+            self._kinds.clear()
             self.latest = self.interval = None
             self._next_forget = -math.inf
 
@@ -173,6 +195,8 @@ class History:
                 figures = [f for f in FIGURES.values() if f.of == of]
                 for subject, obj in subjects:
                     self._seen[(of, subject)] = t
+                    if of == "device":
+                        self._kinds[subject] = getattr(obj, "kind", "")
                     for figure in figures:
                         rings = self._series.get((subject, figure.key))
                         if rings is None:
@@ -193,9 +217,16 @@ class History:
         gone = [key for key, seen in self._seen.items() if seen < before]
         for of, subject in gone:
             del self._seen[(of, subject)]
+            if of == "device":
+                self._kinds.pop(subject, None)
             for figure in FIGURES.values():
                 if figure.of == of:
                     self._series.pop((subject, figure.key), None)
+
+    def kinds(self, subjects: Iterable[str]) -> set[str]:
+        """The kinds ("npu", "cuda", "cpu") of these chips, as their samples said."""
+        with self._lock:
+            return {k for s in subjects if (k := self._kinds.get(s))}
 
     def subjects(self, of: str) -> tuple[str, ...]:
         """The chips ("device") or engines ("engine") in the history, in the order first seen."""

@@ -9,6 +9,7 @@ shrank or was replaced (rotation, a restarted run) is read again from its end.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,11 @@ KEEP_LINES = 200
 # At most this much is read per poll: an engine that wrote more since the last tick has its
 # older lines skipped (only the last KEEP_LINES are shown anyway).
 MAX_BYTES = 256 * 1024
+
+# The engine's access-log line for a poll that succeeded: `top`, the exporter, Prometheus and the
+# supervisor read /metrics and /health every second or so, and those lines would bury the
+# engine's own. A poll that failed (4xx, 5xx) is kept: that one is news.
+POLL_LINE = re.compile(r'"GET /(?:metrics|health)(?:\?\S*)? HTTP/[\d.]+" 2\d\d\b')
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class MarkedTail:
         self.path = Path(path)
         self.lines: deque[MarkedLine] = deque(maxlen=keep)
         self.error: str | None = None
+        self.polls_hidden = 0  # successful /metrics and /health polls left out of `lines`
         # only the newest lines are shown: one that fell behind jumps to the end
         self._follow = Follower(self.path, max_bytes, first="tail", again="tail", catch_up=False)
         self._index = RuleIndex(load_rules() if rules is None else rules)
@@ -74,8 +81,10 @@ class MarkedTail:
         self.error = None
         if chunk.fresh:
             self.lines.clear()
-        for raw in chunk.lines[-(self.lines.maxlen or len(chunk.lines)) :]:  # older ones would scroll away
-            text = raw.decode("utf-8", "replace").rstrip("\r")
+        texts = [raw.decode("utf-8", "replace").rstrip("\r") for raw in chunk.lines]
+        shown = [text for text in texts if not POLL_LINE.search(text)]
+        self.polls_hidden += len(texts) - len(shown)
+        for text in shown[-(self.lines.maxlen or len(shown)) :]:  # older ones would scroll away
             self.lines.append(MarkedLine(text, self.marks(text)))
         return bool(chunk.lines) or chunk.fresh
 

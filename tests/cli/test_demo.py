@@ -265,3 +265,30 @@ def test_the_background_load_varies_its_answers_and_keeps_to_a_light_rate():
     assert calm and burst and all(0.3 <= p.rate <= 1.0 for p in calm)
     assert all(p.rate * p.duration_s <= 10 for p in burst)  # a few requests, not a flood
     assert scenario.prompt_tokens.max - scenario.prompt_tokens.min >= 100
+
+
+def test_the_demo_is_sized_so_that_its_kv_pool_and_queue_move():
+    """cpu-tiny's KV pool holds less than its 8 sequences of 512 tokens can ask for, and the
+    demo's load keeps more than 8 in flight for seconds in every round, within the first minute
+    (a burst drains between two polls: only a queue that lasts shows)."""
+    from helpers import fake_tiny_model
+
+    from engine.capacity import plan
+    from engine.demo.load import load_plan
+    from engine.profiles import load_profile
+
+    profile = load_profile("cpu-tiny")
+    planned = plan(profile, str(fake_tiny_model(model_dir())))
+    full = profile.engine.max_num_seqs * profile.engine.max_model_len
+    assert profile.engine.max_model_len <= planned.kv_tokens < full
+    scenario, lengths = load_plan()
+    start = 0.0
+    for phase in scenario.phases:
+        if (phase.concurrency or 0) > profile.engine.max_num_seqs and phase.duration_s >= 5:
+            break
+        start += phase.duration_s
+    else:
+        raise AssertionError("no phase of the demo's load keeps more than max_num_seqs in flight")
+    assert start < 60 and sum(phase.duration_s for phase in scenario.phases) <= 90
+    # a round's requests leave KV room: the longest prompt and answer fit the context
+    assert scenario.prompt_tokens.max + max(lengths) <= profile.engine.max_model_len

@@ -35,8 +35,8 @@ def dirs(tmp_path):
 def test_dry_run_prints_the_environment_and_the_command_line(capsys):
     assert main(["serve", "--profile", "cpu-tiny", "--set", "server.port=9001", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "export VLLM_CPU_KVCACHE_SPACE=1" in out
     command = next(line for line in out.splitlines() if "vllm.entrypoints.openai.api_server" in line)
+    assert "--kv-cache-memory-bytes 3145728" in command
     assert "--port 9001" in command and "--enforce-eager" in command and "--host 127.0.0.1" in command
     assert command.startswith(sys.executable)
 

@@ -60,7 +60,11 @@ def test_planned_kv_tokens_equal_the_engines(shape, max_len, model_cache, tmp_pa
     require_engine()
     model = build_tiny_model(model_cache, shape)
     profile = load_profile(
-        "cpu-tiny", [f"engine.max_model_len={max_len}", f"server.port={free_port()}"], model=str(model)
+        "cpu-tiny",
+        # 1 GiB, not the demo's 4 MiB: a budget of a million tokens, where a planner that is off by
+        # a block per layer would show
+        [f"engine.max_model_len={max_len}", f"server.port={free_port()}", "engine.kv_cache_memory_bytes=1073741824"],
+        model=str(model),
     )
     planned = plan(profile)
     spec = launch_spec(profile, "0.32.0", sys.executable)

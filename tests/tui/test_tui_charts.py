@@ -219,3 +219,33 @@ async def test_the_charts_view_says_when_the_diagnostics_table_has_rows(utc):
         await pilot.press("question_mark")
         help_text = text_of(app.screen.query_one("#help"))
         assert "chart window: 5, 15, 60 minutes" in help_text and "replay: jump 5 min ahead / back" in help_text
+
+
+def _host_history(kind: str = "cpu") -> History:
+    from types import SimpleNamespace
+
+    from engine.devices.sample import DeviceSample
+
+    h = History()
+    for s in range(30):
+        host = DeviceSample(key="host", kind=kind, name="host", util_pct=40.0, mem_used_mb=1000.0, mem_total_mb=4000.0)
+        h.add(SimpleNamespace(time=1_800_000_000.0 + s, devices=(host,), engines=()))
+    return h
+
+
+def test_a_cpu_host_charts_say_host_memory_and_cpu_and_skip_bandwidth():
+    panel = ChartPanel(_host_history(), "device")
+    assert [c.title for c in panel.charts] == ["host memory used", "CPU"]
+    assert "host" in panel._heading().plain
+    npu = ChartPanel(_host_history("npu"), "device")
+    assert [c.title for c in npu.charts] == ["HBM used", "HBM bandwidth", "AI Core"]
+
+
+def test_an_engine_started_by_serve_is_named_by_its_profile_not_its_run_id():
+    from ascendctl.tui.render import engine_head
+    from engine.telemetry.snapshot import EngineView, SourceStatus
+
+    label = "20261207-035315-cpu-tiny"
+    head = engine_head(EngineView(url="http://127.0.0.1:8000", label=label, status=SourceStatus(label, True)))
+    assert head.plain.startswith("cpu-tiny ") and "2026" not in head.plain
+    assert ChartPanel(History(), "engine", label)._heading().plain.startswith("cpu-tiny ·")

@@ -41,14 +41,15 @@ async def test_enter_opens_the_engine_with_its_profile_plan_and_marked_log_and_e
     app = TopApp(served_and_plain(run).poll, interval=None)
     async with app.run_test(size=(140, 50)) as pilot:
         await settle(pilot, app, 1)
-        assert "▶ " + RUN_ID in text_of(app, "#engines")  # the cursor starts on the first engine
+        # The cursor starts on the first engine, named by its profile (the run id is in its plan).
+        assert "▶ cpu-tiny " in text_of(app, "#engines") and RUN_ID not in text_of(app, "#engines")
         await pilot.press("enter")
         screen = app.screen
         assert isinstance(screen, EngineScreen)
         header = text_of(screen, "#engine-header")
-        assert RUN_ID in header and "up" in header and URL in header and "phase ready" in header
+        assert "cpu-tiny" in header and "up" in header and URL in header and "phase ready" in header
         plan = text_of(screen, "#engine-plan")
-        assert "profile cpu-tiny" in plan and "model model as tiny" in plan
+        assert "profile cpu-tiny" in plan and f"run {RUN_ID}" in plan and "model model as tiny" in plan
         assert "tp 1  dp 1  max_model_len 512  max_num_seqs 8" in plan
         assert "KV blocks planned 8192  actual 8192 (metrics)  100% of plan" in plan
         assert "last 200 lines, 5 marked" in text_of(screen, "#engine-log-title")
@@ -69,7 +70,7 @@ async def test_enter_opens_the_engine_with_its_profile_plan_and_marked_log_and_e
         assert "TTFT p50 35ms p90" in figures and "total 8192" in figures
         # Its charts: the app's history of this engine, the four engine charts under its name.
         charts = screen.query_one(ChartPanel)
-        assert charts.subject == RUN_ID and f"{RUN_ID} · last 5 min" in text_of(charts, "TextPanel")
+        assert charts.subject == RUN_ID and "cpu-tiny · last 5 min" in text_of(charts, "TextPanel")
         painted = "\n".join(s.text for v in charts.query(ChartView) for s in v.render_lines(Region(0, 0, *v.size)))
         assert all(view.chart.title in painted for view in charts.query(ChartView)) and len(charts.charts) == 4
 
@@ -121,7 +122,7 @@ async def test_an_engine_that_vanishes_while_open_shows_as_gone(run):
         screen = app.screen
         assert isinstance(screen, EngineScreen) and app.is_running
         header = text_of(screen, "#engine-header")
-        assert RUN_ID in header and "GONE" in header and "display failed" not in text_of(app, "#status")
+        assert "cpu-tiny" in header and "GONE" in header and "display failed" not in text_of(app, "#status")
         await pilot.press("escape")
         assert "▶ b:8000" in text_of(app, "#engines")  # the cursor moved to what is left
 
@@ -165,7 +166,7 @@ async def test_a_click_selects_an_engine_and_a_double_click_opens_it(run):
         await pilot.click("#engines", offset=(4, b_line + 2))  # on one of b's figure lines
         assert "▶ b:8000 DOWN" in text_of(app, "#engines") and not isinstance(app.screen, EngineScreen)
         await pilot.double_click("#engines", offset=(4, 1))
-        assert isinstance(app.screen, EngineScreen) and RUN_ID in text_of(app.screen, "#engine-header")
+        assert isinstance(app.screen, EngineScreen) and "cpu-tiny" in text_of(app.screen, "#engine-header")
 
 
 async def test_a_remote_engine_has_no_profile_or_log_here(run):

@@ -56,3 +56,64 @@ def test_import_linter_contract_holds():
     lint = Path(sys.executable).with_name("lint-imports")
     out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _modules_of_cli(*argv: str) -> set[str]:
+    quiet = "import contextlib, io\nfrom ascendctl.cli import main\n"
+    quiet += f"with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()): main({list(argv)!r})"
+    return _modules_after(quiet)
+
+
+def _command_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("ascendctl.commands.")}
+
+
+def test_version_imports_neither_typer_rich_nor_any_command():
+    loaded = _modules_of_cli("--version")
+    assert "ascendctl.versions_view" in loaded  # it did answer
+    assert not {m.split(".")[0] for m in loaded} & {"typer", "click", "rich", "textual", "yaml", "httpx"}
+    assert not _command_modules(loaded)
+
+
+def test_help_imports_no_command_module_and_no_rich():
+    loaded = _modules_of_cli("--help")
+    assert "typer" in loaded  # Click lays the help out
+    assert not {m.split(".")[0] for m in loaded} & {"rich", "textual", "yaml", "httpx", *HEAVY}
+    assert not _command_modules(loaded), "listing the commands must not import them"
+    assert not {m for m in loaded if m.startswith("engine.")} - {"engine", "engine.errors"}
+
+
+def test_a_command_imports_its_own_module_only():
+    loaded = _modules_of_cli("doctor", "--list-checks")
+    assert _command_modules(loaded) == {"ascendctl.commands.doctor"}
+    loaded = _modules_of_cli("bench", "compare", "--help")
+    assert _command_modules(loaded) == {"ascendctl.commands.bench"}
+
+
+def test_data_files_parsed_once_are_read_back_without_yaml(tmp_path):
+    """The compatibility matrix (dates included) comes back from the cache equal to the parse,
+    and the second process imports neither yaml nor importlib.resources for it."""
+    import os
+
+    code = (
+        "import sys, json\nfrom engine.data import load_yaml\nm = load_yaml('engine.stacks', 'matrix.yaml')\n"
+        "print(json.dumps({'yaml': 'yaml' in sys.modules, 'resources': 'importlib.resources' in sys.modules,"
+        " 'first': str(m['releases'][0]['date'])}))"
+    )
+    env = {**os.environ, "ASCENDCTL_CACHE_DIR": str(tmp_path)}
+    runs = [
+        json.loads(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+        )
+        for _ in range(2)
+    ]
+    assert runs[0]["yaml"] and not runs[1]["yaml"] and not runs[1]["resources"]
+    assert runs[0]["first"] == runs[1]["first"]
+    assert list(tmp_path.glob("data/engine.stacks.matrix.yaml.marshal"))
+
+
+def test_doctor_prints_its_lines_without_rich_or_yaml():
+    _modules_of_cli("doctor")  # the first run parses the data files into the cache
+    loaded = _modules_of_cli("doctor")
+    assert "ascendctl.checks_view" in loaded  # it did print its report
+    assert not {m.split(".")[0] for m in loaded} & {"rich", "yaml", "textual", *HEAVY}

@@ -730,3 +730,12 @@ def test_ready_means_this_engine_answers_not_another_server_on_the_port(state):
         other.server_close()
     assert not rec.ready_event.is_set() and outcome.failed and outcome.exit_code != 0
     assert any(e[0] == "warning" and f"another server answers on port {port}" in e[1] for e in rec.events)
+
+
+def test_a_kv_pool_of_a_few_mib_is_said_in_tokens_not_as_zero_gib():
+    lines = [
+        "(EngineCore pid=7) INFO 12-07 04:11:38 [cpu_worker.py:231] Explicitly set (0.0/62.7) GiB for KV cache on node 0.",
+        "(EngineCore pid=7) INFO 12-07 04:11:38 [kv_cache_utils.py:2327] CPU KV cache size: 3,072 tokens",
+    ]
+    records = {r.phase: r for r in _track(lines).records()}
+    assert records["kv_cache"].detail == "3,072 tokens"

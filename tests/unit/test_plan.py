@@ -7,12 +7,13 @@ data is cut off), so every figure here comes from headers and config.json alone.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -164,7 +165,14 @@ def test_cpu_plan_is_exact_with_explicit_kv_space(tmp_path):
     _header_only(
         model / "model.safetensors", {"w": {"dtype": "BF16", "shape": [1024, 128], "data_offsets": [0, 262144]}}
     )
-    p = plan(load_profile("cpu-tiny"), model)
+    p = plan(load_profile("cpu-tiny"), model)  # the demo's kv_cache_memory_bytes: 3 MiB
+    assert p.kv_budget_exact and p.kv_bytes == 3 * 2**20
+    assert (p.kv_bytes_per_token, p.num_blocks, p.kv_tokens, p.max_concurrency) == (1024, 24, 3072, 6.0)
+    # VLLM_CPU_KVCACHE_SPACE's whole GiB, through cpu_kvcache_space_gib
+    text = (ROOT / "profiles" / "cpu-tiny.yaml").read_text()
+    gib = tmp_path / "gib.yaml"
+    gib.write_text(re.sub(r"(?m)^  kv_cache_memory_bytes: .*$", "  cpu_kvcache_space_gib: 1", text))
+    p = plan(load_profile(str(gib)), model)
     assert p.kv_budget_exact and p.kv_bytes == GIB
     assert (p.kv_bytes_per_token, p.num_blocks, p.kv_tokens, p.max_concurrency) == (1024, 8192, 1_048_576, 2048.0)
 

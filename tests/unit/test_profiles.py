@@ -209,8 +209,9 @@ def test_cpu_launch_uses_the_module_and_the_kv_space_env(tmp_path):
     assert spec.argv[spec.argv.index("--max-model-len") + 1] == "512"
     assert "--enforce-eager" in spec.argv
     assert "--disable-log-stats" not in spec.argv
-    assert "--gpu-memory-utilization" not in spec.argv  # the explicit KV size rules on CPU
-    assert spec.env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert "--gpu-memory-utilization" not in spec.argv  # the explicit KV size rules
+    assert spec.argv[spec.argv.index("--kv-cache-memory-bytes") + 1] == "3145728"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in spec.env  # it would override the flag on the CPU engine
     assert spec.env["HF_HUB_OFFLINE"] == "1" and spec.env["NO_COLOR"] == "1"
     assert spec.url == "http://127.0.0.1:8000" and spec.dropped == []
 

@@ -360,3 +360,23 @@ def test_a_hung_tool_is_killed_with_its_children(tmp_path):
     assert _gone(child), "the tool's child outlived the timeout"
     result = SubprocessRunner().run(["sh", "-c", "echo out; echo err >&2; exit 3"])
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n")
+
+
+def test_the_engine_on_this_interpreter_is_read_here_as_a_child_would_read_it(monkeypatch):
+    """`--version` and doctor save a Python start when the engine runs on this interpreter:
+    the same query runs in this process, with the answer a child gives."""
+    import os
+    import subprocess
+
+    child = query_engine(
+        Host(env={**os.environ, "PYTHONNOUSERSITE": "1" if not os.environ.get("PYTHONNOUSERSITE") else ""})
+    )
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child Python was started")
+
+    monkeypatch.setattr(subprocess, "run", no_child)
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    here = query_engine(Host())
+    assert here.error is None and here.interpreter == sys.executable
+    assert (here.python, here.packages, here.machine) == (child.python, child.packages, child.machine)

@@ -19,8 +19,9 @@ def test_the_tail_keeps_the_last_lines_with_the_issues_they_match(tmp_path):
     log = tmp_path / "engine.log"
     log.write_bytes(RECORDED)
     tail = MarkedTail(log)
+    shown = [line for line in RECORDED.decode().splitlines() if '"GET /metrics HTTP/1.1" 200' not in line]
     assert tail.poll() and len(tail.lines) == 200
-    assert tail.lines[-1].text == RECORDED.decode().splitlines()[-1]
+    assert tail.lines[-1].text == shown[-1]
     marked = {m.id for line in tail.lines for m in line.marks}
     assert {"vllm-engine-dead", "vllm-cpu-attention-unsupported", "vllm-engine-core-fatal"} <= marked
     dead = next(line for line in tail.lines if any(m.id == "vllm-engine-dead" for m in line.marks))
@@ -84,3 +85,21 @@ def test_a_code_line_is_marked_by_the_rule_that_names_the_code_as_triage_does(tm
     tail = MarkedTail(log)
     assert tail.poll()
     assert [m.id for m in tail.lines[-1].marks] == ["vector-core-exception"]
+
+
+def test_our_own_metrics_and_health_polls_stay_out_of_the_log_pane(tmp_path):
+    log = tmp_path / "engine.log"
+    polls = [
+        'INFO:     127.0.0.1:53548 - "GET /metrics HTTP/1.1" 200 OK',
+        '(APIServer pid=7) INFO:     127.0.0.1:44654 - "GET /health HTTP/1.1" 200 OK',
+    ]
+    kept = [
+        "(APIServer pid=7) INFO 12-07 03:53:15 [loggers.py:259] Engine 000: Avg prompt throughput: 12.0 tokens/s",
+        'INFO:     127.0.0.1:53550 - "POST /v1/completions HTTP/1.1" 200 OK',
+        'INFO:     127.0.0.1:53551 - "GET /metrics HTTP/1.1" 500 Internal Server Error',
+    ]
+    log.write_text("\n".join([polls[0], kept[0], polls[1], kept[1], polls[0], kept[2]]) + "\n")
+    tail = MarkedTail(log)
+    assert tail.poll()
+    assert [line.text for line in tail.lines] == kept
+    assert tail.polls_hidden == 3

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 from engine.container.runtime import Runtime
 from engine.errors import BadInput, Unreachable
-from engine.system.runner import Runner
+from engine.system.runner import CommandResult, Runner
 
-# What each runtime says when it cannot reach its daemon or socket, and the fix.
+# What a runtime says when it cannot reach its daemon or socket, and the fix for each runtime.
 _DAEMON_DOWN = ("cannot connect", "is the docker daemon running", "connection refused", "no such file or directory")
-_NO_PERMISSION = ("permission denied",)
 _FIXES = {
     "docker": {
         "down": "start it: sudo systemctl start docker (check: docker info)",
@@ -30,10 +29,34 @@ _FIXES = {
         "permission": "run ascendctl as root, or set up rootless containerd (containerd-rootless-setuptool.sh install)",
     },
     "podman": {
-        "down": "check podman's storage and runtime: run `podman info` to see what fails",
+        # podman has no daemon; it needs one only as a client of a podman service (CONTAINER_HOST, --remote)
+        "down": "start its service (sudo systemctl start podman.socket) or unset CONTAINER_HOST; "
+        "`podman info` says what fails",
         "permission": "run ascendctl as root, or set up rootless podman (subuid / subgid entries for your user)",
     },
 }
+
+
+def said(text: str, returncode: int | None = None) -> str:
+    """The line of a runtime's error output worth quoting: the last one (podman prints its
+    warnings before the error), at most 300 characters."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else f"no output (exit {returncode})" if returncode else "no output")[:300]
+
+
+def explain_failure(runtime: str, result: CommandResult) -> tuple[str, str]:
+    """(cause, fix) for a runtime that answered with an error: its daemon down, its socket closed
+    to this user, or whatever it said. serve, doctor, top, the exporter and bundle all say it so."""
+    text = said(result.stderr or result.stdout, result.returncode)
+    low = (result.stderr + "\n" + result.stdout).lower()
+    fixes = _FIXES.get(runtime, {})
+    if "permission denied" in low and (runtime != "podman" or "sock" in low):
+        return f"{runtime} is installed but its socket refuses us: {text}", fixes.get("permission", "")
+    if any(word in low for word in _DAEMON_DOWN) or (runtime == "nerdctl" and "containerd" in low):
+        return f"{runtime} is installed but its daemon does not answer: {text}", fixes.get("down", "")
+    if "permission denied" in low:
+        return f"{runtime} does not work for this user: {text}", fixes.get("permission", "")
+    return f"{runtime} does not work here: {text}", f"run `{runtime} info` by hand and fix what it says"
 
 
 @dataclass(frozen=True)
@@ -43,25 +66,13 @@ class ImageInfo:
     digest: str | None  # the registry digest (name@sha256:...), None for an image built or imported here
 
 
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else "no output")[:300]
-
-
 def check_reachable(runtime: Runtime, runner: Runner, timeout: float = 15.0) -> str:
     """The runtime's server version; Unreachable saying whether its daemon is down or its socket
-    is closed to us, with the fix."""
+    is closed to us, with the fix (explain_failure)."""
     result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
     if result.ok and result.stdout.strip():
         return result.stdout.strip()
-    said = _first_line(result.stderr or result.stdout)
-    low = said.lower()
-    fixes = _FIXES[runtime.name]
-    if any(word in low for word in _NO_PERMISSION):
-        raise Unreachable(f"{runtime.name} is installed but its socket refuses us: {said}", fixes["permission"])
-    if any(word in low for word in _DAEMON_DOWN) or runtime.name != "podman":
-        raise Unreachable(f"{runtime.name} is installed but its daemon does not answer: {said}", fixes["down"])
-    raise Unreachable(f"{runtime.name} does not work here: {said}", fixes["down"])
+    raise Unreachable(*explain_failure(runtime.name, result))
 
 
 def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float = 30.0) -> ImageInfo | None:

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.container.client import explain_failure
 from engine.container.discover import run as run_runtime
-from engine.container.discover import unreachable
 from engine.container.inspect import ImageFacts, image_facts, json_documents, parse_device_list, split_reference
 from engine.container.runtime import RUNTIMES, Runtime, find_runtime
 from engine.doctor.checks import check
@@ -113,7 +113,7 @@ def _ask(ctx: Context, runtime: Runtime) -> RuntimeProbe:
     except AscendctlError as exc:
         return RuntimeProbe(runtime, cause=f"{runtime.name} version: {exc.cause}", fix=exc.fix)
     if not result.ok:
-        cause, fix = unreachable(runtime.name, result)
+        cause, fix = explain_failure(runtime.name, result)
         return RuntimeProbe(runtime, cause=cause, fix=fix)
     docs = json_documents(result.stdout)
     data = docs[0] if docs else {}
@@ -125,7 +125,7 @@ def _ask(ctx: Context, runtime: Runtime) -> RuntimeProbe:
     except AscendctlError as exc:
         return RuntimeProbe(runtime, version, cause=f"{runtime.name} info: {exc.cause}", fix=exc.fix)
     if not got.ok:
-        cause, fix = unreachable(runtime.name, got)
+        cause, fix = explain_failure(runtime.name, got)
         return RuntimeProbe(runtime, version, cause=cause, fix=fix)
     docs = json_documents(got.stdout)
     return RuntimeProbe(runtime, version, docs[0] if docs else None)
@@ -248,7 +248,7 @@ def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
     assert p.runtime is not None
     result = run_runtime(ctx.host, p.runtime, "images", "--format", "json", timeout=RUNTIME_TIMEOUT)
     if not result.ok:
-        raise BadInput(*unreachable(p.runtime.name, result))
+        raise BadInput(*explain_failure(p.runtime.name, result))
     out = []
     for item in json_documents(result.stdout):
         image_id = str(item.get("Id") or item.get("ID") or "")

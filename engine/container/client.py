@@ -1,5 +1,7 @@
-"""What serve asks the container runtime before and after a run: is it reachable, is the image
-there (its id and digest), pull it, and remove a run's container by name.
+"""What ascendctl asks a container runtime: which one to use (`pick_runtime`: the one named, or
+the first installed one that answers; serve and doctor ask here), why one does not answer
+(`explain_failure`: daemon down, socket closed, other; every command says it so), is the image
+there (its id and digest), pull it, and the pid of a run's container.
 
 Every call goes through the host's runner (a timeout, never raising on a non-zero exit), so the
 tests drive a stand-in CLI the same way as the real one.
@@ -171,11 +173,6 @@ def pull(runtime: Runtime, image: str, timeout: float = 3600.0) -> None:
             "check the name and the registry's reachability; a mirror (e.g. m.daocloud.io/quay.io/...) can be named "
             "in container.image",
         )
-
-
-def remove(runtime: Runtime, runner: Runner, name: str, timeout: float = 30.0) -> None:
-    """Kill and remove a container by name; nothing when there is none."""
-    runner.run([runtime.path, "rm", "-f", name], timeout=timeout)
 
 
 def container_pid(runtime: Runtime, runner: Runner, name: str) -> int | None:

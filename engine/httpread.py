@@ -16,7 +16,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
 
 import httpx
 
@@ -78,54 +80,88 @@ class _Cutter:
                 pass
 
 
+class Deadline:
+    """A total deadline over one request, its headers and its body: at the deadline a timer shuts
+    the request's socket, so a server that trickles cannot hold the caller past it.
+
+        limit = Deadline(5.0)
+        with limit.stream(http, "POST", url, json=body) as resp:
+            for line in resp.iter_lines(): ...
+        # an httpx.HTTPError with limit.passed: it ran out of time
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+        self._cutter = _Cutter()
+
+    @property
+    def passed(self) -> bool:
+        return self._cutter.fired or time.monotonic() - self.started > self.seconds
+
+    @contextmanager
+    def stream(self, http: httpx.Client, method: str, url: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        timer = threading.Timer(max(0.0, self.seconds - (time.monotonic() - self.started)), self._cutter.fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            with http.stream(
+                method, url, timeout=self.seconds, extensions={"trace": self._cutter.trace}, **kwargs
+            ) as resp:
+                yield resp
+        finally:
+            timer.cancel()
+
+
 def read_page(
     http: httpx.Client | None,
     url: str,
     deadline: float = DEADLINE_S,
     max_bytes: int = MAX_BYTES,
     what: str = "the server",
+    headers: Mapping[str, str] | None = None,
 ) -> Page:
     """GET `url` with a total deadline and a cap on the (decoded) body. Raises Unreachable with a
     fix when it cannot connect, does not finish in time or sends too much; any status is returned
-    (the caller decides what a 404 means). `url` is named in errors without its credentials."""
+    (the caller decides what a 404 means). `url` is named in errors without its credentials;
+    `headers` (an API key's Authorization) go with the request, never into an error."""
     shown = url_without_credentials(url)
     own = http is None
     http = http or client(deadline)
-    cutter = _Cutter()
-    timer = threading.Timer(deadline, cutter.fire)
-    timer.daemon = True
-    started = time.monotonic()
-    timer.start()
+    limit = Deadline(deadline)
     try:
-        with http.stream("GET", url, timeout=deadline, extensions={"trace": cutter.trace}) as resp:
+        with limit.stream(http, "GET", url, headers=dict(headers or {})) as resp:
             chunks: list[bytes] = []
             size = 0
             for chunk in resp.iter_bytes():
                 size += len(chunk)
                 if size > max_bytes:
                     raise Unreachable(
-                        f"{shown} sent more than {max_bytes // (1024 * 1024)} MiB: not read further",
+                        f"{shown} sent more than {_size(max_bytes)}: not read further",
                         f"check what serves {what} there",
                     )
-                if time.monotonic() - started > deadline:
+                if limit.passed:
                     raise _Late()
                 chunks.append(chunk)
-            if cutter.fired:
+            if limit.passed:
                 raise _Late()
             return Page(str(url), resp.status_code, resp.headers.get("content-type", ""), b"".join(chunks))
     except _Late:
         raise _late(shown, deadline, what) from None
     except httpx.HTTPError as exc:
-        if cutter.fired or time.monotonic() - started > deadline:
+        if limit.passed:
             raise _late(shown, deadline, what) from None
         raise Unreachable(
             f"cannot reach {shown}: {type(exc).__name__}",
             f"check that {what} is running and the port is right",
         ) from exc
     finally:
-        timer.cancel()
         if own:
             http.close()
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
 class _Late(Exception):
@@ -138,4 +174,4 @@ def _late(shown: str, deadline: float, what: str) -> Unreachable:
     )
 
 
-__all__ = ["DEADLINE_S", "MAX_BYTES", "Page", "client", "read_page"]
+__all__ = ["DEADLINE_S", "MAX_BYTES", "Deadline", "Page", "client", "read_page"]

@@ -5,6 +5,7 @@
     /slowheaders/...  the status line and then a header byte every 0.2 s
     /endless/...    a chunked body that never ends, as fast as it can be read
     /silent/...     reads the request and answers nothing
+A POST (a probe's completion) gets the same answers.
 
 Every loop stops when the server is closed, so a test leaves no thread writing behind.
 """
@@ -78,6 +79,10 @@ class HostileServer:
                         self.end_headers()
                 except OSError:
                     pass
+
+            def do_POST(self):  # noqa: N802 - a completion gets the same hostile answers
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
 
         class Server(http.server.ThreadingHTTPServer):
             daemon_threads = True

@@ -203,10 +203,13 @@ def container_launch(
     out: Output, prof: Profile, host_version: str | None, pull: bool, dry_run: bool
 ) -> tuple[Profile, LaunchSpec, ContainerPlan, str | None]:
     """The profile with its container settings, the engine's command inside the image, the plan
-    and the image's vLLM version (the host's where the image does not say). The plan: runtime found (exit 2 when the one named is not installed), image chosen, NPUs checked
-    against the host. Before a real start, the runtime must answer (exit 3, saying whether its
-    daemon is down or its socket closed) and the image be there (exit 2 with the pull command;
-    --pull pulls it)."""
+    and the image's vLLM version (the host's where the image does not say). The plan: runtime found
+    (exit 2 when the one named is not installed), image chosen, NPUs checked against the host.
+    Before a real start, the runtime must answer (exit 3, saying whether its daemon is down or its
+    socket closed) and the image be there (exit 2 with the pull command; --pull pulls it). With
+    `runtime: auto` the runtime is the first installed one that answers (a dry run asks too, so
+    that its line is the one a real start runs); a named one is used as named, and a dry run does
+    not ask it."""
     import dataclasses
 
     from engine.container import client
@@ -232,10 +235,18 @@ def container_launch(
     if version != host_version:
         for reason in spec.dropped:
             out.warn(f"in the image: dropped {reason}")
+    if settings.runtime == "auto" or not dry_run:
+        try:
+            picked = client.pick_runtime(host, settings.runtime, lambda r: client.check_reachable(r, host.runner))
+            runtime = picked.runtime
+            for note in picked.passed_over:
+                out.info(f"{note}; using {runtime.name}")
+        except client.RuntimeUnusable:
+            if not dry_run:
+                raise
     plan = ContainerPlan(runtime, choice.image, settings, image_why=choice.why)
     if dry_run:
         return prof, spec, plan, version
-    client.check_reachable(runtime, host.runner)
     info = client.inspect_image(runtime, host.runner, choice.image)
     if info is None and pull:
         out.info(f"pulling {choice.image} ({choice.why}) with {runtime.name}")

@@ -14,7 +14,6 @@ environment, and only the redacted copy may enter the archive.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from engine.bundle.layout import RUN_DIR
@@ -29,15 +28,9 @@ LOG_TAIL_LINES = 2000
 
 def _recorded_container(run: Any) -> tuple[str | None, str | None]:
     """(runtime, container name or id) of the `container` record `serve --container` writes into
-    run.json (runtime, name, id, image...), read as plain JSON so that a RunInfo without the field
-    still finds it; (None, None) for a host engine."""
-    if run is None:
-        return None, None
-    try:
-        data = json.loads((Path(run.directory) / "run.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return None, None
-    record = data.get("container") if isinstance(data, dict) else None
+    run.json (engine.runs.RunInfo.container: runtime, name, id, image...); (None, None) for a
+    host engine."""
+    record = getattr(run, "container", None)
     if not isinstance(record, dict):  # a host engine
         return None, None
     runtime = record.get("runtime")

@@ -1,5 +1,7 @@
-"""What serve asks the container runtime before and after a run: is it reachable, is the image
-there (its id and digest), pull it, and remove a run's container by name.
+"""What ascendctl asks a container runtime: which one to use (`pick_runtime`: the one named, or
+the first installed one that answers; serve and doctor ask here), why one does not answer
+(`explain_failure`: daemon down, socket closed, other; every command says it so), is the image
+there (its id and digest), pull it, and the pid of a run's container.
 
 Every call goes through the host's runner (a timeout, never raising on a non-zero exit), so the
 tests drive a stand-in CLI the same way as the real one.
@@ -7,18 +9,21 @@ tests drive a stand-in CLI the same way as the real one.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
 
-from engine.container.runtime import Runtime
-from engine.errors import BadInput, Unreachable
-from engine.system.runner import Runner
+from engine.container.inspect import json_documents
+from engine.container.runtime import Runtime, find_runtime, installed_runtimes, no_runtime
+from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.system.host import Host
+from engine.system.runner import CommandResult, Runner, ToolTimeout
 
-# What each runtime says when it cannot reach its daemon or socket, and the fix.
+T = TypeVar("T")
+
+# What a runtime says when it cannot reach its daemon or socket, and the fix for each runtime.
 _DAEMON_DOWN = ("cannot connect", "is the docker daemon running", "connection refused", "no such file or directory")
-_NO_PERMISSION = ("permission denied",)
 _FIXES = {
     "docker": {
         "down": "start it: sudo systemctl start docker (check: docker info)",
@@ -30,10 +35,38 @@ _FIXES = {
         "permission": "run ascendctl as root, or set up rootless containerd (containerd-rootless-setuptool.sh install)",
     },
     "podman": {
-        "down": "check podman's storage and runtime: run `podman info` to see what fails",
+        # podman has no daemon; it needs one only as a client of a podman service (CONTAINER_HOST, --remote)
+        "down": "start its service (sudo systemctl start podman.socket) or unset CONTAINER_HOST; "
+        "`podman info` says what fails",
         "permission": "run ascendctl as root, or set up rootless podman (subuid / subgid entries for your user)",
     },
 }
+
+
+# The service behind each runtime's CLI.
+_SERVICES = {"docker": "docker", "nerdctl": "containerd", "podman": "podman.socket"}
+
+
+def said(text: str, returncode: int | None = None) -> str:
+    """The line of a runtime's error output worth quoting: the last one (podman prints its
+    warnings before the error), at most 300 characters."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else f"no output (exit {returncode})" if returncode else "no output")[:300]
+
+
+def explain_failure(runtime: str, result: CommandResult) -> tuple[str, str]:
+    """(cause, fix) for a runtime that answered with an error: its daemon down, its socket closed
+    to this user, or whatever it said. serve, doctor, top, the exporter and bundle all say it so."""
+    text = said(result.stderr or result.stdout, result.returncode)
+    low = (result.stderr + "\n" + result.stdout).lower()
+    fixes = _FIXES.get(runtime, {})
+    if "permission denied" in low and (runtime != "podman" or "sock" in low):
+        return f"{runtime} is installed but its socket refuses us: {text}", fixes.get("permission", "")
+    if any(word in low for word in _DAEMON_DOWN) or (runtime == "nerdctl" and "containerd" in low):
+        return f"{runtime} is installed but its daemon does not answer: {text}", fixes.get("down", "")
+    if "permission denied" in low:
+        return f"{runtime} does not work for this user: {text}", fixes.get("permission", "")
+    return f"{runtime} does not work here: {text}", f"run `{runtime} info` by hand and fix what it says"
 
 
 @dataclass(frozen=True)
@@ -43,25 +76,58 @@ class ImageInfo:
     digest: str | None  # the registry digest (name@sha256:...), None for an image built or imported here
 
 
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else "no output")[:300]
+class RuntimeUnusable(Unreachable):
+    """A runtime that is installed but does not answer; `runtime` says which."""
+
+    def __init__(self, runtime: Runtime, cause: str, fix: str = "") -> None:
+        super().__init__(cause, fix)
+        self.runtime = runtime
 
 
 def check_reachable(runtime: Runtime, runner: Runner, timeout: float = 15.0) -> str:
-    """The runtime's server version; Unreachable saying whether its daemon is down or its socket
-    is closed to us, with the fix."""
-    result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
+    """The runtime's server version; RuntimeUnusable saying whether its daemon is down or its
+    socket is closed to us, with the fix (explain_failure)."""
+    try:
+        result = runner.run([runtime.path, "version", "--format", "{{.Server.Version}}"], timeout=timeout)
+    except ToolTimeout:
+        raise RuntimeUnusable(
+            runtime,
+            f"{runtime.name} is installed but does not answer: `{runtime.name} version` took over {timeout:g} s",
+            f"run `{runtime.name} info` by hand; a hung service needs a restart "
+            f"(sudo systemctl restart {_SERVICES.get(runtime.name, runtime.name)})",
+        ) from None
+    except AscendctlError as exc:  # a CLI that cannot run
+        raise RuntimeUnusable(runtime, exc.cause, exc.fix) from None
     if result.ok and result.stdout.strip():
         return result.stdout.strip()
-    said = _first_line(result.stderr or result.stdout)
-    low = said.lower()
-    fixes = _FIXES[runtime.name]
-    if any(word in low for word in _NO_PERMISSION):
-        raise Unreachable(f"{runtime.name} is installed but its socket refuses us: {said}", fixes["permission"])
-    if any(word in low for word in _DAEMON_DOWN) or runtime.name != "podman":
-        raise Unreachable(f"{runtime.name} is installed but its daemon does not answer: {said}", fixes["down"])
-    raise Unreachable(f"{runtime.name} does not work here: {said}", fixes["down"])
+    raise RuntimeUnusable(runtime, *explain_failure(runtime.name, result))
+
+
+@dataclass(frozen=True)
+class Picked(Generic[T]):
+    runtime: Runtime
+    answer: T  # what `ask` returned
+    passed_over: tuple[str, ...] = ()  # why each installed runtime tried before it is not used
+
+
+def pick_runtime(host: Host, choice: str, ask: Callable[[Runtime], T]) -> Picked[T]:
+    """The runtime to use, and its answer to `ask` (which raises RuntimeUnusable when the runtime
+    does not answer). A named runtime is the one used: BadInput when it is not installed, its
+    failure raised when it does not answer. With `auto`, the first installed one (RUNTIMES order)
+    that answers: docker installed with its daemon stopped beside a working podman gives podman.
+    When none answers, the first one's failure is raised; when none is installed, Unreachable."""
+    if choice != "auto":
+        runtime = find_runtime(host, choice)
+        return Picked(runtime, ask(runtime))
+    first: RuntimeUnusable | None = None
+    passed: list[str] = []
+    for runtime in installed_runtimes(host):
+        try:
+            return Picked(runtime, ask(runtime), tuple(passed))
+        except RuntimeUnusable as exc:
+            first = first or exc
+            passed.append(exc.cause)
+    raise first or no_runtime()
 
 
 def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float = 30.0) -> ImageInfo | None:
@@ -69,12 +135,10 @@ def inspect_image(runtime: Runtime, runner: Runner, image: str, timeout: float =
     result = runner.run([runtime.path, "image", "inspect", "--format", "{{json .}}", image], timeout=timeout)
     if not result.ok:
         return None
-    try:
-        data = json.loads(result.stdout.strip())  # podman indents it over many lines
-    except ValueError:
+    docs = json_documents(result.stdout)  # podman: an indented array; docker: one object
+    if not docs:
         return None
-    if isinstance(data, list):
-        data = data[0] if data else {}
+    data = docs[0]
     digests = data.get("RepoDigests") or []
     return ImageInfo(image, str(data.get("Id") or data.get("ID") or ""), digests[0] if digests else None)
 
@@ -109,11 +173,6 @@ def pull(runtime: Runtime, image: str, timeout: float = 3600.0) -> None:
             "check the name and the registry's reachability; a mirror (e.g. m.daocloud.io/quay.io/...) can be named "
             "in container.image",
         )
-
-
-def remove(runtime: Runtime, runner: Runner, name: str, timeout: float = 30.0) -> None:
-    """Kill and remove a container by name; nothing when there is none."""
-    runner.run([runtime.path, "rm", "-f", name], timeout=timeout)
 
 
 def container_pid(runtime: Runtime, runner: Runner, name: str) -> int | None:

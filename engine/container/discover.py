@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.container.client import explain_failure
 from engine.container.inspect import ContainerEntry, Usage, json_documents, npus_given, parse_ps, parse_stats
-from engine.container.runtime import LABEL_RUN, RUNTIMES, Runtime, find_runtime
+from engine.container.runtime import LABEL_RUN, RUNTIMES, Runtime, installed_runtimes
 from engine.errors import AscendctlError
 from engine.system.host import Host
 from engine.system.runner import CommandResult
@@ -29,34 +30,7 @@ def discovery_runtimes(host: Host) -> list[Runtime]:
     choice = (host.env.get(DISCOVERY_VAR) or "auto").strip().lower()
     if choice in ("off", "none", "0", "no"):
         return []
-    names = RUNTIMES if choice == "auto" else (choice,)
-    out = []
-    for name in names:
-        try:
-            out.append(find_runtime(host, name))
-        except AscendctlError:
-            continue
-    return out
-
-
-def unreachable(runtime: str, result: CommandResult) -> tuple[str, str]:
-    """(cause, fix) for a runtime that answered with an error: its daemon down, no permission on
-    its socket, or whatever it said."""
-    text = (result.stderr or result.stdout).strip()
-    low = text.lower()
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), f"exit {result.returncode}")[:200]
-    if "permission denied" in low and ("socket" in low or ".sock" in low):
-        if runtime == "docker":
-            fix = "add the user to the docker group (sudo usermod -aG docker $USER, then log in again), or run as root"
-        else:
-            fix = f"run {runtime} as root, or give this user access to its socket"
-        return f"{runtime}: no permission on its socket ({first})", fix
-    if "cannot connect" in low or "is the docker daemon running" in low or "connection refused" in low:
-        service = {"docker": "docker", "podman": "podman.socket", "nerdctl": "containerd"}.get(runtime, runtime)
-        return f"{runtime}: its daemon is not running ({first})", f"start it: sudo systemctl start {service}"
-    if runtime == "nerdctl" and "containerd" in low and ("no such file" in low or "not running" in low):
-        return f"nerdctl: containerd is not running ({first})", "start it: sudo systemctl start containerd"
-    return f"{runtime} failed: {first}", f"run `{runtime} info` by hand and fix what it says"
+    return installed_runtimes(host, RUNTIMES if choice == "auto" else (choice,))
 
 
 def run(host: Host, runtime: Runtime, *args: str, timeout: float = TIMEOUT_S) -> CommandResult:
@@ -118,7 +92,7 @@ def _find_in(host: Host, runtime: Runtime) -> list[ContainerEngine]:
 
     result = run(host, runtime, "ps", "--filter", f"label={LABEL_RUN}", "--format", "json")
     if not result.ok:
-        raise Unreachable(*unreachable(runtime.name, result))
+        raise Unreachable(*explain_failure(runtime.name, result))
     entries = [e for e in parse_ps(result.stdout) if e.state in ("running", "")]
     if not entries:
         return []
@@ -151,6 +125,5 @@ def container_usage(host: Host, runtime_name: str) -> dict[str, Usage]:
     runtime = Runtime(runtime_name, host.runner.which(runtime_name) or runtime_name)
     result = run(host, runtime, "stats", "--no-stream", "--format", "json")
     if not result.ok:
-        cause, fix = unreachable(runtime_name, result)
-        raise Unreachable(cause, fix)
+        raise Unreachable(*explain_failure(runtime_name, result))
     return parse_stats(result.stdout)

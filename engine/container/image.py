@@ -63,6 +63,14 @@ def ascend_release(family: str, driver: str | None) -> Release | None:
     return max(rows, key=lambda r: release_tuple(r.vllm_ascend, 4), default=None)
 
 
+def official_image(family: str, vllm_ascend: str, os_id: str | None = None) -> str:
+    """The official vllm-ascend image of a release for a chip family (A2, A3, 310P, 950) and a
+    host OS (the ID of /etc/os-release; None: the Ubuntu image): serve's default image and the one
+    `deploy` writes into its manifests, named in one place (container.yaml)."""
+    data = facts()["ascend"]
+    return f"{data['repository']}:v{vllm_ascend.lstrip('v')}{data['chip_suffix'][family]}{data['os_suffix'].get(os_id or '', '')}"
+
+
 def default_image(profile: Profile, host: Host, host_vllm: str | None = None) -> ImageChoice:
     """The image for a profile that names none. BadInput where there is no official one."""
     data = facts()
@@ -79,9 +87,8 @@ def default_image(profile: Profile, host: Host, host_vllm: str | None = None) ->
                 "name the image in the profile: container.image: quay.io/ascend/vllm-ascend:<tag>",
             )
         os_id = host_os(host)
-        os_suffix = data["ascend"]["os_suffix"].get(os_id or "", "")
-        image = f"{data['ascend']['repository']}:v{row.vllm_ascend}{data['ascend']['chip_suffix'][family]}{os_suffix}"
-        on = f" on {os_id}" if os_suffix else ""
+        image = official_image(family, row.vllm_ascend, os_id)
+        on = f" on {os_id}" if os_id in data["ascend"]["os_suffix"] else ""
         return ImageChoice(image, f"the official vllm-ascend {row.vllm_ascend} image for {family}{on}", row.vllm)
     if profile.platform == "cuda" and host_vllm:
         version = host_vllm.split("+", 1)[0]

@@ -36,28 +36,37 @@ class Runtime:
         return [self.path]
 
 
+def installed_runtimes(host: Host, names: tuple[str, ...] = RUNTIMES) -> list[Runtime]:
+    """The runtimes of `names` (known ones only) that are on PATH, in that order."""
+    found = [Runtime(name, host.runner.which(name) or "") for name in names if name in RUNTIMES]
+    return [r for r in found if r.path]
+
+
+def no_runtime() -> Unreachable:
+    return Unreachable(
+        "no container runtime found (none of docker, podman, nerdctl is on PATH)",
+        "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve without --container",
+    )
+
+
 def find_runtime(host: Host, choice: str = "auto") -> Runtime:
-    """The runtime to use: the one named, or the first of RUNTIMES on PATH. A runtime that is not
-    installed is bad input when named, unreachable when none at all is there."""
+    """The runtime named, or with `auto` the first of RUNTIMES on PATH, unasked (which one answers
+    is engine.container.client.pick_runtime). A runtime that is not installed is bad input when
+    named, unreachable when none at all is there."""
     if choice not in CHOICES:
         raise BadInput(
             f"unknown container runtime {choice!r}",
             f"use one of: {', '.join(CHOICES)}",
         )
-    wanted = RUNTIMES if choice == "auto" else (choice,)
-    for name in wanted:
-        path = host.runner.which(name)
-        if path:
-            return Runtime(name, path)
+    found = installed_runtimes(host, RUNTIMES if choice == "auto" else (choice,))
+    if found:
+        return found[0]
     if choice != "auto":
         raise BadInput(
             f"container runtime {choice} is not installed (not on PATH)",
             f"install {choice}, or set container.runtime: auto to use whichever of {', '.join(RUNTIMES)} is there",
         )
-    raise Unreachable(
-        "no container runtime found (none of docker, podman, nerdctl is on PATH)",
-        "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve without --container",
-    )
+    raise no_runtime()
 
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")

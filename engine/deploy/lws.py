@@ -77,15 +77,11 @@ def chip(profile: Profile) -> str:
 
 
 def default_image(profile: Profile, vllm_ascend_version: str) -> str:
-    """quay.io/ascend/vllm-ascend:v<version>, with the image's suffix for A3 and 300I."""
-    data = facts()
-    kind = profile.device.kind.lower()
-    suffix = ""
-    if "a3" in kind:
-        suffix = data["image_suffixes"]["a3"]
-    elif chip(profile) == "310p":
-        suffix = data["image_suffixes"]["310p"]
-    return f"{data['image_repository']}:v{vllm_ascend_version.lstrip('v')}{suffix}"
+    """The official vllm-ascend image of the release for the profile's chip (serve's choice of
+    the tag, engine.container.image; the cluster's OS is not known here: the Ubuntu image)."""
+    from engine.container.image import chip_family, official_image
+
+    return official_image(chip_family(profile), vllm_ascend_version)
 
 
 def check_options(options: K8sOptions) -> None:

@@ -12,19 +12,21 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from engine.container.client import RuntimeUnusable, explain_failure, pick_runtime
 from engine.container.discover import run as run_runtime
-from engine.container.discover import unreachable
+from engine.container.image import host_os, official_image
 from engine.container.inspect import ImageFacts, image_facts, json_documents, parse_device_list, split_reference
-from engine.container.runtime import RUNTIMES, Runtime, find_runtime
+from engine.container.runtime import Runtime, find_runtime
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
-from engine.errors import AscendctlError, BadInput
+from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.system import paths
 from engine.system.devnodes import visible_devices
+from engine.system.runner import CommandResult
 from engine.versions import cann_release
 
 RUNTIME_TIMEOUT = 10.0
@@ -83,52 +85,45 @@ def _asks_runtime(ctx: Context) -> bool:
 
 
 def _probe_runtime(ctx: Context) -> RuntimeProbe:
-    """The runtime the profile names; with `auto`, the first installed one that answers (docker
-    installed with its daemon stopped beside a working podman: podman), else the first's failure.
-    When the runtime is not worth asking (`_asks_runtime`), the first installed one, unasked."""
+    """The runtime serve would use (engine.container.client.pick_runtime: the one the profile
+    names; with `auto`, the first installed one that answers, else the first's failure). When the
+    runtime is not worth asking (`_asks_runtime`), the first installed one, unasked."""
     choice = _wanted(ctx, "runtime") or "auto"
-    names = RUNTIMES if choice == "auto" else (choice,)
-    first: RuntimeProbe | None = None
-    for name in names:
-        try:
-            runtime = find_runtime(ctx.host, name)
-        except BadInput as exc:
-            if choice != "auto":  # the profile named a runtime that is not installed
-                return RuntimeProbe(None, cause=exc.cause, fix=exc.fix)
-            continue
-        if not _asks_runtime(ctx):
-            return RuntimeProbe(runtime, asked=False)
-        probe = _ask(ctx, runtime)
-        if probe.cause is None:
-            if first is not None:
-                probe = replace(probe, note=f"{first.runtime.name} is installed but unusable: {first.cause}")
-            return probe
-        first = first or probe
-    return first or RuntimeProbe(None)
-
-
-def _ask(ctx: Context, runtime: Runtime) -> RuntimeProbe:
     try:
-        result = run_runtime(ctx.host, runtime, "version", "--format", "json", timeout=RUNTIME_TIMEOUT)
-    except AscendctlError as exc:
-        return RuntimeProbe(runtime, cause=f"{runtime.name} version: {exc.cause}", fix=exc.fix)
-    if not result.ok:
-        cause, fix = unreachable(runtime.name, result)
-        return RuntimeProbe(runtime, cause=cause, fix=fix)
+        if not _asks_runtime(ctx):
+            return RuntimeProbe(find_runtime(ctx.host, choice), asked=False)
+        picked = pick_runtime(ctx.host, choice, lambda runtime: _ask(ctx, runtime))
+    except RuntimeUnusable as exc:
+        return RuntimeProbe(exc.runtime, cause=exc.cause, fix=exc.fix)
+    except BadInput as exc:  # the profile named a runtime that is not installed
+        return RuntimeProbe(None, cause=exc.cause, fix=exc.fix)
+    except Unreachable:  # none installed
+        return RuntimeProbe(None)
+    version, info = picked.answer
+    note = picked.passed_over[0] if picked.passed_over else None
+    return RuntimeProbe(picked.runtime, version, info, note=note)
+
+
+def _ask(ctx: Context, runtime: Runtime) -> tuple[str | None, dict | None]:
+    """(version, info) of a runtime that answers; RuntimeUnusable otherwise."""
+    result = _run_or_unusable(ctx, runtime, "version", "--format", "json")
     docs = json_documents(result.stdout)
     data = docs[0] if docs else {}
     server = data.get("Server") or {}
     client = data.get("Client") or {}
     version = str(server.get("Version") or client.get("Version") or "") or None
+    docs = json_documents(_run_or_unusable(ctx, runtime, "info", "--format", "json").stdout)
+    return version, docs[0] if docs else None
+
+
+def _run_or_unusable(ctx: Context, runtime: Runtime, *args: str) -> CommandResult:
     try:
-        got = run_runtime(ctx.host, runtime, "info", "--format", "json", timeout=RUNTIME_TIMEOUT)
+        result = run_runtime(ctx.host, runtime, *args, timeout=RUNTIME_TIMEOUT)
     except AscendctlError as exc:
-        return RuntimeProbe(runtime, version, cause=f"{runtime.name} info: {exc.cause}", fix=exc.fix)
-    if not got.ok:
-        cause, fix = unreachable(runtime.name, got)
-        return RuntimeProbe(runtime, version, cause=cause, fix=fix)
-    docs = json_documents(got.stdout)
-    return RuntimeProbe(runtime, version, docs[0] if docs else None)
+        raise RuntimeUnusable(runtime, f"{runtime.name} {args[0]}: {exc.cause}", exc.fix) from None
+    if not result.ok:
+        raise RuntimeUnusable(runtime, *explain_failure(runtime.name, result))
+    return result
 
 
 def _wants_container(ctx: Context) -> bool:
@@ -248,7 +243,7 @@ def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
     assert p.runtime is not None
     result = run_runtime(ctx.host, p.runtime, "images", "--format", "json", timeout=RUNTIME_TIMEOUT)
     if not result.ok:
-        raise BadInput(*unreachable(p.runtime.name, result))
+        raise BadInput(*explain_failure(p.runtime.name, result))
     out = []
     for item in json_documents(result.stdout):
         image_id = str(item.get("Id") or item.get("ID") or "")
@@ -311,11 +306,11 @@ def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     family = _host_family(ctx)
     image_family = {"a2": "A2", "a3": "A3", "310p": "310P", "950": "950"}.get(facts.chip or "")
     if family and image_family and family != image_family:
-        suffix = {"A2": "", "A3": "-a3", "310P": "-310p", "950": "-950dt"}.get(family, "")
+        right = official_image(family, facts.vllm_ascend or "<version>", host_os(ctx.host))
         return (
             "error",
             f"{what} is built for {image_family}, this host's NPUs are {family}",
-            f"use the image made for {family}: quay.io/ascend/vllm-ascend:v{facts.vllm_ascend or '<version>'}{suffix}",
+            (f"use the image made for {family}: {right}"),
         )
     driver = _driver_version(ctx)
     if not cann or not driver:

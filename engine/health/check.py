@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from engine import runs
+from engine import httpread, runs
 from engine.errors import BadInput, Unreachable
 from engine.health.hang import Evidence, HangLimits, HangMonitor, Verdict, served_model
 
@@ -83,7 +83,7 @@ def probe(
     started = time.monotonic()
     t = resolve(target)
     limits = dataclasses.replace(limits, probe_failures=1)
-    http = client or httpx.Client(trust_env=False)
+    http = client or httpread.client()
     try:
 
         def report(status: str, summary: str, model: str | None = None, verdict: Verdict | None = None):

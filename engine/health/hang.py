@@ -29,12 +29,14 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import httpx
 
 from engine.devices.sample import DeviceSample
 from engine.errors import BadInput, Unreachable
+from engine.httpread import Deadline, read_page
+from engine.httpread import client as httpread_client
 
 # The processes of a vLLM engine's tree, by the title vLLM gives them (setproctitle).
 _ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
@@ -108,19 +110,10 @@ class ProbeResult:
     reached: bool = True  # False: nothing answered at all (not a hang: the engine is down)
 
 
-# Every page read here is bounded: a /metrics page of a real engine is tens of KiB.
+# Every page read here is bounded, in time and size (engine.httpread): a /metrics page of a real
+# engine is tens of KiB.
 MAX_PAGE_BYTES = 8 << 20
-
-
-def get_capped(client: httpx.Client, url: str, timeout: float, headers: Mapping[str, str]) -> tuple[int, str]:
-    """GET `url`: its status and at most MAX_PAGE_BYTES of its body as text (the rest is dropped)."""
-    with client.stream("GET", url, timeout=timeout, headers=dict(headers)) as resp:
-        body = bytearray()
-        for chunk in resp.iter_bytes():
-            body += chunk
-            if len(body) >= MAX_PAGE_BYTES:
-                break
-        return resp.status_code, bytes(body[:MAX_PAGE_BYTES]).decode("utf-8", errors="replace")
+METRICS_DEADLINE_S = 5.0
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -131,14 +124,8 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
     """The first model id of GET /v1/models. Unreachable when nothing answers; BadInput when what
     answers is not an OpenAI-compatible server."""
     target = url.rstrip("/") + "/v1/models"
-    try:
-        status, text = get_capped(client, target, timeout, auth_headers(api_key))
-    except httpx.TimeoutException as exc:
-        raise Unreachable(f"{target} did not answer within {timeout:g} s", "check the engine and the port") from exc
-    except httpx.HTTPError as exc:
-        raise Unreachable(
-            f"cannot reach {target}: {type(exc).__name__}", "check that the engine runs and the port is right"
-        ) from exc
+    page = read_page(client, target, timeout, MAX_PAGE_BYTES, "the engine", auth_headers(api_key))
+    status, text = page.status_code, page.text
     if status in (401, 403):
         raise BadInput(
             f"{target} refused the request (HTTP {status})",
@@ -159,25 +146,26 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
 
 def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_key: str | None = None) -> ProbeResult:
     """One streamed 1-token completion, successful once its first token arrives. Failures: no
-    token within `timeout` (a server that accepts and never streams), an HTTP error status, a
-    stream that ends with no token. Nothing listening is `reached=False`."""
+    token within `timeout` (a server that accepts and never streams, or trickles bytes: the
+    socket is shut at the deadline, engine.httpread.Deadline), an HTTP error status, a stream that
+    ends with no token. Nothing listening is `reached=False`."""
     started = time.monotonic()
-    deadline = started + timeout
+    limit = Deadline(timeout)
     body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0, "stream": True}
 
     def failed(error: str, reached: bool = True) -> ProbeResult:
         return ProbeResult(False, time.monotonic() - started, error, reached)
 
     try:
-        with client.stream(
-            "POST", url.rstrip("/") + "/v1/completions", json=body, timeout=timeout, headers=auth_headers(api_key)
+        with limit.stream(
+            client, "POST", url.rstrip("/") + "/v1/completions", json=body, headers=auth_headers(api_key)
         ) as resp:
             if resp.status_code != 200:
                 return failed(f"HTTP {resp.status_code}")
             read = 0
             for line in resp.iter_lines():
                 read += len(line) + 1
-                if time.monotonic() > deadline or read > MAX_PAGE_BYTES:
+                if limit.passed or read > MAX_PAGE_BYTES:
                     break
                 if not line.startswith("data:") or line.strip() == "data: [DONE]":
                     continue
@@ -194,7 +182,8 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
     except httpx.ConnectError as exc:
         return failed(type(exc).__name__, reached=False)
     except httpx.HTTPError as exc:
-        return failed(type(exc).__name__)
+        if not limit.passed:  # past the deadline: the socket was shut, a time-out
+            return failed(type(exc).__name__)
     return failed(f"timed out after {timeout:g} s")
 
 
@@ -398,7 +387,7 @@ class HangMonitor:
         self.model = model
         self.api_key = api_key
         self.devices = devices
-        self.client = client or httpx.Client(trust_env=False)
+        self.client = client or httpread_client()
         self.clock = clock
         self._scrape = scrape or self._scrape_metrics
         self.progress = ProgressTracker(self.limits)
@@ -422,11 +411,18 @@ class HangMonitor:
     def _scrape_metrics(self) -> Any:
         from engine.metrics.prom import parse_metrics
 
-        status, text = get_capped(self.client, self.url + "/metrics", 5.0, auth_headers(self.api_key))
-        if status != 200:
-            raise Unreachable(f"/metrics answered HTTP {status}", "check the engine")
-        self.last_metrics_text = text
-        return parse_metrics(text)
+        page = read_page(
+            self.client,
+            self.url + "/metrics",
+            METRICS_DEADLINE_S,
+            MAX_PAGE_BYTES,
+            "the engine",
+            auth_headers(self.api_key),
+        )
+        if page.status_code != 200:
+            raise Unreachable(f"/metrics answered HTTP {page.status_code}", "check the engine")
+        self.last_metrics_text = page.text
+        return parse_metrics(page.text)
 
     def _probe_due(self, now: float, tokens: float | None) -> bool:
         if self.last_probe_at is not None and now - self.last_probe_at < self.limits.probe_interval_s:

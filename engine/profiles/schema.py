@@ -219,7 +219,7 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             str,
             default="auto",
             choices=CONTAINER_RUNTIMES,
-            help="auto: the first of docker, podman, nerdctl on PATH",
+            help="auto: the first of docker, podman, nerdctl that is installed and answers",
         ),
         "python": Spec(str, default="python3", help="the engine's interpreter inside the image"),
         "devices": Spec(

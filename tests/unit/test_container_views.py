@@ -139,14 +139,14 @@ def _variant(tmp_path: Path, name: str = "docker-ascend-runtime") -> Path:
     [
         (
             "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
-            "its daemon is not running",
+            "docker is installed but its daemon does not answer",
             "sudo systemctl start docker",
         ),
         (
             "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: "
             'Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.24/version": dial unix /var/run/docker.sock: '
             "connect: permission denied\n",
-            "no permission on its socket",
+            "docker is installed but its socket refuses us",
             "usermod -aG docker",
         ),
     ],
@@ -163,6 +163,24 @@ def test_a_docker_that_does_not_answer_says_why_and_how_to_fix_it(tmp_path, stde
     host, _ = recorded_host(root)
     ctx = Context(host, live=False, profile=SimpleNamespace(container=SimpleNamespace(image=None, runtime="docker")))
     assert check_runtime(ctx).status is Status.ERROR
+
+
+def test_the_real_podman_client_without_its_service_quotes_its_error_and_names_the_service(tmp_path, monkeypatch):
+    """podman prints a hint first and the error last: the error is quoted, and the fix is the
+    service a podman client talks to (not podman's storage)."""
+    from engine.container.client import check_reachable
+    from engine.container.runtime import Runtime
+    from engine.errors import Unreachable
+    from engine.system.runner import SubprocessRunner
+
+    podman = shutil.which("podman")
+    if podman is None:
+        pytest.skip("no podman here")
+    monkeypatch.setenv("CONTAINER_HOST", f"unix://{tmp_path}/no-service.sock")
+    with pytest.raises(Unreachable) as info:
+        check_reachable(Runtime("podman", podman), SubprocessRunner())
+    assert info.value.cause.startswith("podman is installed but its daemon does not answer: Error: unable to connect")
+    assert "sudo systemctl start podman.socket" in info.value.fix and "CONTAINER_HOST" in info.value.fix
 
 
 def test_a_hung_runtime_is_reported_not_waited_for(tmp_path):
@@ -200,6 +218,14 @@ def test_podman_host_with_the_a3_image_on_a2_npus():
     image = got["container.image"]
     assert image.status is Status.WARN and "built for A3, this host's NPUs are A2" in image.summary
     assert image.fix.endswith("quay.io/ascend/vllm-ascend:v0.23.0")
+
+
+def test_the_image_doctor_suggests_is_the_one_serve_would_pull(tmp_path):
+    """The right image for the host is named as serve names it: the host's OS suffix included."""
+    root = _variant(tmp_path, "podman-a3-image")
+    (root / "etc/os-release").write_text('NAME="openEuler"\nID=openEuler\n')
+    image = by_id(run_doctor(root, only=["container"]))["container.image"]
+    assert image.fix.endswith("quay.io/ascend/vllm-ascend:v0.23.0-openeuler")
 
 
 def test_the_profiles_image_missing_or_wrong_is_an_error():
@@ -295,8 +321,8 @@ def test_a_runtime_that_does_not_answer_is_a_note_not_a_crash(tmp_path):
     notes: list[str] = []
     assert find_engines(host, notes) == []
     assert notes == [
-        "containers not listed: docker: its daemon is not running (Cannot connect to the Docker daemon at "
-        "unix:///var/run/docker.sock. Is the docker daemon running?)"
+        "containers not listed: docker is installed but its daemon does not answer: Cannot connect to the Docker "
+        "daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
     ]
 
 

@@ -192,6 +192,14 @@ def test_resource_names_per_device_plugin_and_image_per_chip():
     assert default_image(load_profile(str(DP_PROFILE)), "v0.11.0") == IMAGE
 
 
+def test_deploy_names_the_same_official_image_as_serve_for_each_chip():
+    """npu-smi's name of an A3 chip (Ascend910) and the 950 get their own images in a manifest,
+    as serve picks them (one table: engine/container/container.yaml)."""
+    for kind, suffix in (("Ascend910", "-a3"), ("Ascend950DT", "-a5"), ("310P3", "-310p"), ("910B3", "")):
+        profile = load_profile(str(DP_PROFILE), [f"device.kind={kind}"])
+        assert default_image(profile, "0.23.0") == f"quay.io/ascend/vllm-ascend:v0.23.0{suffix}"
+
+
 def test_names_must_suit_kubernetes():
     lws, service = manifest()
     assert lws["metadata"]["name"] == "vllm-910b-deepseek-v3-1-w8a8-2x8"  # a Service name starts with a letter

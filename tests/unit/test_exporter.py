@@ -338,8 +338,8 @@ def test_hangs_and_the_restart_reason_of_a_run_reach_the_exporter():
     AscendctlEngineHung alert fires on their increase) and says why the engine last restarted."""
     from types import SimpleNamespace
 
-    view = SimpleNamespace(
-        label="run-a", status=SimpleNamespace(ok=True), model="m", kv=SimpleNamespace(total_blocks=None)
+    view = SimpleNamespace(  # an EngineView of a host engine (container None)
+        label="run-a", status=SimpleNamespace(ok=True), model="m", kv=SimpleNamespace(total_blocks=None), container=None
     )
     extra = EngineExtra("run-a", "http://127.0.0.1:8000", pid=42, restarts=2, hangs=2, restart_reason="hang")
     snap = SimpleNamespace(engines=[view], diagnostics=[], time=0.0)

@@ -281,3 +281,26 @@ def test_a_headless_rank_goes_down_with_its_groups_api(state):
     hung = [e for e in recorder.events if e[0] == "hung"]
     assert hung and f"the group's API at {stub.url} gone for" in hung[0][1], recorder.events
     assert ("started", 1) in recorder.events
+
+
+@pytest.mark.parametrize("path", ["trickle", "slowheaders"])
+def test_a_server_that_trickles_cannot_hold_the_probe_past_its_timeout(path, monkeypatch):
+    """Headers or a body sent a byte at a time never trip httpx's per-read timeout: the model
+    lookup, the /metrics scrape and the completion each end at their total deadline."""
+    from hostile_pages import HostileServer
+
+    from engine.errors import Unreachable
+    from engine.health.hang import HangMonitor, probe_once, served_model
+    from engine.httpread import client
+
+    monkeypatch.setattr("engine.health.hang.METRICS_DEADLINE_S", 1.0)
+    with HostileServer() as server, client() as http:
+        started = time.monotonic()
+        result = probe_once(http, f"{server.url}/{path}", "tiny", 1.0)
+        assert not result.ok and result.reached and result.error == "timed out after 1 s"
+        with pytest.raises(Unreachable, match="did not answer in full within 1 s"):
+            served_model(http, f"{server.url}/{path}", 1.0)
+        monitor = HangMonitor(f"{server.url}/{path}", HangLimits(5, 1, 1, 60, 60, 60, 5), model="tiny", client=http)
+        with pytest.raises(Unreachable, match="did not answer in full"):
+            monitor._scrape_metrics()
+        assert time.monotonic() - started < 8  # three deadlines of 1 s, not the 120 s of the drip

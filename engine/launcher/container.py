@@ -22,7 +22,7 @@ import psutil
 from engine.container.client import container_pid
 from engine.container.command import ContainerPlan
 from engine.container.runtime import Runtime
-from engine.launcher.process import EngineProcess
+from engine.launcher.process import EngineProcess, pids_listen_on
 from engine.launcher.watchdog import Watchdog
 from engine.system.runner import SubprocessRunner
 
@@ -96,21 +96,10 @@ class ContainerProcess(EngineProcess):
             return None
         try:
             root = psutil.Process(pid)
-            procs = [root, *root.children(recursive=True)]
+            pids = [root.pid, *(c.pid for c in root.children(recursive=True))]
         except psutil.Error:
             return None
-        unknown = False
-        for proc in procs:
-            try:
-                conns = proc.net_connections(kind="inet")
-            except psutil.AccessDenied:
-                unknown = True
-                continue
-            except psutil.Error:
-                continue
-            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
-                return True
-        return None if unknown else False
+        return pids_listen_on(pids, port)
 
     # -- stop and clean up ------------------------------------------------------------------
 

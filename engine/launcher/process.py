@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping, Sequence
+from typing import BinaryIO, Callable, Iterable, Mapping, Sequence
 
 import psutil
 
@@ -81,8 +81,14 @@ def signal_group(pgid: int, sig: int) -> None:
 def group_listens_on(pgid: int, port: int) -> bool | None:
     """True when a process of the group has a listening socket on `port`, False when none has,
     None when we may not look (another user's processes)."""
+    return pids_listen_on(group_members(pgid), port)
+
+
+def pids_listen_on(pids: Iterable[int], port: int) -> bool | None:
+    """True when one of `pids` has a listening socket on `port`, False when none has, None when
+    we may not look at one of them (another user's processes)."""
     unknown = False
-    for pid in group_members(pgid):
+    for pid in pids:
         try:
             proc = psutil.Process(pid)
             conns = proc.net_connections(kind="inet") if hasattr(proc, "net_connections") else proc.connections("inet")

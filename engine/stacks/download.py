@@ -36,7 +36,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from engine.stacks.plan import Package, Plan, Step, requirement_name
 from engine.stacks.wheelhouse import (
@@ -108,41 +108,80 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+# A simple-index page lists every file of a package (torch's is a few MB); a source archive of
+# the engine set is tens of MB. Past these an index is broken or hostile: not read further.
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+MAX_SDIST_BYTES = 1024 * 1024 * 1024
+
+
+def _index_client(timeout: float) -> Any:
+    """The client for a package index: the environment's proxies and certificates apply (an index
+    is reached the way pip reaches it), redirects are followed (mirrors use them)."""
+    import httpx
+
+    return httpx.Client(timeout=timeout, trust_env=True, follow_redirects=True)
+
+
 def fetch_sdist(index: str, requirement: str, dest: Path, timeout: float = 120) -> Path:
     """The source archive of `name==version` from the index's simple page, checked against the
-    sha256 the page gives."""
+    sha256 the page gives. Every read has a total deadline and a size cap (engine.httpread)."""
+    from engine.errors import Unreachable
+    from engine.httpread import read_page
+
     name, _, version = requirement.partition("==")
     page = f"{index.rstrip('/')}/{_normal(name)}/"
-    try:
-        with urllib.request.urlopen(page, timeout=timeout) as r:
-            html = r.read().decode("utf-8", "replace")
-    except (OSError, ValueError) as exc:
-        raise DownloadError(f"cannot read {page}: {getattr(exc, 'reason', exc)}") from None
-    for href, text in re.findall(r"<a\s[^>]*?href=\"([^\"]+)\"[^>]*>\s*([^<]+?)\s*</a>", html, re.I):
-        filename = text.strip()
-        m = re.match(r"(.+)-([^-]+)\.(tar\.gz|zip)$", filename)
-        if not m or _normal(m.group(1)) != _normal(name) or m.group(2) != version.strip():
-            continue
-        url = urllib.parse.urljoin(page, href.replace("&amp;", "&"))
-        url, _, fragment = url.partition("#")
-        want = fragment.partition("sha256=")[2][:64] if "sha256=" in fragment else ""
-        target = dest / filename
-        if target.exists() and (not want or sha256(target) == want):
-            return target
-        tmp = target.with_name(target.name + ".part")
+    with _index_client(timeout) as http:
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as f:
-                while block := r.read(1 << 20):
-                    f.write(block)
-        except (OSError, ValueError) as exc:
-            tmp.unlink(missing_ok=True)
-            raise DownloadError(f"cannot download {url}: {getattr(exc, 'reason', exc)}") from None
-        if want and sha256(tmp) != want:
-            tmp.unlink(missing_ok=True)
-            raise DownloadError(f"{filename} from {index} does not match the sha256 the index gives")
-        os.replace(tmp, target)
-        return target
+            got = read_page(http, page, deadline=timeout, max_bytes=MAX_PAGE_BYTES, what="the package index")
+        except Unreachable as exc:
+            raise DownloadError(f"cannot read {page}: {exc.cause}") from None
+        if got.status_code >= 400:
+            raise DownloadError(f"cannot read {page}: HTTP {got.status_code}")
+        for href, text in re.findall(r"<a\s[^>]*?href=\"([^\"]+)\"[^>]*>\s*([^<]+?)\s*</a>", got.text, re.I):
+            filename = text.strip()
+            m = re.match(r"(.+)-([^-]+)\.(tar\.gz|zip)$", filename)
+            if not m or _normal(m.group(1)) != _normal(name) or m.group(2) != version.strip():
+                continue
+            url = urllib.parse.urljoin(page, href.replace("&amp;", "&"))
+            url, _, fragment = url.partition("#")
+            want = fragment.partition("sha256=")[2][:64] if "sha256=" in fragment else ""
+            target = dest / filename
+            if target.exists() and (not want or sha256(target) == want):
+                return target
+            tmp = target.with_name(target.name + ".part")
+            try:
+                _download(http, url, tmp, timeout)
+            except DownloadError:
+                tmp.unlink(missing_ok=True)
+                raise
+            if want and sha256(tmp) != want:
+                tmp.unlink(missing_ok=True)
+                raise DownloadError(f"{filename} from {index} does not match the sha256 the index gives")
+            os.replace(tmp, target)
+            return target
     raise DownloadError(f"{index} has no source archive of {requirement}")
+
+
+def _download(http: Any, url: str, to: Path, timeout: float) -> None:
+    """Stream `url` into `to`: `timeout` seconds without a byte, or past MAX_SDIST_BYTES, is an
+    error (a large archive on a slow link may take long in all, but never stalls)."""
+    import httpx
+
+    from engine.redact import url_without_credentials
+
+    shown = url_without_credentials(url)
+    size = 0
+    try:
+        with http.stream("GET", url, timeout=timeout) as r, open(to, "wb") as f:
+            if r.status_code >= 400:
+                raise DownloadError(f"cannot download {shown}: HTTP {r.status_code}")
+            for block in r.iter_bytes(1 << 20):
+                size += len(block)
+                if size > MAX_SDIST_BYTES:
+                    raise DownloadError(f"{shown} is larger than {MAX_SDIST_BYTES >> 20} MiB: not a source archive")
+                f.write(block)
+    except (httpx.HTTPError, OSError) as exc:
+        raise DownloadError(f"cannot download {shown}: {type(exc).__name__}: {exc}") from None
 
 
 # --- what a source archive needs ------------------------------------------------------------------

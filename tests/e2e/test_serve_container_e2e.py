@@ -141,7 +141,9 @@ def _engine_core(podman: str, run_id: str) -> int:
     raise AssertionError(f"no EngineCore under the container's pid {pid}")
 
 
-def test_serve_in_podman_answers_records_its_container_and_sigterm_leaves_none(podman, image, tiny_model, env):
+def test_serve_in_podman_answers_records_its_container_and_sigterm_leaves_none(
+    podman, image, tiny_model, env, tmp_path
+):
     proc = _serve(tiny_model, image, env)
     run_id = None
     try:
@@ -162,6 +164,32 @@ def test_serve_in_podman_answers_records_its_container_and_sigterm_leaves_none(p
         assert inspected["Config"]["Labels"]["ascendctl.run"] == run_id
         assert inspected["Config"]["Labels"]["ascendctl.url"] == ready["url"]
         assert "Application startup complete." in (run_dir / "engine.log").read_text(errors="replace")
+
+        # top and the exporter find the engine by its container's labels alone: from a state
+        # directory that has never heard of the run, with no URL given.
+        elsewhere = {
+            **env,
+            "ASCENDCTL_STATE_DIR": str(tmp_path / "elsewhere"),
+            "ASCENDCTL_CONTAINER_DISCOVERY": "podman",
+        }
+        top = subprocess.run(
+            [ASCENDCTL, "top", "--once", "--json", "--no-devices"],
+            env=elsewhere,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        engines = [e for e in json.loads(top.stdout)["engines"] if e.get("label") == run_id]
+        assert len(engines) == 1, top.stdout[-2000:]
+        assert engines[0]["url"] == ready["url"] and engines[0]["status"]["ok"]
+        assert (
+            engines[0]["container"]["name"] == f"ascendctl-{run_id}" and engines[0]["container"]["runtime"] == "podman"
+        )
+        scrape = subprocess.run(
+            [ASCENDCTL, "exporter", "--once", "--no-doctor"], env=elsewhere, capture_output=True, text=True, timeout=90
+        )
+        assert f'ascendctl_engine_container_info{{engine="{run_id}",container="ascendctl-{run_id}"' in scrape.stdout
+        assert f'vllm:num_requests_running{{engine="{run_id}",' in scrape.stdout  # its own series, passed through
 
         asked = time.monotonic()
         proc.send_signal(signal.SIGTERM)

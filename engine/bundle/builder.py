@@ -19,9 +19,8 @@ import shutil
 import stat
 import tarfile
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,8 +34,10 @@ from engine.bundle.layout import (
     PROCESS_LOG_DIR,
     RUN_DIR,
 )
+from engine.bundle.output import check_out, default_name, top_name
 from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
+from engine.bundle.staging import Source, Stage, json_bytes, reason_of, timed
 from engine.errors import BadInput
 from engine.system.archive import read_regular, term_as_interrupt
 from engine.system.cann import process_log_dir
@@ -87,21 +88,6 @@ class BundleOptions:
     device_logs: bool = False  # run msnpureport (slow; opt-in)
 
 
-@dataclass
-class Source:
-    """One row of the manifest."""
-
-    name: str
-    kind: str  # report | command | file | log | metrics | run
-    what: str  # the command line run or the path read, redacted
-    status: str = "ok"  # ok | failed | skipped | cut
-    why: str | None = None
-    rc: int | None = None
-    duration_s: float = 0.0
-    bytes: int = 0
-    members: list[str] = field(default_factory=list)  # paths inside the bundle
-
-
 @dataclass(frozen=True)
 class BundleResult:
     archive: Path
@@ -127,88 +113,6 @@ class BundleResult:
             "counts": counts,
             "sources": [dataclasses.asdict(s) for s in self.sources],
         }
-
-
-class _Stage:
-    """The folder the archive is built from, with the size budget."""
-
-    def __init__(self, top: Path, max_bytes: int) -> None:
-        self.top = top
-        self.max_bytes = max_bytes
-        self.used = 0
-        self.lock = threading.Lock()
-        self.abandoned: set[int] = set()  # id() of the Sources of collectors left behind
-        self.closed = False
-
-    def abandon(self, src: Source) -> None:
-        """A collector that ran out of time writes nothing more (its thread may still be running)."""
-        with self.lock:
-            self.abandoned.add(id(src))
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-
-    def left(self) -> int:
-        return max(0, self.max_bytes - self.used)
-
-    def write(self, member: str, data: bytes, src: Source, tail: bool = False) -> None:
-        """Write `data` at `member`, cut to what the budget leaves (its end when `tail`)."""
-        with self.lock:
-            if self.closed or id(src) in self.abandoned:
-                raise _Abandoned(src.name)
-            self._write(member, data, src, tail)
-
-    def _write(self, member: str, data: bytes, src: Source, tail: bool) -> None:
-        if len(data) > self.left():
-            if self.left() == 0:
-                src.status, src.why = "skipped", f"size cap of {self.max_bytes} bytes reached"
-                return
-            keep = self.left()
-            data = data[-keep:] if tail else data[:keep]
-            src.status = "cut"
-            src.why = f"size cap: kept the {'last' if tail else 'first'} {keep} bytes"
-        target = self.top / member
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_symlink():
-            target.unlink()
-        before = target.stat().st_size if target.is_file() else 0  # an empty placeholder filled in later
-        target.write_bytes(data)
-        self.used += len(data) - before
-        src.bytes += len(data) - before
-        if member not in src.members:
-            src.members.append(member)
-
-
-class _Abandoned(Exception):
-    """Raised in a collector's thread that writes after its time ran out."""
-
-
-def _timed(fn: Callable[[], Any], timeout_s: float) -> tuple[Any, BaseException | None, bool]:
-    """Run fn in a worker thread: (value, exception, timed out). A collector that hangs is left
-    behind (a daemon thread; its result is never used) and the bundle goes on."""
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # reported as the collector's failure
-            box["error"] = exc
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    t.join(timeout_s)
-    if t.is_alive():
-        return None, None, True
-    return box.get("value"), box.get("error"), False
-
-
-def _why(exc: BaseException) -> str:
-    return str(getattr(exc, "cause", None) or exc or type(exc).__name__)[:300]
-
-
-def _json(data: Any) -> bytes:
-    return (json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 class _Builder:
@@ -253,7 +157,7 @@ class _Builder:
             except Exception as exc:  # reported as the collector's failure, as in a worker thread
                 error = exc
         else:
-            _, error, hung = _timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
+            _, error, hung = timed(lambda: fn(src), timeout or self.opts.timeout_s * 3)
         src.duration_s = round(time.perf_counter() - started, 3)
         if hung:
             self.stage.abandon(src)
@@ -264,7 +168,7 @@ class _Builder:
         elif error is not None:
             if isinstance(error, KeyboardInterrupt):
                 raise error
-            src.status, src.why = "failed", self.red.text(f"{type(error).__name__}: {_why(error)}")
+            src.status, src.why = "failed", self.red.text(f"{type(error).__name__}: {reason_of(error)}")
         self.sources.append(src)
 
     # ---- collectors
@@ -297,7 +201,7 @@ class _Builder:
         try:
             result = self.base.runner.run(["dmesg"], timeout=self.opts.timeout_s)
         except ToolMissing as exc:
-            src.status, src.why = "skipped", _why(exc)
+            src.status, src.why = "skipped", reason_of(exc)
             return
         src.rc = result.returncode
         if not result.ok:  # as a non-root user: "Operation not permitted" (kernel.dmesg_restrict)
@@ -344,7 +248,7 @@ class _Builder:
             try:
                 result = self.recorder.run(argv, timeout=self.opts.timeout_s, env=dict(self.base.env))
             except ToolMissing as exc:
-                src.status, src.why = "skipped", _why(exc)
+                src.status, src.why = "skipped", reason_of(exc)
                 return
             src.rc = result.returncode
             if not result.ok:
@@ -625,7 +529,7 @@ class _Builder:
         data["inputs"] = [i.replace(top, "") for i in data["inputs"]]
         data["unreadable"] = [i.replace(top, "") for i in data["unreadable"]]
         src.rc = 1 if report.at_or_above("error") else 0  # as `ascendctl triage` exits (--fail-on error)
-        self.stage.write("triage.json", _json(data), src)
+        self.stage.write("triage.json", json_bytes(data), src)
 
     # ---- the recorded machine
 
@@ -702,7 +606,7 @@ class _Builder:
     # ---- all of it
 
     def build(self, staging: Path) -> tuple[list[Source], int]:
-        self.stage = _Stage(staging, self.opts.max_bytes)
+        self.stage = Stage(staging, self.opts.max_bytes)
         self.scratch = staging.parent  # outside the archive's folder, removed with it
         self.learn_names()
         self.find_run()
@@ -764,41 +668,6 @@ def find_run(spec: str) -> Any:
             f"name a run folder under {runs_dir()} (its id) or a run directory",
         )
     return run
-
-
-def check_out(out: Path) -> Path:
-    """Where the archive goes, checked before anything is collected: an existing folder gets the
-    default name inside it; an existing path must be a regular file (never a device, a FIFO, a
-    link: renaming over /dev/null would replace it for the whole machine); the folder must take a
-    new file. BadInput naming the path otherwise."""
-    out = Path(out)
-    if out.is_dir() and not out.is_symlink():
-        out = out / default_name()
-    fix = "give --out a new file name in a folder you can write (or an existing archive to replace)"
-    for p in (out, out.with_name(out.name + ".map.json")):
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise BadInput(f"--out {p}: {exc.strerror or exc}", fix) from None
-        if not stat.S_ISREG(st.st_mode):
-            kind = (
-                "a symbolic link"
-                if stat.S_ISLNK(st.st_mode)
-                else "a folder"
-                if stat.S_ISDIR(st.st_mode)
-                else "not a regular file"
-            )
-            raise BadInput(f"--out {p} is {kind}: the archive is not written over it", fix)
-    parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=parent, prefix=f".{out.name}.", suffix=".check")
-        probe.close()
-    except OSError as exc:
-        raise BadInput(f"--out {out}: cannot write in {parent} ({exc.strerror or exc})", fix) from None
-    return out
 
 
 def _keep_var(name: str, accessed: set[str]) -> bool:
@@ -865,18 +734,6 @@ def _tail(path: Path, limit: int) -> tuple[int, bytes] | None:
         return size, f.read(limit)
 
 
-def default_name(now: float | None = None) -> str:
-    return time.strftime("ascendctl-bundle-%Y%m%d-%H%M%S.tar.gz", time.localtime(now))
-
-
-def _top_name(out: Path) -> str:
-    name = out.name
-    for suffix in (".tar.gz", ".tgz"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)] or "bundle"
-    return name or "bundle"
-
-
 def build_bundle(
     opts: BundleOptions,
     host: Host | None = None,
@@ -890,7 +747,7 @@ def build_bundle(
     started = time.perf_counter()
     host = host or Host()
     out = check_out(Path(opts.out))
-    top = _top_name(out)
+    top = top_name(out)
     builder = _Builder(opts, host, live, env_known, progress)
     with term_as_interrupt():  # a SIGTERM cleans up as Ctrl-C does: no staging folder, no .part
         staging = Path(tempfile.mkdtemp(prefix=".ascendctl-bundle-"))
@@ -918,7 +775,7 @@ def _write(
             "logs": builder.logs,
             "sources": [dataclasses.asdict(s) for s in sources],
         }
-        (staging / top / MANIFEST).write_bytes(_json(manifest))
+        (staging / top / MANIFEST).write_bytes(json_bytes(manifest))
         progress("writing the archive")
         with tarfile.open(part, "w:gz", compresslevel=6) as tar:
             tar.add(staging / top, arcname=top, filter=_normalise)
@@ -928,7 +785,7 @@ def _write(
             fd = os.open(map_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), 0o600)  # an existing map keeps no looser mode
-                f.write(_json({"archive": out.name, "mapping": builder.red.mapping()}))
+                f.write(json_bytes({"archive": out.name, "mapping": builder.red.mapping()}))
         part.replace(out)  # the rename is the commit: before it, no archive
     finally:
         shutil.rmtree(staging, ignore_errors=True)

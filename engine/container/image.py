@@ -9,16 +9,18 @@ image's CANN and the host driver pair the way doctor checks them on a host insta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.data import load_yaml
 from engine.errors import BadInput
-from engine.profiles import Profile
 from engine.stacks.matrix import Release, load_matrix
 from engine.system import paths
 from engine.system.host import Host
 from engine.system.keyvalue import parse_equals
 from engine.versions import release_tuple
+
+if TYPE_CHECKING:  # doctor imports this module: the profile schema (and YAML) only when a profile is read
+    from engine.profiles import Profile
 
 
 def facts() -> dict[str, Any]:

@@ -116,9 +116,11 @@ def top(
 
 
 def _two_polls(collector: "Collector", recorder, gap: float) -> "Snapshot":
-    """Rates need two scrapes: poll, wait `gap`, poll again, and report the second."""
+    """Rates need two scrapes: poll, wait `gap`, poll again, and report the second. When no
+    engine answered the first (each waited out its deadline), there is no rate to make: that poll
+    is the answer, and a dead URL costs one deadline, not two."""
     first = poll_and_record(collector, recorder)
-    if not first.engines:
+    if not first.engines or not any(e.status.ok for e in first.engines):
         return first
     time.sleep(gap)
     return poll_and_record(collector, recorder)

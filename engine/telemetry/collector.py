@@ -202,7 +202,10 @@ class Collector:
         scrape_fn: Callable[[str], EngineMetrics] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
-        timeout: float = 2.0,
+        # A total deadline per page: an engine busy serving can take seconds to answer /metrics
+        # (on a 2-core host under load, past 5 s), and a slow answer is not a dead engine. Polls
+        # run concurrently, so one slow engine never holds the others.
+        timeout: float = 10.0,
         rss_fn: Callable[[int | None], float | None] = tree_rss_mib,
         usage_fn: Callable[[str], Mapping[str, Any]] | None = None,
     ) -> None:

@@ -188,7 +188,12 @@ def test_serve_in_podman_answers_records_its_container_and_sigterm_leaves_none(
         scrape = subprocess.run(
             [ASCENDCTL, "exporter", "--once", "--no-doctor"], env=elsewhere, capture_output=True, text=True, timeout=90
         )
-        assert f'ascendctl_engine_container_info{{engine="{run_id}",container="ascendctl-{run_id}"' in scrape.stdout
+        (info,) = [
+            line
+            for line in scrape.stdout.splitlines()
+            if line.startswith("ascendctl_engine_container_info{") and f'engine="{run_id}"' in line
+        ]
+        assert f'container="ascendctl-{run_id}"' in info and 'runtime="podman"' in info
         assert f'vllm:num_requests_running{{engine="{run_id}",' in scrape.stdout  # its own series, passed through
 
         asked = time.monotonic()

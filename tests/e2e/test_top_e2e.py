@@ -46,7 +46,7 @@ def test_top_json_shows_running_requests_under_load(vllm_server, capsys):
     snaps = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rc == 0 and len(snaps) == 8
     engines = [s["engines"][0] for s in snaps]
-    assert all(e["status"]["ok"] for e in engines)
+    assert all(e["status"]["ok"] for e in engines), [e["status"] for e in engines]
     assert max(e["running"] for e in engines) >= 1
     assert max(e["rates"]["generation_tps"] or 0 for e in engines) > 0
     kv = engines[-1]["kv"]

@@ -30,10 +30,11 @@ from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.metrics import EngineMetrics, scrape
 
 API_KEY_ENV = "VLLM_API_KEY"
-# A saturated engine answers /metrics late: during a burst on a busy 2-core host scrapes took over
-# 2 s, and a 2 s limit dropped all but 5 of an 18 s run's samples (no queue seen at all). A late
-# sample still shows the queue; a missing one shows nothing.
-SCRAPE_TIMEOUT_S = 6.0
+# A saturated engine answers /metrics late: during a burst on a busy 2-core host a page took over
+# 6 s to arrive in full, and a 6 s total deadline (the bounded reader's) left no sample of the
+# burst at all. A late sample still shows the queue, a missing one shows nothing; a page that
+# never ends is still cut here.
+SCRAPE_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,9 @@ class Exporter:
         doctor: bool = True,
         plogs: bool = True,
         host: str | None = None,
-        timeout: float = 3.0,
+        # A total deadline per engine page; as in top, an engine busy serving can take seconds
+        # to answer, and a slow answer must not fire the engine-down alert.
+        timeout: float = 10.0,
     ) -> None:
         import socket
 

@@ -263,14 +263,20 @@ def _env(profile: Profile, rank: int, name: str) -> list[dict[str, Any]]:
     values = {**node_env(pod, rank), **{k: v for k, v in spec.env.items() if k != "VLLM_API_KEY"}}
     if rank == 0:
         values.update(profile.nodes.host(0).env if profile.nodes else {})
-    env: list[dict[str, Any]] = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
-    secret = secret_name(name)
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return [pod_ip, *container_env(values, secret_name(name), bool(profile.server.api_key_env))]
+
+
+def container_env(values: dict[str, str], secret: str, api_key: bool) -> list[dict[str, Any]]:
+    """A container's `env`: secret-looking variables (and VLLM_API_KEY when the profile serves
+    with a key) from the Secret `secret`, the others written literally (k8s_literal)."""
+    env: list[dict[str, Any]] = []
     for key, value in values.items():
         if is_secret_name(key):
             env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
         else:
             env.append({"name": key, "value": k8s_literal(value)})
-    if profile.server.api_key_env:
+    if api_key:
         env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "VLLM_API_KEY"}}})
     return env
 

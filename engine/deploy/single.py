@@ -25,6 +25,7 @@ from engine.deploy.lws import (
     _image_argv,
     check_options,
     chip,
+    container_env,
     dns_name,
     facts,
     k8s_literal,
@@ -179,18 +180,10 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
     volumes.append(
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size or data["shm_size"]}}
     )
-    env: list[dict[str, Any]] = []
-    secret = secret_name(name)
     values = engine_env(profile, options.engine_version)
     # The device plugin picks the pod's NPUs, and inside the pod they are numbered from 0.
     values.pop("ASCEND_RT_VISIBLE_DEVICES", None)
-    for key, value in values.items():
-        if is_secret_name(key):
-            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
-        else:
-            env.append({"name": key, "value": k8s_literal(value)})
-    if profile.server.api_key_env:
-        env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "VLLM_API_KEY"}}})
+    env = container_env(values, secret_name(name), bool(profile.server.api_key_env))
     startup, live = data["startup"], data["liveness"]
 
     def health() -> dict[str, Any]:

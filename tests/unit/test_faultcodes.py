@@ -81,3 +81,24 @@ def test_an_unknown_code_is_unknown_never_none():
 def test_garbage_is_refused_with_a_fix(bad):
     with pytest.raises(BadInput):
         device_fault(bad)
+
+
+def test_common_codes_have_meaning_fix_and_a_cited_source():
+    meanings = faultcodes._tables()["meanings"]
+    assert len(meanings) >= 40
+    listed = {c for codes in class_codes().values() for c in codes}
+    for key, entry in meanings.items():
+        assert str(key) in listed, f"{key}: not a code of faultCode.json"
+        assert set(entry) == {"name", "meaning", "fix", "source"}, key
+        assert all(isinstance(v, str) and v.strip() for v in entry.values()), key
+        assert entry["source"].startswith("https://"), key
+
+
+def test_the_headline_on_call_reads():
+    assert device_fault(0x80E18402).headline() == "0x80E18402 HBM multi-bit ECC -> isolate this NPU (SeparateNPU)"
+    fault = device_fault("80E01809")
+    assert (fault.action, fault.verb, fault.name) == ("NotHandle", "ignore", "HBM multi-bit ECC found by patrol scrub")
+    assert fault.source.startswith("https://www.hiascend.com/")
+    # a listed code without a written meaning still gets its class's action
+    bare = device_fault("A4025021")
+    assert (bare.action, bare.meaning, bare.title) == ("NotHandle", None, "0xA4025021")

@@ -86,6 +86,22 @@ def triage(
         "fail_on": fail_on,
         "failed": bool(failing),
         "issues": report.issues,
+        # The NPUs' own fault codes, each with MindCluster's action class and what on-call does
+        # (verb): the issues of kind "device", in short.
+        "device_faults": [
+            {
+                "npu": i.npu,
+                "code": i.code,
+                "action": i.action,
+                "verb": i.verb,
+                "title": i.title,
+                "count": i.count,
+                "first_seen": i.first_seen,
+                "last_seen": i.last_seen,
+                "sources": i.sources,
+            }
+            for i in report.device_faults()
+        ],
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
@@ -111,13 +127,17 @@ def triage(
 
 def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
-    its npu-smi output and manifest are not logs."""
-    from engine.bundle.layout import bundle_dir, bundle_logs
+    its manifest and recorded commands are not logs. Its npu-smi transcript is read for the fault
+    codes of `npu-smi info -t health`."""
+    from engine.bundle.layout import NPU_INFO_FILE, bundle_dir, bundle_logs
 
     out: list[str] = []
     for p in paths:
         top = None if p == "-" else bundle_dir(p)
         out.extend(bundle_logs(top) if top is not None else [p])
+        # the npu-smi transcript is no log, but its `-t health` answers carry the NPUs' fault codes
+        if top is not None and (top / NPU_INFO_FILE).is_file() and not (top / NPU_INFO_FILE).is_symlink():
+            out.append(str(top / NPU_INFO_FILE))
     return out
 
 
@@ -169,6 +189,14 @@ def _render(console: Any, report: Any, top: int) -> None:
         # Warnings and info-level issues are events too: not "error events".
         f"{report.events:,} event{'s' if report.events != 1 else ''}"
     )
+    faults = report.device_faults()
+    if faults:
+        # What on-call decides first: which NPU to isolate, reset or leave alone.
+        console.print("[bold]Device faults[/] (the NPUs' own codes, and what to do):")
+        for i in faults:
+            times = f"  ({i.count}x)" if i.count > 1 else ""
+            console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
+        console.print()
     if report.root_cause() is None:
         console.print(
             "No known issue found."

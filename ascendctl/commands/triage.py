@@ -41,7 +41,8 @@ def triage(
         None,
         "--explain",
         metavar="CODE",
-        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id.",
+        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100), a device fault code "
+        "(0x80E18402) or a rule id.",
     ),
     list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
     rules_file: Optional[str] = typer.Option(
@@ -342,10 +343,36 @@ def _explain(out: Any, what: str, rules: Any) -> None:
 
             out.emit(data, render_rule)
             return
+    if _explain_device_code(out, what):
+        return
     raise BadInput(
         f"{what!r} is not a known code or rule id",
         "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)",
     )
+
+
+def _explain_device_code(out: Any, what: str) -> bool:
+    """A device fault code (0x80E18402, or its eight hex digits): MindCluster's action and ours."""
+    import re
+
+    from rich.text import Text
+
+    if not re.fullmatch(r"(?:0[xX][0-9A-Fa-f]{1,9}|[0-9A-Fa-f]{8,9})", what.strip()):
+        return False
+    from engine.triage.faultcodes import device_fault
+
+    fault = device_fault(what)
+
+    def render(console: Any) -> None:
+        console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {fault.name}" if fault.name else "")))
+        console.print(Text("  action:   ") + plain(f"{fault.action} ({fault.verb}): {fault.means}"))
+        console.print(Text("  meaning:  ") + plain(fault.meaning or "N/A (no description in our table)"))
+        console.print(Text("  fix:      ") + plain(fault.todo, style="bold"))
+        if fault.source:
+            console.print(Text("  see:      ") + plain(fault.source))
+
+    out.emit({"device_fault": fault, "means": fault.means, "todo": fault.todo}, render)
+    return True
 
 
 def _list(out: Any, rules: Any) -> None:

@@ -115,3 +115,12 @@ def test_cli_text_and_json_name_code_npu_action_and_verb(capsys):
         "FreeRestartNPU",
         "reset-npu",
     )
+
+
+def test_explain_a_device_code(capsys):
+    assert main(["triage", "--explain", "0x80e18402"]) == 0
+    out = capsys.readouterr().out
+    assert "0x80E18402  HBM multi-bit ECC" in out and "SeparateNPU (isolate)" in out
+    main(["--json", "triage", "--explain", "7FFFFFFF"])
+    data = json.loads(capsys.readouterr().out)
+    assert (data["device_fault"]["action"], data["device_fault"]["verb"]) == ("unknown", "unknown")

@@ -147,14 +147,28 @@ def _health_codes(ctx: Context, npu: int, chip: int) -> tuple[str, ...] | None:
     from engine.errors import Unreachable
     from engine.system.runner import ToolMissing, ToolTimeout
 
-    argv = [ctx.npu_smi_path or "npu-smi", "info", "-t", "health", "-i", str(npu), "-c", str(chip)]
-    try:
-        result = ctx.host.runner.run(argv, timeout=HEALTH_TIMEOUT)
-        answer = parse_health(result.stdout)
-    except (ToolMissing, ToolTimeout, Unreachable):
-        return None
-    # the chip-level answer has one block and no `Chip ID` line
-    return next(iter(answer.values())).error_codes if answer else None
+    program = ctx.npu_smi_path or "npu-smi"
+    # The card's answer first (`-i N -t health`, FaultDiag's order, which a bundle records), then the
+    # chip's (`-t health -i N -c C`, as the device panel asks). A live npu-smi answers both.
+    for argv, card_level in (
+        ([program, "info", "-i", str(npu), "-t", "health"], True),
+        ([program, "info", "-t", "health", "-i", str(npu), "-c", str(chip)], False),
+    ):
+        try:
+            answer = parse_health(ctx.host.runner.run(argv, timeout=HEALTH_TIMEOUT).stdout)
+        except ToolMissing:
+            continue  # not recorded in this form (a recorded machine): try the other
+        except (ToolTimeout, Unreachable):
+            return None
+        if not answer:
+            continue
+        if card_level and chip in answer:
+            return answer[chip].error_codes
+        if card_level and len(answer) > 1:
+            continue  # a card of several chips whose blocks carry no Chip ID: ask the chip
+        # a one-chip card, or the chip-level answer: one block and no `Chip ID` line
+        return next(iter(answer.values())).error_codes
+    return None
 
 
 def _fault_text(where: str, fault) -> str:

@@ -86,3 +86,25 @@ def test_the_fix_takes_each_npus_worst_code():
 def test_codes_that_cannot_be_read_are_a_warning_not_silence():
     outcome = fault_outcome([], ["NPU 4 (Alarm)"])
     assert outcome.status is Status.WARN and "codes not readable for NPU 4 (Alarm)" in outcome.summary
+
+
+def test_a_bundle_of_the_machine_carries_the_codes_to_doctor_and_triage(tmp_path, capsys):
+    from engine.bundle.builder import BundleOptions, build_bundle
+    from engine.system.recorded import recorded_host
+
+    host, env_known = recorded_host(HOSTS / "npu-fault-heartbeat-910b")
+    out = tmp_path / "b.tar.gz"
+    build_bundle(BundleOptions(out=out), host=host, live=False, env_known=env_known)
+    # doctor replays the bundle: the health answer it asked for travelled with it
+    assert main(["doctor", "--root", str(out), "--json", "--check", "devices.faults"]) == 1
+    (check,) = json.loads(capsys.readouterr().out)["checks"]
+    assert check["status"] == "error" and check["summary"].startswith("NPU 0: 0x8C03A000")
+    # triage of the bundle reads the npu-smi transcript's health answer
+    main(["triage", "--json", "--fail-on", "never", str(out)])
+    data = json.loads(capsys.readouterr().out)
+    rows = {(f["npu"], f["code"], f["action"]) for f in data["device_faults"]}
+    assert rows == {
+        (0, "0x8C03A000", "RestartNPU"),
+        (0, "0x8C084E00", "FreeRestartNPU"),
+        (0, "0xA4025021", "NotHandle"),
+    }

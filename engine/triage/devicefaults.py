@@ -51,7 +51,8 @@ _IN_LINE = re.compile(
 _HEALTH_CODES = re.compile(r"^\s*Error Code\s*:\s*((?:[0-9A-Fa-f]{8}\s*)+)$")
 _HEARTBEAT = re.compile(r"\[drv_soft_fault\].*Heartbeat lost! \(device=([0-9]+);")
 _NPU_ID = re.compile(r"^\s*NPU ID\s*:\s*([0-9]+)\s*$")
-_COMMAND = re.compile(r"npu-smi info\b(.*)")
+# a command line of a transcript (`/usr/local/bin/npu-smi info -i 0 -c 0 -t health`, `$ npu-smi ...`)
+_COMMAND = re.compile(r"\s*(?:[$#] )?(?:\S*/)?npu-smi info\b(.*)")
 _COMMAND_NPU = re.compile(r"\s-i\s+([0-9]+)\b")
 _DEVICE_IN_LINE = re.compile(
     r"\bdevid[=:]\s*([0-9]+)|\[devid-([0-9]+)\]|\bdevice_id\s*[=:]\s*([0-9]+)|\(device=([0-9]+);|\bdevice_id-([0-9]+)"
@@ -82,7 +83,7 @@ class DeviceCodeReader:
         """(npu, code) for every device fault code the line shows; [] for most lines."""
         if not any(lit in line for lit in DEVICE_LITERALS):
             return []
-        if (m := _COMMAND.search(line)) is not None and not line.lstrip().startswith(("Error", "|")):
+        if (m := _COMMAND.match(line)) is not None:
             npu = _COMMAND_NPU.search(m.group(1))
             self._npu[source] = int(npu.group(1)) if npu else None
             return []

@@ -124,3 +124,11 @@ def test_explain_a_device_code(capsys):
     main(["--json", "triage", "--explain", "7FFFFFFF"])
     data = json.loads(capsys.readouterr().out)
     assert (data["device_fault"]["action"], data["device_fault"]["verb"]) == ("unknown", "unknown")
+
+
+def test_only_a_command_line_sets_the_npu_of_what_follows():
+    reader = DeviceCodeReader()
+    assert reader.read("$ npu-smi info -t health -i 2", "a") == []
+    # a log line that quotes the command is no command line
+    assert reader.read("fix: run `npu-smi info -t health -i 7 -c 0` by hand", "a") == []
+    assert reader.read("Error Code : 80E18402", "a") == [(2, 0x80E18402)]

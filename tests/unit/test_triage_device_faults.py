@@ -132,3 +132,10 @@ def test_only_a_command_line_sets_the_npu_of_what_follows():
     # a log line that quotes the command is no command line
     assert reader.read("fix: run `npu-smi info -t health -i 7 -c 0` by hand", "a") == []
     assert reader.read("Error Code : 80E18402", "a") == [(2, 0x80E18402)]
+
+
+def test_the_fault_managers_event_id_as_huaweis_troubleshooting_page_quotes_it():
+    # the keyword of the HBM ECC case (hiascend troubleshooting_0008), in a device-OS log of device 2
+    line = "[fault_manager] event_id: [0x80E01809]"
+    assert DeviceCodeReader().read(line, "report/hisi_logs/device-2/x.log") == [(2, 0x80E01809)]
+    assert DeviceCodeReader().read(line, "slog/dev-os-3/run/device-os/device-os_1.log") == [(None, 0x80E01809)]

@@ -14,6 +14,60 @@ from engine.severity import Severity
 FAIL_ON_CHOICES = (*(w for w in Severity.words() if w != "ok"), "never")
 PROGRESS_EVERY_S = 0.2
 
+# The report's own words in Chinese (the knowledge base's texts are engine/triage/zh/*.yaml).
+# Keyed by the English; a word missing here is shown in English. Kept here until the program's
+# messages move to gettext catalogues.
+ZH = {
+    "inputs": "个输入",
+    "lines": "行",
+    "events": "个事件",
+    "Device faults": "设备故障",
+    "(the NPUs' own codes, and what to do):": "（NPU 自身上报的故障码及处理办法）：",
+    "No known issue found.": "未发现已知问题。",
+    "No issue named with confidence: only generic codes, consequences or warnings matched.": (
+        "无法确定根因：只匹配到通用错误码、连带后果或告警。"
+    ),
+    "Most likely root line: ": "最可能的根因行：",
+    "severity": "级别",
+    "count": "次数",
+    "issue": "问题",
+    "first seen": "首次出现",
+    "last seen": "最后出现",
+    "cause": "原因",
+    "generic": "通用",
+    "fix": "处理",
+    "seen": "日志",
+    "see": "参考",
+    "critical": "严重",
+    "error": "错误",
+    "warning": "告警",
+    "info": "信息",
+    "Catch-all codes and wrappers around the cause above: ": "上述原因周围的通用错误码和外层报错：",
+    "Consequences of the above (no separate fix): ": "上述问题的连带后果（无需单独处理）：",
+    "Unknown errors": "未知错误",
+    "templates, most frequent first": "类模板，按出现次数排序",
+    "more (--top N, or --json)": "条未显示（--top N，或 --json）",
+    "template": "模板",
+    "kind": "类别",
+    "meaning": "含义",
+    "reported": "报告为",
+    "action": "动作",
+    "match": "匹配",
+    "N/A": "无",
+    "N/A (no description in our table)": "无（本表没有描述）",
+    "known issues": "个已知问题",
+    "codes (ascendctl triage --explain CODE)": "个错误码（ascendctl triage --explain CODE）",
+    "id": "id",
+    "title": "标题",
+    "code": "错误码",
+    "name": "名称",
+}
+
+
+def _w(english: str, lang: str) -> str:
+    """A word of the report in the output language."""
+    return ZH.get(english, english) if lang == "zh" else english
+
 
 def register(app: typer.Typer) -> None:
     app.command(
@@ -55,11 +109,20 @@ def triage(
         None, "--rules-only", metavar="FILE", help="Use the rules of this YAML instead of the bundled database."
     ),
     top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
+    lang: Optional[str] = typer.Option(
+        None,
+        "--lang",
+        metavar="en|zh",
+        help="Write the report in English or Chinese (default: ASCENDCTL_LANG, then LC_ALL, LC_MESSAGES, LANG). "
+        "--json is always English.",
+    ),
 ) -> None:
     from ascendctl.output import get_output
     from engine.errors import BadInput, ProblemsFound
+    from engine.i18n import set_language
 
     out = get_output()
+    set_language(lang)
     from engine.triage.rules import rule_set
 
     rules = rule_set(rules_file, rules_only)
@@ -110,7 +173,7 @@ def triage(
         # warnings were found (then root_line is where to start reading).
         "root_cause": root.id if (root := report.root_cause()) else None,
     }
-    out.emit(data, lambda console: _render(console, report, top))
+    out.emit(data, lambda console: _render(console, report, top, _lang()))
     for note in report.notes:
         out.warn(safe(note))
     if report.unreadable:
@@ -179,34 +242,51 @@ def _scan(out: Any, paths: list[str], rules: Any) -> Any:
         return scan_paths(paths, scanner=scanner, progress=progress)
 
 
-def _render(console: Any, report: Any, top: int) -> None:
+def _lang() -> str:
+    from engine.i18n import language
+
+    return language()
+
+
+def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
     from rich.table import Table
     from rich.text import Text
 
+    if lang != "en":
+        from dataclasses import replace
+
+        from engine.triage.localize import localized_issue
+
+        report = replace(report, issues=[localized_issue(i, lang) for i in report.issues])
+    w = lambda english: _w(english, lang)  # noqa: E731
     inputs = len(report.inputs)
-    console.print(
-        f"[bold]triage[/]: {inputs} input{'s' if inputs != 1 else ''}, {report.lines:,} line"
-        f"{'s' if report.lines != 1 else ''}, "
-        # Warnings and info-level issues are events too: not "error events".
-        f"{report.events:,} event{'s' if report.events != 1 else ''}"
-    )
+    if lang == "zh":
+        console.print(f"[bold]triage[/]：{inputs} 个输入，{report.lines:,} 行，{report.events:,} 个事件")
+    else:
+        console.print(
+            f"[bold]triage[/]: {inputs} input{'s' if inputs != 1 else ''}, {report.lines:,} line"
+            f"{'s' if report.lines != 1 else ''}, "
+            # Warnings and info-level issues are events too: not "error events".
+            f"{report.events:,} event{'s' if report.events != 1 else ''}"
+        )
     faults = report.device_faults()
     if faults:
         # What on-call decides first: which NPU to isolate, reset or leave alone.
-        console.print("[bold]Device faults[/] (the NPUs' own codes, and what to do):")
+        what_to_do = w("(the NPUs' own codes, and what to do):")
+        console.print(f"[bold]{w('Device faults')}[/] {what_to_do}")
         for i in faults:
             times = f"  ({i.count}x)" if i.count > 1 else ""
             console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
         console.print()
     if report.root_cause() is None:
         console.print(
-            "No known issue found."
+            w("No known issue found.")
             if not report.issues
-            else "No issue named with confidence: only generic codes, consequences or warnings matched."
+            else w("No issue named with confidence: only generic codes, consequences or warnings matched.")
         )
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
-            console.print(Text.assemble(("Most likely root line: ", "bold"), plain(report.root_line[:300])))
+            console.print(Text.assemble((w("Most likely root line: "), "bold"), plain(report.root_line[:300])))
     if report.issues:
         if report.root_cause() is None:
             console.print()
@@ -218,14 +298,14 @@ def _render(console: Any, report: Any, top: int) -> None:
             ("first seen", {}),
             ("last seen", {}),
         ):
-            table.add_column(col, **kw)
+            table.add_column(w(col), **kw)
         for i in report.issues:
             table.add_row(
-                Text(i.severity, style=severity_style(i.severity)),
+                Text(w(i.severity), style=severity_style(i.severity)),
                 str(i.count),
                 plain(i.id, style="" if i.names_cause() else "dim"),
-                plain(i.first_seen or "N/A"),
-                plain(i.last_seen or "N/A"),
+                plain(i.first_seen or w("N/A")),
+                plain(i.last_seen or w("N/A")),
             )
         console.print(table)
         # A named cause gets the details; catch-all codes and wrappers beside it only their row
@@ -237,7 +317,7 @@ def _render(console: Any, report: Any, top: int) -> None:
             console.print()
             console.print(
                 Text.assemble(
-                    (f"{i.severity} ", severity_style(i.severity)), plain(i.id, "bold"), plain(f"  {i.title}")
+                    (f"{w(i.severity)} ", severity_style(i.severity)), plain(i.id, "bold"), plain(f"  {i.title}")
                 )
             )
             details = Table.grid(padding=(0, 1))
@@ -245,36 +325,43 @@ def _render(console: Any, report: Any, top: int) -> None:
             details.add_column(overflow="fold")
             # Everything below comes from the log or a rules file: never markup, never raw escapes.
             if i.cause:
-                details.add_row("  cause", plain(i.cause))
+                details.add_row(f"  {w('cause')}", plain(i.cause))
             if i.generic and i.kind != "code":  # a code's cause already says it
-                details.add_row("  generic", plain(i.generic))
+                details.add_row(f"  {w('generic')}", plain(i.generic))
             if i.fix:
-                details.add_row("  fix", plain(i.fix, style="bold"))
-            details.add_row("  seen", plain(i.example[:300], style="dim"))
+                details.add_row(f"  {w('fix')}", plain(i.fix, style="bold"))
+            details.add_row(f"  {w('seen')}", plain(i.example[:300], style="dim"))
             for link in i.links[:2]:
-                details.add_row("  see", plain(link))
+                details.add_row(f"  {w('see')}", plain(link))
             console.print(details)
         generic = [i.id for i in report.issues if named and i.generic and i.kind != "symptom"]
         if generic:
             console.print()
-            console.print(f"[dim]Catch-all codes and wrappers around the cause above: {safe(', '.join(generic))}[/]")
+            console.print(
+                f"[dim]{w('Catch-all codes and wrappers around the cause above: ')}{safe(', '.join(generic))}[/]"
+            )
         symptoms = [i.id for i in report.issues if i.kind == "symptom"]
         if symptoms:
             console.print()
-            console.print(f"[dim]Consequences of the above (no separate fix): {safe(', '.join(symptoms))}[/]")
+            console.print(f"[dim]{w('Consequences of the above (no separate fix): ')}{safe(', '.join(symptoms))}[/]")
     if report.unknown:
         console.print()
-        console.print(
-            f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):"
-        )
+        if lang == "zh":
+            console.print(
+                f"[bold]{w('Unknown errors')}[/]（{len(report.unknown)} {w('templates, most frequent first')}）："
+            )
+        else:
+            console.print(
+                f"[bold]Unknown errors[/] ({len(report.unknown)} template{'s' if len(report.unknown) != 1 else ''}, most frequent first):"
+            )
         table = Table(show_edge=False, header_style="bold", pad_edge=False)
-        table.add_column("count", justify="right")
-        table.add_column("template", overflow="fold")
+        table.add_column(w("count"), justify="right")
+        table.add_column(w("template"), overflow="fold")
         for t in report.unknown[:top]:
             table.add_row(str(t.count), plain(t.template))
         console.print(table)
         if len(report.unknown) > top:
-            console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
+            console.print(f"[dim]… {len(report.unknown) - top} {w('more (--top N, or --json)')}[/]")
 
 
 def _explain(out: Any, what: str, rules: Any) -> None:
@@ -291,18 +378,23 @@ def _explain(out: Any, what: str, rules: Any) -> None:
         named_by = next((r.id for r in rules if code in r.codes), None if code == info.code else code)
 
         def render(console: Any) -> None:
+            from engine.triage.localize import localized_code
+
+            lang = _lang()
+            loc = localized_code(info, lang)
+            label = _labels(lang, ("kind", "meaning", "severity", "generic", "fix", "reported"))
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
             console.print(
-                plain(f"  kind:     {info.kind}  ({info.family})" if info.family else f"  kind:     {info.kind}")
+                plain(f"{label['kind']}{info.kind}  ({loc.family})" if loc.family else f"{label['kind']}{info.kind}")
             )
-            console.print(Text("  meaning:  ") + plain(info.meaning or "N/A"))
-            console.print(Text("  severity: ") + plain(info.severity, style=severity_style(info.severity)))
-            if info.generic:
-                console.print(Text("  generic:  ") + plain(info.generic))
-            if info.fix:
-                console.print(Text("  fix:      ") + plain(info.fix, style="bold"))
+            console.print(Text(label["meaning"]) + plain(loc.meaning or _w("N/A", lang)))
+            console.print(Text(label["severity"]) + plain(_w(info.severity, lang), style=severity_style(info.severity)))
+            if loc.generic:
+                console.print(Text(label["generic"]) + plain(loc.generic))
+            if loc.fix:
+                console.print(Text(label["fix"]) + plain(loc.fix, style="bold"))
             if named_by:
-                console.print(Text("  reported: ") + plain(f"as {named_by} (ascendctl triage --explain {named_by})"))
+                console.print(Text(label["reported"]) + plain(f"as {named_by} (ascendctl triage --explain {named_by})"))
 
         out.emit({"code": info, "reported_as": named_by}, render)
         return
@@ -327,19 +419,38 @@ def _explain(out: Any, what: str, rules: Any) -> None:
             }
 
             def render_rule(console: Any) -> None:
+                from engine.triage.localize import localized_issue
+                from engine.triage.model import IssueSummary
+
+                lang = _lang()
+                label = _labels(lang, ("cause", "fix", "match", "see"))
+                shown = IssueSummary(
+                    rule.id,
+                    rule.title,
+                    rule.severity,
+                    0,
+                    None,
+                    None,
+                    rule.cause,
+                    rule.fix,
+                    rule.links,
+                    "",
+                    generic=rule.generic,
+                )
+                shown = localized_issue(shown, lang)  # an operator's own rule of that id stays as written
                 console.print(
                     Text.assemble(
                         plain(rule.id, "bold"),
-                        plain(f"  {rule.title}  "),
-                        plain(rule.severity, severity_style(rule.severity)),
+                        plain(f"  {shown.title}  "),
+                        plain(_w(rule.severity, lang), severity_style(rule.severity)),
                     )
                 )
-                console.print(Text("  cause: ") + plain(rule.cause))
-                console.print(Text("  fix:   ") + plain(rule.fix, style="bold"))
+                console.print(Text(label["cause"]) + plain(shown.cause))
+                console.print(Text(label["fix"]) + plain(shown.fix, style="bold"))
                 for p in rule.patterns:
-                    console.print(Text("  match: ") + plain(p, style="dim"))
+                    console.print(Text(label["match"]) + plain(p, style="dim"))
                 for link in rule.links:
-                    console.print(Text("  see:   ") + plain(link))
+                    console.print(Text(label["see"]) + plain(link))
 
             out.emit(data, render_rule)
             return
@@ -364,15 +475,32 @@ def _explain_device_code(out: Any, what: str) -> bool:
     fault = device_fault(what)
 
     def render(console: Any) -> None:
-        console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {fault.name}" if fault.name else "")))
-        console.print(Text("  action:   ") + plain(f"{fault.action} ({fault.verb}): {fault.means}"))
-        console.print(Text("  meaning:  ") + plain(fault.meaning or "N/A (no description in our table)"))
-        console.print(Text("  fix:      ") + plain(fault.todo, style="bold"))
+        from engine.triage.localize import localized_fault, verb_text
+
+        lang = _lang()
+        texts = localized_fault(fault, lang)
+        label = _labels(lang, ("action", "meaning", "fix", "see"))
+        console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {texts['name']}" if texts["name"] else "")))
+        console.print(
+            Text(label["action"]) + plain(f"{fault.action} ({verb_text(fault.verb, lang)}): {texts['means']}")
+        )
+        console.print(Text(label["meaning"]) + plain(texts["meaning"] or _w("N/A (no description in our table)", lang)))
+        console.print(Text(label["fix"]) + plain(texts["todo"], style="bold"))
         if fault.source:
-            console.print(Text("  see:      ") + plain(fault.source))
+            console.print(Text(label["see"]) + plain(fault.source))
 
     out.emit({"device_fault": fault, "means": fault.means, "todo": fault.todo}, render)
     return True
+
+
+def _labels(lang: str, keys: tuple[str, ...]) -> dict[str, str]:
+    """ "  meaning:  ": the words of an --explain answer, padded to one column (Chinese characters
+    count two columns)."""
+    from rich.cells import cell_len
+
+    words = {k: _w(k, lang) + ("：" if lang == "zh" else ":") for k in keys}
+    width = max(cell_len(v) for v in words.values()) + 1
+    return {k: "  " + v + " " * (width - cell_len(v)) for k, v in words.items()}
 
 
 def _list(out: Any, rules: Any) -> None:

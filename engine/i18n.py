@@ -80,3 +80,84 @@ def pick(entry: Any, key: str, english: str) -> str:
         if isinstance(text, str) and text.strip():
             return " ".join(text.split())
     return english
+
+
+# -- the program's own messages: gettext catalogues -----------------------------------------------
+#
+# Errors, fixes, doctor's rows, serve's phases and the dashboard's labels are marked in the source
+# with `_()` (translated where they are made) or `N_()` (a constant translated where it is shown),
+# extracted with Babel into engine/locale/ascendctl.pot and translated in
+# engine/locale/zh_CN/LC_MESSAGES/ascendctl.po; the compiled .mo beside it ships in the package and
+# is read with the standard library's gettext, once, on the first Chinese message. An English run,
+# and every `--json` run (machine_output), reads no catalogue at all. docs/README.md says how to
+# update them (pybabel extract / update / compile).
+
+DOMAIN = "ascendctl"
+_LOCALES = {"zh": "zh_CN"}  # our language -> the catalogue's folder under engine/locale/
+
+_machine = False  # --json: what we write is read by a program, so it stays English
+_catalogues: dict[str, Any] = {}
+loads = 0  # catalogues read in this process (tests check that English and --json read none)
+
+
+def set_machine_output(on: bool) -> None:
+    """`--json`: messages stay English whatever the language (a script greps them)."""
+    global _machine
+    _machine = on
+
+
+def message_language() -> str:
+    """The language of the program's messages: language(), except English under --json."""
+    return DEFAULT if _machine else language()
+
+
+def locale_dir() -> str:
+    import os.path
+
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "locale")
+
+
+def _translations(lang: str) -> Any:
+    global loads
+    found = _catalogues.get(lang)
+    if found is None:
+        import gettext
+
+        loads += 1
+        found = gettext.translation(DOMAIN, locale_dir(), languages=[_LOCALES[lang]], fallback=True)
+        _catalogues[lang] = found
+    return found
+
+
+def _(message: str) -> str:
+    """`message` in the messages' language; the English itself when it has no translation.
+    Placeholders are named and filled after: _("cannot read {path}").format(path=p)."""
+    lang = message_language()
+    if lang == DEFAULT or not message:
+        return message
+    return _translations(lang).gettext(message)
+
+
+def N_(message: str) -> str:
+    """Marks a constant for the catalogue without translating it (a table of labels, a check's
+    title): the code that shows it calls _() on it then."""
+    return message
+
+
+def extract_yaml(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[str, str]) -> Any:
+    """A Babel extraction method for the texts a person reads in our YAML data (serve's phase
+    labels): the values of the keys that babel.cfg names (`keys = label`), one message each.
+    The code that shows such a value translates it with _()."""
+    import re
+
+    import yaml
+
+    keys = [k.strip() for k in options.get("keys", "").split(",") if k.strip()]
+    line = re.compile(r"^\s*(?:-\s+)?(" + "|".join(map(re.escape, keys)) + r"):\s*(\S.*)$")
+    for lineno, raw in enumerate(fileobj.read().decode("utf-8").splitlines(), 1):
+        found = line.match(raw)
+        if found is None:
+            continue
+        value = yaml.safe_load(found.group(2))
+        if isinstance(value, str) and value.strip():
+            yield lineno, "", value, []

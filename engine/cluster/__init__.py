@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 from engine.errors import Unreachable
+from engine.i18n import _
 
 ROOT_ENV = "ASCENDCTL_CLUSTER_ROOT"
 # Joining the cluster: Ray's own client retries an unreachable head for ever (a warning every 5 s).
@@ -99,8 +100,8 @@ def run_cluster(address: str | None = None, timeout: float = 300.0) -> list[dict
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError as exc:
         raise Unreachable(
-            "--cluster needs Ray, which is not installed",
-            "pip install 'ascendctl[cluster]' (the same Ray version as the cluster's)",
+            _("--cluster needs Ray, which is not installed"),
+            _("pip install 'ascendctl[cluster]' (the same Ray version as the cluster's)"),
         ) from exc
     import logging
 

@@ -24,6 +24,7 @@ from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.i18n import N_, _
 from engine.system import paths
 from engine.system.devnodes import visible_devices
 from engine.system.runner import CommandResult
@@ -131,7 +132,7 @@ def _wants_container(ctx: Context) -> bool:
     return section is not None and getattr(section, "enabled", True) is not False
 
 
-@check("container.runtime", "container", "Container runtime (docker, podman, nerdctl) present and answering")
+@check("container.runtime", "container", N_("Container runtime (docker, podman, nerdctl) present and answering"))
 def check_runtime(ctx: Context) -> Outcome:
     p = _probe(ctx)
     if p.runtime is None:
@@ -142,11 +143,13 @@ def check_runtime(ctx: Context) -> Outcome:
                 "the profile serves in a container, but no container runtime is installed (docker, podman, nerdctl)",
                 "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container",
             )
-        return skip("no container runtime installed (docker, podman, nerdctl): engines run on the host")
+        return skip(_("no container runtime installed (docker, podman, nerdctl): engines run on the host"))
     if not p.asked:
         return ok(
-            f"{p.runtime.name} installed ({p.runtime.path}); not asked, since no profile here serves in a container "
-            "(doctor --profile P with a container: section asks it)"
+            _(
+                "{runtime} installed ({path}); not asked, since no profile here serves in a container "
+                "(doctor --profile P with a container: section asks it)"
+            ).format(runtime=p.runtime.name, path=p.runtime.path)
         )
     if p.cause:
         # Docker installed with its daemon stopped stops nobody who serves on the host.
@@ -183,7 +186,7 @@ def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]
     return (runtimes if isinstance(runtimes, dict) else {}), data.get("default-runtime"), None
 
 
-@check("container.ascend_runtime", "container", "Ascend Docker Runtime installed and registered with Docker")
+@check("container.ascend_runtime", "container", N_("Ascend Docker Runtime installed and registered with Docker"))
 def check_ascend_runtime(ctx: Context) -> Outcome:
     if ctx.platform != "ascend":
         return skip("no NPU: Ascend Docker Runtime is for Ascend hosts")
@@ -193,7 +196,7 @@ def check_ascend_runtime(ctx: Context) -> Outcome:
     needed = _wanted(ctx, "devices") == "ascend-runtime"
     fail = error if needed else warn
     if p.runtime is None and not needed:
-        return skip("no container runtime installed: engines run on the host")
+        return skip(_("no container runtime installed: engines run on the host"))
     if p.runtime is not None and p.runtime.name == "podman":
         if needed:
             return error(
@@ -327,11 +330,11 @@ def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     return "ok", f"{what} pairs with driver {driver}", ""
 
 
-@check("container.image", "container", "The engine image present, built for this chip and this host's driver")
+@check("container.image", "container", N_("The engine image present, built for this chip and this host's driver"))
 def check_image(ctx: Context) -> Outcome:
     p = _probe(ctx)
     if p.runtime is None or p.cause:
-        return skip("no usable container runtime (see container.runtime)")
+        return skip(_("no usable container runtime (see container.runtime)"))
     if not p.asked:
         return skip("no profile here serves in a container: images not listed")
     wanted = _wanted(ctx, "image")
@@ -376,10 +379,10 @@ def _size_option(options: str) -> int | None:
     return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
 
-@check("container.shm", "container", "/dev/shm large enough for the engine's workers (inside a container)")
+@check("container.shm", "container", N_("/dev/shm large enough for the engine's workers (inside a container)"))
 def check_shm(ctx: Context) -> Outcome:
     if not ctx.container:
-        return skip("not in a container: /dev/shm is the host's")
+        return skip(_("not in a container: /dev/shm is the host's"))
     mounts = paths.read_text(ctx.host, "/proc/mounts")
     if mounts is None:
         return skip("/proc/mounts not recorded")
@@ -395,13 +398,15 @@ def check_shm(ctx: Context) -> Outcome:
             f"/dev/shm is {size / (1 << 20):.0f} MiB (docker's default is 64 MiB); the engine's workers need more",
             f"start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)",
         )
-    return ok(f"/dev/shm is {size / (1 << 30):.1f} GiB")
+    return ok(_("/dev/shm is {size:.1f} GiB").format(size=size / (1 << 30)))
 
 
-@check("container.npus", "container", "Inside a container: the NPUs it owns, and ASCEND_RT_VISIBLE_DEVICES within them")
+@check(
+    "container.npus", "container", N_("Inside a container: the NPUs it owns, and ASCEND_RT_VISIBLE_DEVICES within them")
+)
 def check_owned_npus(ctx: Context) -> Outcome:
     if not ctx.container:
-        return skip("not in a container")
+        return skip(_("not in a container"))
     if ctx.platform != "ascend":
         return skip("no NPU in this container")
     env = ctx.host.env
@@ -443,4 +448,4 @@ def check_owned_npus(ctx: Context) -> Outcome:
                 f"({source}): inside it they are numbered 0-{count - 1}",
                 f"set ASCEND_RT_VISIBLE_DEVICES to ids from 0 to {count - 1}, or unset it",
             )
-    return ok(f"the container owns {count} NPU(s) ({source})")
+    return ok(_("the container owns {count} NPU(s) ({source})").format(count=count, source=source))

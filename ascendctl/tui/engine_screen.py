@@ -14,11 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from ascendctl.style import clean, num, severity_style
-from ascendctl.tui import render
+from ascendctl.tui import render, translate_bindings
 from ascendctl.tui.chart import ChartPanel
 from ascendctl.tui.diagnostics import DiagnosticsTable
 from ascendctl.tui.engines import engine_key
 from ascendctl.tui.panel import TextPanel
+from engine.i18n import N_, _
 from engine.runs import RunInfo, load_run
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
@@ -30,8 +31,8 @@ NO_RUN = "no profile (engine not started by ascendctl serve)"
 
 class EngineScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "back"),
-        Binding("m", "next_mark", "previous marked line"),
+        Binding("escape,q", "app.pop_screen", N_("back")),
+        Binding("m", "next_mark", N_("previous marked line")),
     ]
 
     def __init__(
@@ -40,6 +41,7 @@ class EngineScreen(Screen[None]):
         """`history`: the app's, drawn as this engine's charts; without one, the snapshot's own
         sparklines (the last polls) stand in."""
         super().__init__()
+        translate_bindings(self)
         self.history, self.window = history, window
         self.key = engine_key(engine)
         self.engine = engine  # the last view of it: kept on screen when it disappears
@@ -87,7 +89,7 @@ class EngineScreen(Screen[None]):
             self.run = load_run(self.run_dir)[0] or self.run  # its phase and restarts move
         e = self.engine
         self.query_one("#engine-header", TextPanel).update(self._header())
-        figures = [Text("Figures", style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
+        figures = [Text(_("Figures"), style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
         self.query_one("#engine-figures", TextPanel).update(Text("\n").join(figures))
         if self.history is not None:
             self.query_one(ChartPanel).changed()

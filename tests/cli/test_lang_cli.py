@@ -97,3 +97,32 @@ def test_json_is_the_same_in_both_languages(capsys, monkeypatch, host):
     english = doctor_json("C.UTF-8")
     assert english == doctor_json("zh_CN.UTF-8")
     assert english["headline"].startswith("Ascend NPU host")
+
+
+def test_serve_explains_a_crash_in_chinese(capsys, monkeypatch, tmp_path, zh_locale):
+    """serve's diagnosis under LANG=zh_CN.UTF-8, with the stand-in engine that replays a recorded
+    vLLM crash (tests/cli/test_serve.py drives it the same way in English)."""
+    import dataclasses
+
+    import ascendctl.profile_args as profile_args
+    from helpers import SAMPLES, fake_engine_argv, fake_tiny_model, free_port
+
+    from engine.demo.ensure import model_dir
+
+    fake_tiny_model(model_dir())
+    real_resolve = profile_args.resolve
+    port = free_port()
+
+    def resolve(profile, model, sets):
+        prof, spec, version = real_resolve(profile, model, [*sets, f"server.port={port}"])
+        argv = fake_engine_argv(SAMPLES / "fail_kv_too_small.log", port, tmp_path / "pids.json", "--exit", "1")
+        return prof, dataclasses.replace(spec, argv=argv), version
+
+    monkeypatch.setattr(profile_args, "resolve", resolve)
+    code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "错误: 引擎在就绪前退出（exit code 1）" in err
+    assert "原因: ValueError: No available memory for the cache blocks" in err  # the log's line, quoted as it is
+    assert "已知问题" in err and "修复:" in err
+    assert "完整日志：" in err and "engine.log" in err

@@ -104,9 +104,9 @@ def test_serve_explains_a_crash_in_chinese(capsys, monkeypatch, tmp_path, zh_loc
     vLLM crash (tests/cli/test_serve.py drives it the same way in English)."""
     import dataclasses
 
-    import ascendctl.profile_args as profile_args
     from helpers import SAMPLES, fake_engine_argv, fake_tiny_model, free_port
 
+    import ascendctl.profile_args as profile_args
     from engine.demo.ensure import model_dir
 
     fake_tiny_model(model_dir())

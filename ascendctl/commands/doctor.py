@@ -175,9 +175,10 @@ def _write_env(out: Any, path: str, root: str | None, prof: Any, profile: str | 
             f.write(text)
     except OSError as exc:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}", "give --write-env a path in a writable folder")
+    said = f"wrote {path}: {count} variable(s) for this {report.platform} host; source it before serving: . {path}"
     out.emit(
         {"written": path, "exported": count, "platform": report.platform},
-        text=f"wrote {path}: {count} variable(s) for this {report.platform} host; source it before serving: . {path}",
+        lambda c: c.print(clean(said), markup=False, highlight=False, soft_wrap=True),
     )
 
 

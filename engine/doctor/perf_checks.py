@@ -33,6 +33,16 @@ MAX_PROCS = 4096  # /proc entries looked at for the engine's processes
 MAX_TASKS = 256  # threads of one engine process whose binding is read
 
 
+# Checks whose value is one variable of the environment: `doctor --compare` shows the variable.
+VARIABLE_CHECKS = (
+    "perf.task_queue",
+    "perf.hccl_expansion",
+    "perf.cpu_affinity",
+    "perf.npu_alloc",
+    "perf.launch_blocking",
+)
+
+
 @lru_cache(maxsize=None)
 def spec() -> dict[str, dict[str, Any]]:
     from engine.data import load_yaml

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from engine.doctor.checks import check
@@ -30,7 +31,7 @@ OSRELEASE = "/proc/sys/kernel/osrelease"
 CPU_ONLINE = "/sys/devices/system/cpu/online"
 ALLOCATORS = ("libjemalloc", "libtcmalloc")
 MAX_PROCS = 4096  # /proc entries looked at for the engine's processes
-MAX_TASKS = 256  # threads of one engine process whose binding is read
+MAX_TASKS = 64  # threads of one engine process whose binding is read
 
 
 # Checks whose value is one variable of the environment: `doctor --compare` shows the variable.
@@ -229,7 +230,29 @@ def check_kernel(ctx: Context) -> Outcome:
 
 
 def engine_pids(ctx: Context) -> list[int]:
-    """The running vLLM processes (API server, engine core, workers), from /proc."""
+    """The running vLLM processes (API server, engine core, workers), from /proc; read once."""
+    if "perf_engine_pids" not in ctx.__dict__:
+        ctx.__dict__["perf_engine_pids"] = _scan_engine_pids(ctx)
+    return ctx.__dict__["perf_engine_pids"]
+
+
+def _proc(ctx: Context, path: str, limit: int = 4096) -> str | None:
+    """A /proc file of this machine read plainly (hundreds of them per run: the host layer's
+    checks, made for untrusted recorded trees, cost more); a recorded tree's through the host."""
+    if ctx.host.root == Path("/"):
+        try:
+            with open(path, "rb") as f:
+                return f.read(limit).decode("utf-8", "replace")
+        except OSError:
+            return None
+    return ctx.host.read_text(path)
+
+
+def _cmdline(ctx: Context, pid: str) -> str | None:
+    return _proc(ctx, f"/proc/{pid}/cmdline")
+
+
+def _scan_engine_pids(ctx: Context) -> list[int]:
     proc = ctx.host.path("/proc")
     pids: list[int] = []
     try:
@@ -237,8 +260,8 @@ def engine_pids(ctx: Context) -> list[int]:
     except OSError:
         return []
     for name in entries:
-        cmd = ctx.host.read_text(f"/proc/{name}/cmdline")
-        if not cmd:
+        cmd = _cmdline(ctx, name)
+        if not cmd or "vllm" not in cmd.lower():
             continue
         words = [w for w in cmd.split("\0") if w]
         first = words[0].rsplit("/", 1)[-1] if words else ""
@@ -253,6 +276,15 @@ def engine_pids(ctx: Context) -> list[int]:
 
 
 def _allowed(ctx: Context, status_path: str) -> list[int] | None:
+    """The cores a task may run on: on this machine asked of the kernel (a system call, no file),
+    in a recorded tree from the `Cpus_allowed_list:` line of its status file."""
+    if ctx.host.root == Path("/"):
+        import os
+
+        try:
+            return sorted(os.sched_getaffinity(int(status_path.split("/")[-2])))
+        except (OSError, ValueError):
+            return None
     text = ctx.host.read_text(status_path) or ""
     m = re.search(r"^Cpus_allowed_list:\s*(\S+)", text, re.M)
     return expand_cpus(m.group(1)) if m else None
@@ -264,7 +296,7 @@ def check_allocator(ctx: Context) -> Outcome:
     if (out := _applies(ctx, cid)) is not None:
         return out
     for pid in engine_pids(ctx)[:1]:  # a running engine: what it actually mapped
-        maps = ctx.host.read_text(f"/proc/{pid}/maps")
+        maps = _proc(ctx, f"/proc/{pid}/maps", 16 * 2**20)
         if maps is not None:
             libs = sorted({m.group(0) for m in re.finditer(r"lib(?:jemalloc|tcmalloc)[\w.]*\.so[\d.]*", maps)})
             return _judge(
@@ -314,10 +346,10 @@ def check_cpu_binding(ctx: Context) -> Outcome:
     bound: list[str] = []
     for pid in pids:
         try:
-            tasks = sorted(ctx.host.path(f"/proc/{pid}/task").iterdir(), key=lambda p: p.name)[:MAX_TASKS]
-        except OSError:
+            tasks = sorted((t.name for t in ctx.host.path(f"/proc/{pid}/task").iterdir()), key=int)[:MAX_TASKS]
+        except (OSError, ValueError):
             tasks = []
-        lists = [_allowed(ctx, f"/proc/{pid}/task/{t.name}/status") for t in tasks]
+        lists = [_allowed(ctx, f"/proc/{pid}/task/{t}/status") for t in tasks]
         lists = lists or [_allowed(ctx, f"/proc/{pid}/status")]
         narrow = [cpus for cpus in lists if cpus is not None and set(cpus) < set(online)]
         if narrow:

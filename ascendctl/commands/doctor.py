@@ -15,7 +15,9 @@ def register(app: typer.Typer) -> None:
         help=(
             "Is this machine able to serve? Checks the CANN toolkit and driver (and their pairing), "
             "firmware, set_env.sh, LD_LIBRARY_PATH order, Python and the engine packages against the "
-            "compatibility matrix, device nodes, npu-smi health and HBM, glibc, disk and the serving port. "
+            "compatibility matrix, device nodes, npu-smi health and HBM, glibc, disk and the serving port; "
+            "and how fast it can serve (the perf group: CPU governor, huge pages, swap, NUMA balancing, allocator, "
+            "CPU binding, the Ascend throughput variables; advice that leaves the verdict alone unless run alone). "
             "Exit 0 when clean or warnings only, 1 on errors (--strict: on warnings too), 3 when nothing "
             "can be probed."
         ),

@@ -34,7 +34,8 @@ HCCN_CONF = "/etc/hccn.conf"
 MACHINE_ID = "/etc/machine-id"
 # Variables whose value differs on every node by design (each node's own address and port).
 PER_NODE = re.compile(
-    r"^(HCCL_IF_IP|HCCL_IF_BASE_PORT|MASTER_ADDR|VLLM_HOST_IP|POD_IP|HOSTNAME|ASCEND_RT_VISIBLE_DEVICES)$"
+    r"^(HCCL_IF_IP|HCCL_IF_BASE_PORT|MASTER_ADDR|VLLM_HOST_IP|POD_IP|HOSTNAME|"
+    r"ASCEND_RT_VISIBLE_DEVICES|ASCEND_VISIBLE_DEVICES|ASCEND_GLOBAL_VISIBLE_DEVICES)$"
 )
 COSMETIC_ENV = re.compile(r"(_IFNAME$|^PATH$|^PYTHON|PROXY$|^HF_|^HOME$|^TRANSFORMERS_|^ASCENDCTL_)", re.I)
 BREAKING_ENV = re.compile(r"^(HCCL_|HCCN_|VLLM_|LCCL_|ATB_)")
@@ -167,6 +168,8 @@ def _items(snap: Mapping[str, Any]) -> dict[str, tuple[str, str | None]]:
             continue
         out[f"package {name}"] = ("breaks" if ENGINE_PACKAGES.match(name) else "cosmetic", version)
     for name, value in (snap.get("env") or {}).items():
+        if PER_NODE.match(name):  # a report written by a doctor that kept it
+            continue
         kind = "breaks" if BREAKING_ENV.match(name) else "slows" if SLOWING_ENV.match(name) else "cosmetic"
         if COSMETIC_ENV.search(name) and not BREAKING_ENV.match(name):
             kind = "cosmetic"
@@ -206,6 +209,9 @@ def _fix(label: str) -> str:
     return FIXES.get(head, FIXES["env"])
 
 
+LONG = 48  # a longer value (LD_LIBRARY_PATH) is shown by its start and a digest of the whole
+
+
 def _shown(label: str, values: dict[str, str | None]) -> dict[str, str | None]:
     """Masked values as `**** #N`: the same number for the same value, never the value."""
     order: dict[str, int] = {}
@@ -214,8 +220,10 @@ def _shown(label: str, values: dict[str, str | None]) -> dict[str, str | None]:
         if v is not None and v.startswith("masked:"):
             order.setdefault(v, len(order) + 1)
             out[host] = f"**** #{order[v]}"
+        elif v is not None and len(v) > LONG:
+            out[host] = f"{v[:32]}... (sha256 {hashlib.sha256(v.encode()).hexdigest()[:8]})"
         else:
-            out[host] = v
+            out[host] = '""' if v == "" else v
     return out
 
 

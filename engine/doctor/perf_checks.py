@@ -447,10 +447,11 @@ def env_file(platform: str, host: Any, profile: Any = None, profile_name: str | 
 
     from engine.redact import is_secret_name
 
+    where = {"ascend": "an Ascend NPU host", "cpu": "a CPU engine host", "cuda": "a CUDA host"}.get(platform, platform)
     lines = [
         "# Written by `ascendctl doctor --write-env`"
         + (f" for profile {profile_name}" if profile_name else "")
-        + f" on a {'Ascend NPU' if platform == 'ascend' else platform.upper() + ' engine' if platform == 'cpu' else platform} host.",
+        + f" on {where}.",
         "# Source it before starting the engine: . THIS_FILE",
         "",
     ]
@@ -495,6 +496,14 @@ def env_file(platform: str, host: Any, profile: Any = None, profile_name: str | 
             continue
         lines += [why, f"export {name}={shlex.quote(str(s['recommended']))}", ""]
         exported += 1
+    blocking = host.env.get("ASCEND_LAUNCH_BLOCKING")
+    if platform == "ascend" and blocking not in (None, "", "0") and "ASCEND_LAUNCH_BLOCKING" not in wanted:
+        s = spec()["perf.launch_blocking"]
+        lines += [
+            f"# perf.launch_blocking: {s['effect']} ({s['level']}: {s['source']})",
+            "unset ASCEND_LAUNCH_BLOCKING",
+            "",
+        ]
     for name, value in sorted(wanted.items()):
         if is_secret_name(name):
             lines += [

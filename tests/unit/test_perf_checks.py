@@ -167,6 +167,7 @@ def test_write_env_exports_what_the_host_lacks_with_why(capsys, tmp_path):
         if line.startswith("export "):
             assert lines[i - 1].startswith("#"), line  # every variable says why
     assert "sudo apt install libjemalloc2" in text
+    assert "\nunset ASCEND_LAUNCH_BLOCKING\n" in text  # set on that host: it switches the task queue off
     # the tuned host has jemalloc installed: its path is preloaded
     run(capsys, "doctor", "--root", str(TUNED), "--write-env", str(path))
     assert _sourced(path, "LD_PRELOAD")["LD_PRELOAD"] == "/usr/lib64/libjemalloc.so.2"

@@ -20,6 +20,7 @@ from typing import Any
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, Status, ok, skip, warn
+from engine.system.host import Host
 
 GOVERNOR = "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor"
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -236,20 +237,34 @@ def engine_pids(ctx: Context) -> list[int]:
     return ctx.__dict__["perf_engine_pids"]
 
 
+def _plain(ctx: Context) -> bool:
+    """This machine, read by doctor itself: /proc files are read plainly (hundreds of them per
+    run: the host layer's checks, made for untrusted recorded trees, cost more). A bundle's
+    recording host sees what it reads, so that the archive replays."""
+    return type(ctx.host) is Host and ctx.host.root == Path("/")
+
+
 def _proc(ctx: Context, path: str, limit: int = 4096) -> str | None:
-    """A /proc file of this machine read plainly (hundreds of them per run: the host layer's
-    checks, made for untrusted recorded trees, cost more); a recorded tree's through the host."""
-    if ctx.host.root == Path("/"):
-        try:
-            with open(path, "rb") as f:
-                return f.read(limit).decode("utf-8", "replace")
-        except OSError:
-            return None
+    if _plain(ctx):
+        return _read_plainly(path, limit)
     return ctx.host.read_text(path)
 
 
+def _read_plainly(path: str, limit: int) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
 def _cmdline(ctx: Context, pid: str) -> str | None:
-    return _proc(ctx, f"/proc/{pid}/cmdline")
+    """Every process's command line is looked at, and none is noted by a bundle: only the
+    engine's processes are (other programs' arguments may hold secrets)."""
+    if ctx.host.root == Path("/"):
+        return _read_plainly(f"/proc/{pid}/cmdline", 4096)
+    unseen = ctx.host if type(ctx.host) is Host else Host(root=ctx.host.root, env={})  # the tree, unrecorded
+    return unseen.read_text(f"/proc/{pid}/cmdline")
 
 
 def _scan_engine_pids(ctx: Context) -> list[int]:
@@ -263,7 +278,7 @@ def _scan_engine_pids(ctx: Context) -> list[int]:
         cmd = _cmdline(ctx, name)
         if not cmd or "vllm" not in cmd.lower():
             continue
-        words = [w for w in cmd.split("\0") if w]
+        words = [w for w in re.split(r"[\0\n]", cmd) if w]  # a bundle stores one word a line
         first = words[0].rsplit("/", 1)[-1] if words else ""
         if (
             first.startswith("VLLM::")
@@ -272,13 +287,15 @@ def _scan_engine_pids(ctx: Context) -> list[int]:
             or any(w.startswith("vllm.entrypoints") for w in words[1:3])
         ):
             pids.append(int(name))
+            if not _plain(ctx):
+                ctx.host.read_text(f"/proc/{name}/cmdline")  # a bundle keeps this one
     return sorted(pids)
 
 
 def _allowed(ctx: Context, status_path: str) -> list[int] | None:
     """The cores a task may run on: on this machine asked of the kernel (a system call, no file),
     in a recorded tree from the `Cpus_allowed_list:` line of its status file."""
-    if ctx.host.root == Path("/"):
+    if _plain(ctx):
         import os
 
         try:

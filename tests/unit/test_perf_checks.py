@@ -197,3 +197,22 @@ def test_write_env_json_and_an_unwritable_path(capsys, tmp_path):
     assert code == 0 and json.loads(out)["platform"] == "cpu"
     code, _, err = run(capsys, "doctor", "--root", str(TUNED), "--write-env", str(tmp_path / "no" / "such" / "e.sh"))
     assert code == 2 and "cannot write" in err
+
+
+def test_a_bundle_keeps_what_the_perf_group_read_and_no_other_process(capsys, tmp_path):
+    root = tmp_path / "h"
+    shutil.copytree(TUNED, root, symlinks=True)
+    other = root / "proc/777"
+    other.mkdir()
+    (other / "cmdline").write_text("mysqld\0--password=hunter2\0")  # not an engine: none of our business
+    bundle = tmp_path / "b.tar.gz"
+    code, _, err = run(capsys, "bundle", "--root", str(root), "-o", str(bundle))
+    assert code == 0, err
+    import tarfile
+
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("proc/4242/cmdline") for n in names) and not any("proc/777" in n for n in names)
+    got = rows(bundle)
+    assert got["perf.cpu_binding"].status is Status.OK and "4242" in got["perf.cpu_binding"].summary
+    assert got["perf.allocator"].summary == "the running engine (pid 4242) uses libjemalloc.so.2"

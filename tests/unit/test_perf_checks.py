@@ -133,7 +133,6 @@ def test_this_host_through_the_real_probes():
     governor = _first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     assert (got["perf.governor"].status is Status.SKIP) == (governor is None)
     assert not [c for c in report.checks if c.status is Status.ERROR]
-    assert report.facts["elapsed_s"] < 0.2
 
 
 # -- doctor --write-env --------------------------------------------------------------------------

@@ -142,8 +142,8 @@ def test_the_whole_package_list_is_compared(capsys, tmp_path):
     _packages(b, triton_ascend="3.2.1")  # an engine package: the group can break
     code, out, _ = run(capsys, "doctor", "--json", "--compare", str(a), str(b))
     row = next(c for c in json.loads(out)["checks"] if c["id"] == "drift.package_triton_ascend")
-    assert code == 1 and row["status"] == "error" and "node1 3.2.1 (the others: 3.2.0)" not in row["summary"]
-    assert "triton_ascend differs" in row["summary"]
+    assert code == 1 and row["status"] == "error"
+    assert row["summary"] == "[breaks] package triton_ascend differs: node0 3.2.0; node1 3.2.1"
 
 
 def test_full_hash_sees_a_change_inside_a_tensor(capsys, tmp_path):
@@ -176,3 +176,17 @@ def test_cosmetic_differences_exit_0(capsys, tmp_path):
     row = next(c for c in data["checks"] if c["id"] == "drift.kernel")
     assert code == 0 and row["status"] == "warning" and "1 cosmetic difference(s)" in data["headline"]
     assert run(capsys, "doctor", "--compare", str(a), str(b), "--strict")[0] == 1
+
+
+def test_hccn_conf_settings_drift_and_its_addresses_do_not(capsys, tmp_path):
+    a, b = node(tmp_path, 0), node(tmp_path, 1)
+    conf = (b / "etc/hccn.conf").read_text().replace("address_0=192.168.0.8", "address_0=192.168.0.9")
+    (b / "etc/hccn.conf").write_text(conf)  # each node has its own addresses: not a difference
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", str(a), str(b))
+    assert code == 0 and not [c for c in json.loads(out)["checks"] if c["category"] == "drift"]
+    (b / "etc/hccn.conf").write_text(conf.replace("netmask_3=255.255.255.0", "netmask_3=255.255.0.0"))
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", str(a), str(b))
+    row = next(c for c in json.loads(out)["checks"] if c["id"] == "drift.hccn.conf_netmask_3")
+    assert code == 1 and row["status"] == "error" and "hccn_tool" in row["fix"]
+    # two nodes, no majority: both values are named
+    assert row["summary"] == "[breaks] hccn.conf netmask_3 differs: node0 255.255.255.0; node1 255.255.0.0"

@@ -595,6 +595,8 @@ class _Builder:
                         raise PermissionError(
                             13, "Permission denied" if not os.access(local, os.R_OK) else "unreadable"
                         )
+                    if machine.startswith("/proc/") and machine.endswith("/cmdline"):
+                        raw = raw.replace(b"\0", b"\n")  # NUL-separated words: text, one word a line
                     if b"\0" not in raw[:8192]:
                         data = self.text(raw.decode("utf-8", "surrogateescape"))
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from engine.triage.codes import CodeInfo, find_codes
 from engine.triage.formats import ERROR_LEVELS, Parsed, Stamp, parse_line
 from engine.triage.matcher import RuleIndex
 from engine.triage.miner import TemplateMiner
-from engine.triage.model import IssueSummary, TriageReport, severity_rank
+from engine.triage.model import Candidate, IssueSummary, TriageReport, severity_rank
 from engine.triage.rules import Rule, load_rules
 
 MAX_OPEN_EVENTS = 256
@@ -83,6 +83,9 @@ class _Hit:
     explains: tuple[str, ...] = ()
     generic: str = ""
     seq: int = 0  # the event it was first seen in (scan order): earlier errors are likelier causes
+    likely: tuple[Candidate, ...] = ()
+    likely_when: str = "always"
+    after_error: bool = False  # its process had logged an error event before its first line
 
 
 @dataclass
@@ -313,7 +316,7 @@ class Scanner:
                 self._shutdown_events += 1
                 return
             ev.hits = kept
-        self._record(ev.hits, ev.stamp, ev.source)
+        self._record(ev.hits, ev.stamp, ev.source, ev.key)
         # A traceback cut off before its exception line (the process died, the log was cut): its
         # last frame is where it failed, which says more than "Traceback (most recent call last)".
         cut = "" if ev.exception or not ev.last_frame else "traceback cut off at " + ev.last_frame.replace("\n", ": ")
@@ -345,7 +348,7 @@ class Scanner:
         if any(isinstance(w, Rule) and w.stop for w, _ in hits.values()):
             self._stopped.add(source)
         if hits:
-            self._record(hits, p.stamp, source)
+            self._record(hits, p.stamp, source, p.key)
             if p.level in ERROR_LEVELS or _any_error(hits) or _SHAPED_ERROR.match(payload):
                 self._failed(source, p.key, payload, hits)  # a warning line is not where a failure starts
         elif (p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)) and payload and not _FRAGMENT.match(p.payload):
@@ -369,13 +372,16 @@ class Scanner:
             self._first_error[k] = text[:EXAMPLE_CHARS]
         self._last_failing = k
 
-    def _record(self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str) -> None:
+    def _record(
+        self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str, key: str = ""
+    ) -> None:
         self.events += 1
         for hid, (what, example) in hits.items():
             acc = self._hits.get(hid)
             if acc is None:
                 acc = self._hits[hid] = _new_hit(what, example)
                 acc.seq = self.events
+                acc.after_error = (source, key) in self._first_error
             acc.count += 1
             if stamp is not None:
                 if acc.first is None or stamp.before(acc.first):
@@ -417,6 +423,7 @@ class Scanner:
                 sources=tuple(h.sources),
                 kind=h.kind,
                 generic=h.generic,
+                likely=h.likely if h.likely_when == "always" or h.after_error else (),
             )
             for hid, h in self._hits.items()
         ]
@@ -477,6 +484,8 @@ def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
             example=example[:EXAMPLE_CHARS],
             explains=what.explains,
             generic=what.generic,
+            likely=what.likely,
+            likely_when=what.likely_when,
         )
     return _Hit(
         kind="code",

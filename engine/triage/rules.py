@@ -30,6 +30,9 @@ _REQUIRED = ("id", "title", "severity", "patterns", "cause", "fix", "samples")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 # Patterns must stay inside what Python re, RE2 and `grep -E` (after \d -> [0-9]) share.
 _UNPORTABLE = re.compile(r"\(\?[=!<]|\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+# Numbers that decide whether a rule's line is a problem and that live with another check, one
+# place each (`below:`): the name a rule gives, and the module and constant that hold it.
+LIMITS = {"open-files": ("engine.doctor.limits", "ENOUGH")}
 # A symptom's `likely:` list: enough causes to choose between, few enough to check each.
 LIKELY_MIN, LIKELY_MAX = 2, 3
 # When a rule's `likely:` list applies: always, or only when the same process logged an error
@@ -61,6 +64,17 @@ class Rule:
     # it leads says "likely one of" them, each with the evidence that decides, instead of one name.
     likely: tuple[Candidate, ...] = ()
     likely_when: str = "always"  # one of LIKELY_WHEN
+    # (pattern with one number group, a LIMITS name): the line is this rule's problem only while
+    # the number it prints is below that limit (`below:`); () for every rule that has no such key
+    below: tuple[str, ...] = ()
+
+    def holds(self, text: str) -> bool:
+        """Whether a line this rule matched is its problem: always, except for a `below:` rule whose
+        line prints a number at or above its limit (or no number: then the words decide)."""
+        if not self.below:
+            return True
+        m = re.search(self.below[0], text)
+        return m is None or int(m.group(1)) < limit(self.below[1])
 
     @property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
@@ -68,6 +82,15 @@ class Rule:
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
+
+
+@lru_cache(maxsize=None)
+def limit(name: str) -> int:
+    """A LIMITS number, read from the module that owns it (imported only when a line needs it)."""
+    import importlib
+
+    module, attr = LIMITS[name]
+    return int(getattr(importlib.import_module(module), attr))
 
 
 @lru_cache(maxsize=None)
@@ -258,6 +281,7 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         stop=bool(raw.get("stop", False)),
         likely=_candidates(raw.get("likely"), refuse),
         likely_when=str(raw.get("likely_when") or "always"),
+        below=_below(raw.get("below"), refuse),
     )
     if rule.likely_when not in LIKELY_WHEN:
         raise refuse("likely_when", None, f"must be one of {', '.join(LIKELY_WHEN)}", "fix the value")
@@ -279,6 +303,25 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
                 "fix `keywords:`",
             )
     return rule
+
+
+def _below(value: Any, refuse: Refuse) -> tuple[str, ...]:
+    """`below: {number: 'REGEX with one ([0-9]+) group', limit: NAME}` -> (regex, name)."""
+    if value is None:
+        return ()
+    ok = isinstance(value, dict) and set(value) == {"number", "limit"} and value["limit"] in LIMITS
+    try:
+        ok = ok and re.compile(str(value["number"])).groups == 1
+    except re.error:
+        ok = False
+    if not ok:
+        raise refuse(
+            "below",
+            None,
+            f"must be {{number: a regex with one number group, limit: one of {', '.join(LIMITS)}}}",
+            "fix the key",
+        )
+    return (str(value["number"]), str(value["limit"]))
 
 
 def _candidates(value: Any, refuse: Refuse) -> tuple[Candidate, ...]:

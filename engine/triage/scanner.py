@@ -290,7 +290,7 @@ class Scanner:
         rules = self.index.matching(line, parts)
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
         cann = any(c.kind == "cann" for c in codes)
-        rules, codes = self.index.named(rules, codes)
+        rules, codes = self.index.named([r for r in rules if r.holds(line)], codes)
         for rule in rules:
             ev.hits.setdefault(rule.id, (rule, payload))
         for info in codes:
@@ -333,7 +333,7 @@ class Scanner:
         payload = p.payload.strip()
         parts = self._parts
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
-        rules, codes = self.index.named(self.index.matching(line, parts), codes)
+        rules, codes = self.index.named([r for r in self.index.matching(line, parts) if r.holds(line)], codes)
         for rule in rules:
             hits[rule.id] = (rule, payload)
         for info in codes:

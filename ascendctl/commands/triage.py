@@ -319,6 +319,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                         "fix",
                         "links",
                         "samples",
+                        "likely",
+                        "likely_when",
                     )
                 }
             }
@@ -333,6 +335,12 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                 )
                 console.print(Text("  cause: ") + plain(rule.cause))
                 console.print(Text("  fix:   ") + plain(rule.fix, style="bold"))
+                if rule.likely:
+                    when = " (after an error of the same process)" if rule.likely_when == "after-error" else ""
+                    console.print(Text(f"  a symptom: a report it leads says likely one of{when}:"))
+                    for c in rule.likely:
+                        console.print(Text("    - ") + plain(c.cause + (f" ({c.rule})" if c.rule else "")))
+                        console.print(Text("      decide by: ") + plain(c.evidence, style="dim"))
                 for p in rule.patterns:
                     console.print(Text("  match: ") + plain(p, style="dim"))
                 for link in rule.links:

@@ -196,3 +196,12 @@ def test_the_benchmark_scores_likely_on_its_own_line_never_right_never_wrong():
     assert bench.goal_line(good, "s").endswith(": met")  # 2.5% wrong, 97.5% right
     good.n.update(wrong=2)
     assert bench.goal_line(good, "s").endswith("NOT met")  # 4.9% wrong
+
+
+def test_explain_shows_a_symptoms_candidates(capsys):
+    assert main(["triage", "--explain", "hccp-process-init-failed"]) == 0
+    out = capsys.readouterr().out
+    assert "likely one of" in out and "hccp-port-in-use" in out and "decide by:" in out
+    assert main(["triage", "--json", "--explain", "process-segfault"]) == 0
+    rule = json.loads(capsys.readouterr().out)["rule"]
+    assert rule["likely_when"] == "after-error" and len(rule["likely"]) == 3

@@ -525,6 +525,7 @@ class _Builder:
             return
         report = scan_paths([str(self.stage.top / m) for m in self.logs])
         data = _plain(dataclasses.asdict(report))
+        data.update(_plain(report.verdict()))  # root_cause, likely: as `ascendctl triage --json` says them
         top = str(self.stage.top) + "/"
         data["inputs"] = [i.replace(top, "") for i in data["inputs"]]
         data["unreadable"] = [i.replace(top, "") for i in data["unreadable"]]

@@ -61,6 +61,9 @@ ZH = {
     "title": "标题",
     "code": "错误码",
     "name": "名称",
+    "decide by: ": "判断依据：",
+    " (after an error of the same process)": "（在同一进程报出错误之后）",
+    "  a symptom: a report it leads says likely one of{when}:": "  这是现象：以它为首的报告会列出可能的原因{when}：",
 }
 
 
@@ -169,9 +172,11 @@ def triage(
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
-        # The issue a one-line diagnosis names; null when only generic codes, consequences or
-        # warnings were found (then root_line is where to start reading).
-        "root_cause": root.id if (root := report.root_cause()) else None,
+        # root_cause: the issue a one-line diagnosis names; null when only generic codes,
+        # consequences or warnings were found (then root_line is where to start reading), or when
+        # the leading evidence is only a symptom: then `likely` lists the causes it can have
+        # ({issue, title, candidates: [{cause, rule, evidence}]}), else it is null.
+        **report.verdict(),
     }
     out.emit(data, lambda console: _render(console, report, top, _lang()))
     for note in report.notes:
@@ -278,12 +283,16 @@ def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
             times = f"  ({i.count}x)" if i.count > 1 else ""
             console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
         console.print()
-    if report.root_cause() is None:
+    likely = report.likely()
+    if likely is not None:
+        _render_likely(console, likely, lang)
+    elif report.root_cause() is None:
         console.print(
             w("No known issue found.")
             if not report.issues
             else w("No issue named with confidence: only generic codes, consequences or warnings matched.")
         )
+    if report.root_cause() is None:
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
             console.print(Text.assemble((w("Most likely root line: "), "bold"), plain(report.root_line[:300])))
@@ -364,6 +373,43 @@ def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
             console.print(f"[dim]… {len(report.unknown) - top} {w('more (--top N, or --json)')}[/]")
 
 
+def _render_likely(console: Any, issue: Any, lang: str = "en") -> None:
+    """'Likely one of' the causes a symptom can have, each with what decides for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if lang == "zh":
+        head = Text.assemble(
+            ("可能是以下原因之一", "bold"), plain(f"（日志里的 {issue.id} 只是现象，无法确定单一原因）：")
+        )
+    else:
+        head = Text.assemble(
+            ("Likely one of", "bold"),
+            plain(f" (what the log shows, {issue.id}, is only a symptom; no one cause is named):"),
+        )
+    console.print(head)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for n, c in enumerate(issue.likely, 1):
+        grid.add_row(f"  {n}.", plain(c.cause + (f" ({c.rule})" if c.rule else ""), style="bold"))
+        grid.add_row("", plain(_w("decide by: ", lang) + c.evidence, style="dim"))
+    console.print(grid)
+
+
+def _render_rule_likely(console: Any, rule: Any, lang: str) -> None:
+    """--explain of a symptom rule: the causes a report it leads lists."""
+    from rich.text import Text
+
+    from engine.triage.localize import localized_likely
+
+    when = _w(" (after an error of the same process)", lang) if rule.likely_when == "after-error" else ""
+    console.print(Text(_w("  a symptom: a report it leads says likely one of{when}:", lang).format(when=when)))
+    for c in localized_likely(rule.id, rule.likely, lang):
+        console.print(Text("    - ") + plain(c.cause + (f" ({c.rule})" if c.rule else "")))
+        console.print(Text("      " + _w("decide by: ", lang)) + plain(c.evidence, style="dim"))
+
+
 def _explain(out: Any, what: str, rules: Any) -> None:
     from rich.text import Text
 
@@ -414,6 +460,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                         "fix",
                         "links",
                         "samples",
+                        "likely",
+                        "likely_when",
                     )
                 }
             }
@@ -447,6 +495,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                 )
                 console.print(Text(label["cause"]) + plain(shown.cause))
                 console.print(Text(label["fix"]) + plain(shown.fix, style="bold"))
+                if rule.likely:
+                    _render_rule_likely(console, rule, lang)
                 for p in rule.patterns:
                     console.print(Text(label["match"]) + plain(p, style="dim"))
                 for link in rule.links:

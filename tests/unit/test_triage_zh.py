@@ -15,9 +15,11 @@ from engine.triage.localize import code_title, localized_code, localized_fault
 from engine.triage.rules import load_rules
 
 # What a translation must carry over unchanged: `backticked` text, --flags, ENV_VARS and
-# CONSTANT_NAMES, {placeholders}, %s, hex codes.
+# CONSTANT_NAMES, {placeholders}, %s, hex codes, and the error codes an operator greps for
+# (CANN's EZ9999 / EI0005, ACL's 507011, torch_npu's ERR00100).
 TOKENS = re.compile(
     r"`[^`]+`|(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]|\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b|\{[a-z_]+\}|%[sd]|\b0x[0-9A-Fa-f]+\b"
+    r"|\bE[A-Z0-9]\d{4}\b|\b[1-5]\d{5}\b|\bERR\d{5}\b"
 )
 
 
@@ -106,6 +108,28 @@ def test_rule_translations_keep_flags_variables_and_commands():
                 if gone:
                     lost.append(f"{rule.id}.{field}: {' '.join(gone)}")
     assert not lost, "Chinese texts drop what the English has:\n" + "\n".join(lost)
+
+
+def test_every_symptom_rule_lists_its_likely_causes_in_chinese():
+    """A report led by a symptom says "likely one of" its causes: each needs its Chinese cause
+    (unless it is a rule of the database, which reads as that rule's title) and evidence."""
+    from engine.triage.localize import localized_likely
+
+    table = zh("rules.yaml")
+    bad = []
+    for rule in load_rules():
+        if not rule.likely:
+            continue
+        texts = (table.get(rule.id) or {}).get("likely") or []
+        if len(texts) != len(rule.likely):
+            bad.append(f"{rule.id}: {len(texts)} Chinese candidates for {len(rule.likely)}")
+            continue
+        for n, (c, shown) in enumerate(zip(rule.likely, localized_likely(rule.id, rule.likely, "zh"))):
+            for field in ("cause", "evidence"):
+                english, chinese = getattr(c, field), getattr(shown, field)
+                if chinese == english or lost_tokens(english, chinese):
+                    bad.append(f"{rule.id}.likely[{n}].{field}")
+    assert not bad, "symptom rules without (whole) Chinese candidates: " + ", ".join(bad)
 
 
 def test_a_rule_speaks_chinese_when_asked():

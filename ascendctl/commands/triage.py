@@ -565,32 +565,45 @@ def _list(out: Any, rules: Any) -> None:
     }
 
     def render(console: Any) -> None:
+        lang = _lang()
+        if lang != "en":
+            from engine.triage.localize import localized_code, rule_text
+
+            title = {r.id: rule_text(r.id, "title", r.title, lang) for r in rules}
+            meaning = [localized_code(c, lang).meaning for c in codes]
+        else:
+            title = {r.id: r.title for r in rules}
+            meaning = [c.meaning for c in codes]
         if not console.is_terminal:
             # Piped: one plain line per rule and per code, tab-separated, for grep, cut and awk.
-            rows = [(r.id, r.severity, r.component, r.title) for r in rules]
-            rows += [(c.code, c.kind, c.name, c.meaning) for c in codes]
+            rows = [(r.id, r.severity, r.component, title[r.id]) for r in rules]
+            rows += [(c.code, c.kind, c.name, m) for c, m in zip(codes, meaning)]
             out.lines(["\t".join(clean(f).replace("\t", " ") for f in row) for row in rows])
             return
-        table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)} known issues")
+        w = lambda english: _w(english, lang)  # noqa: E731
+        sep = " " if lang == "en" else ""
+        table = Table(
+            show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)}{sep}{w('known issues')}"
+        )
         # The ids are what --explain takes: never cut, never folded; the title wraps instead. The
         # component (the id's first word, mostly) is left to --json and the piped lines.
-        table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
-        table.add_column("severity", no_wrap=True)
-        table.add_column("title", overflow="fold", min_width=20)
+        table.add_column(w("id"), no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
+        table.add_column(w("severity"), no_wrap=True)
+        table.add_column(w("title"), overflow="fold", min_width=20)
         for r in rules:
-            table.add_row(plain(r.id), plain(r.severity, style=severity_style(r.severity)), plain(r.title))
+            table.add_row(plain(r.id), plain(w(r.severity), style=severity_style(r.severity)), plain(title[r.id]))
         console.print(table)
         console.print()
         codes_table = Table(
             show_edge=False,
             header_style="bold",
             pad_edge=False,
-            title=f"{len(codes)} codes (ascendctl triage --explain CODE)",
+            title=f"{len(codes)}{sep}{w('codes (ascendctl triage --explain CODE)')}",
         )
         for col in ("code", "kind", "name", "meaning"):
-            codes_table.add_column(col, overflow="fold")
-        for c in codes:
-            codes_table.add_row(plain(c.code), plain(c.kind), plain(c.name), plain(c.meaning))
+            codes_table.add_column(w(col), overflow="fold")
+        for c, m in zip(codes, meaning):
+            codes_table.add_row(plain(c.code), plain(c.kind), plain(c.name), plain(m))
         console.print(codes_table)
 
     out.emit(data, render)

@@ -88,7 +88,9 @@ def test_every_rule_has_chinese_title_cause_and_fix():
         fields = ["title", "cause", "fix"] + (["generic"] if rule.generic else [])
         if any(not str(entry.get(f) or "").strip() for f in fields):
             missing.append(rule.id)
-    assert not missing, f"{len(missing)} rules lack a Chinese title/cause/fix in engine/triage/zh/rules.yaml: " + ", ".join(missing)
+    assert not missing, (
+        f"{len(missing)} rules lack a Chinese title/cause/fix in engine/triage/zh/rules.yaml: " + ", ".join(missing)
+    )
 
 
 def test_no_chinese_entry_for_a_rule_that_does_not_exist():
@@ -207,7 +209,9 @@ def test_every_device_fault_with_a_meaning_has_chinese_text():
         for field in ("name", "meaning", "fix"):
             if entry.get(field) and (texts[field] == entry[field] or lost_tokens(entry[field], texts[field])):
                 lost.append(f"{code}.{field}")
-    assert not missing, "device fault codes without Chinese text in engine/triage/zh/faultcodes.yaml: " + ", ".join(missing)
+    assert not missing, "device fault codes without Chinese text in engine/triage/zh/faultcodes.yaml: " + ", ".join(
+        missing
+    )
     assert not lost, "untranslated or damaged: " + ", ".join(lost)
     stray = ours - {str(k).upper() for k in t["meanings"]}
     assert not stray, f"Chinese entries for codes faultcodes.yaml lacks: {sorted(stray)}"

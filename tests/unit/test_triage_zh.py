@@ -77,6 +77,28 @@ def test_english_reads_no_catalogue():
     assert rule.text("title", "en") == rule.title
 
 
+# -- the glossary ------------------------------------------------------------------------------
+
+
+def test_catalogues_use_the_glossary_terms():
+    """docs/zh-glossary.md's "avoid" table: one idea, one word, in every Chinese catalogue."""
+    from helpers import ROOT
+
+    text = (ROOT / "docs" / "zh-glossary.md").read_text(encoding="utf-8")
+    section = text.split("## 不用的写法", 1)[1].split("\n## ", 1)[0]
+    pairs = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("|") and not line.startswith(("| avoid", "|---"))
+    ]
+    assert len(pairs) >= 5
+    found = []
+    for name in ("rules.yaml", "codes.yaml", "faultcodes.yaml"):
+        body = (ROOT / "engine" / "triage" / "zh" / name).read_text(encoding="utf-8")
+        found += [f"{name}: {avoid} (use {use})" for avoid, use in pairs if avoid in body]
+    assert not found, "Chinese catalogues use words the glossary avoids: " + "; ".join(found)
+
+
 # -- the rules -------------------------------------------------------------------------------
 
 

@@ -50,7 +50,7 @@ ZH = {
     "template": "模板",
     "kind": "类别",
     "meaning": "含义",
-    "reported": "报告为",
+    "reported": "报告中",
     "action": "动作",
     "match": "匹配",
     "N/A": "无",
@@ -430,9 +430,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
             loc = localized_code(info, lang)
             label = _labels(lang, ("kind", "meaning", "severity", "generic", "fix", "reported"))
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
-            console.print(
-                plain(f"{label['kind']}{info.kind}  ({loc.family})" if loc.family else f"{label['kind']}{info.kind}")
-            )
+            family = (f"（{loc.family}）" if lang == "zh" else f"  ({loc.family})") if loc.family else ""
+            console.print(plain(f"{label['kind']}{info.kind}{family}"))
             console.print(Text(label["meaning"]) + plain(loc.meaning or _w("N/A", lang)))
             console.print(Text(label["severity"]) + plain(_w(info.severity, lang), style=severity_style(info.severity)))
             if loc.generic:
@@ -440,7 +439,12 @@ def _explain(out: Any, what: str, rules: Any) -> None:
             if loc.fix:
                 console.print(Text(label["fix"]) + plain(loc.fix, style="bold"))
             if named_by:
-                console.print(Text(label["reported"]) + plain(f"as {named_by} (ascendctl triage --explain {named_by})"))
+                how = (
+                    "记为 {id}（ascendctl triage --explain {id}）"
+                    if lang == "zh"
+                    else "as {id} (ascendctl triage --explain {id})"
+                )
+                console.print(Text(label["reported"]) + plain(how.format(id=named_by)))
 
         out.emit({"code": info, "reported_as": named_by}, render)
         return
@@ -532,7 +536,12 @@ def _explain_device_code(out: Any, what: str) -> bool:
         label = _labels(lang, ("action", "meaning", "fix", "see"))
         console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {texts['name']}" if texts["name"] else "")))
         console.print(
-            Text(label["action"]) + plain(f"{fault.action} ({verb_text(fault.verb, lang)}): {texts['means']}")
+            Text(label["action"])
+            + plain(
+                f"{fault.action}（{verb_text(fault.verb, lang)}）：{texts['means']}"
+                if lang == "zh"
+                else f"{fault.action} ({fault.verb}): {texts['means']}"
+            )
         )
         console.print(Text(label["meaning"]) + plain(texts["meaning"] or _w("N/A (no description in our table)", lang)))
         console.print(Text(label["fix"]) + plain(texts["todo"], style="bold"))

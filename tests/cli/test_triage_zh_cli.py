@@ -111,9 +111,10 @@ def test_explain_a_rule_a_code_and_a_device_fault_in_chinese(capsys):
     main(["triage", "--explain", "507011"])
     out = capsys.readouterr().out
     assert out.startswith("507011  ACL_ERROR_RT_MODEL_EXECUTE") and "含义：" in out and "E?9999" in out
+    assert "报告中： 记为 model-execute-failed" in out
     main(["triage", "--explain", "0x80E18402"])
     out = capsys.readouterr().out
-    assert "0x80E18402  HBM 多比特 ECC" in out and "SeparateNPU (隔离)" in out
+    assert "0x80E18402  HBM 多比特 ECC" in out and "SeparateNPU（隔离）：芯片无法自行恢复" in out
 
 
 def test_explain_json_stays_english(capsys):

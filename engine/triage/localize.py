@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from engine.i18n import DEFAULT, catalogue, pick
 
 if TYPE_CHECKING:
+    from engine.launcher.diagnosis import Diagnosis
     from engine.triage.codes import CodeInfo
     from engine.triage.faultcodes import DeviceFault
     from engine.triage.model import Candidate, IssueSummary
@@ -250,6 +251,18 @@ def localized_likely(rule_id: str, likely: tuple[Candidate, ...], lang: str) -> 
             evidence=pick(t, "evidence", c.evidence),
         )
         for c, t in zip(likely, texts)
+    )
+
+
+def localized_diagnosis(diagnosis: Diagnosis, lang: str) -> Diagnosis:
+    """serve's crash diagnosis with its known issues (and a symptom's likely causes) in `lang`;
+    its root error and log tail are quoted from the engine and stay as they are."""
+    if lang == DEFAULT:
+        return diagnosis
+    return replace(
+        diagnosis,
+        findings=[localized_issue(f, lang) for f in diagnosis.findings],
+        likely=localized_issue(diagnosis.likely, lang) if diagnosis.likely is not None else None,
     )
 
 

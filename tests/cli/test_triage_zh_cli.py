@@ -175,3 +175,25 @@ def test_the_report_reads_the_catalogue_only_when_it_prints_chinese():
     env = {**os.environ, "LANG": "zh_CN.UTF-8", "ASCENDCTL_LANG": "zh"}
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(run.stderr.strip().splitlines()[-1]) == ["engine.triage.zh"]
+
+
+def test_serve_crash_diagnosis_names_the_known_issue_in_chinese():
+    """serve's diagnosis of a crashed engine shows the knowledge base's Chinese texts; the root
+    error and the log tail stay as the engine wrote them."""
+    import io
+    from pathlib import Path
+
+    from ascendctl.launch_view import show_diagnosis
+    from ascendctl.output import Output
+    from engine.launcher.diagnosis import diagnose
+    from engine.launcher.supervisor import Outcome
+
+    diag = diagnose(KV_LOG.read_text(encoding="utf-8").splitlines(), 1)
+    err = io.StringIO()
+    show_diagnosis(
+        Output(stdout=io.StringIO(), stderr=err),
+        Outcome(exit_code=1, run_dir=Path("run"), url="http://127.0.0.1:8000", diagnosis=diag),
+    )
+    text = err.getvalue()
+    assert "KV cache 没有可用内存" in text and "调大 --gpu-memory-utilization" in text
+    assert "ValueError: No available memory for the cache blocks" in text  # the root error, quoted

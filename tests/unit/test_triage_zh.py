@@ -115,6 +115,26 @@ def test_every_rule_has_chinese_title_cause_and_fix():
     )
 
 
+def test_no_chinese_rule_text_is_older_than_its_english():
+    """Each Chinese entry names the English it translates (`from_en`, engine/triage/zh_stamp.py):
+    a rule whose title, cause, fix or likely causes changed since is listed as stale."""
+    from engine.triage.zh_stamp import fingerprint
+
+    table = zh("rules.yaml")
+    stale = [r.id for r in load_rules() if (table.get(r.id) or {}).get("from_en") != fingerprint(r)]
+    assert not stale, (
+        f"{len(stale)} rules' English changed since their Chinese was written (or was never stamped): "
+        + ", ".join(stale)
+        + "; update engine/triage/zh/rules.yaml, then python -m engine.triage.zh_stamp ID..."
+    )
+
+
+def test_chinese_rule_entries_hold_only_what_a_person_reads():
+    allowed = {"title", "cause", "fix", "generic", "likely", "from_en"}
+    odd = {f"{rid}.{k}" for rid, entry in zh("rules.yaml").items() for k in entry if k not in allowed}
+    assert not odd, f"unknown keys in engine/triage/zh/rules.yaml: {sorted(odd)}"
+
+
 def test_no_chinese_entry_for_a_rule_that_does_not_exist():
     ids = {r.id for r in load_rules()}
     stray = sorted(set(zh("rules.yaml")) - ids)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from engine.i18n import DEFAULT, catalogue, pick
 
 if TYPE_CHECKING:
-    from engine.launcher.diagnosis import Diagnosis
     from engine.triage.codes import CodeInfo
     from engine.triage.faultcodes import DeviceFault
     from engine.triage.model import Candidate, IssueSummary
@@ -254,8 +253,8 @@ def localized_likely(rule_id: str, likely: tuple[Candidate, ...], lang: str) -> 
     )
 
 
-def localized_diagnosis(diagnosis: Diagnosis, lang: str) -> Diagnosis:
-    """serve's crash diagnosis with its known issues (and a symptom's likely causes) in `lang`;
+def localized_diagnosis(diagnosis: Any, lang: str) -> Any:
+    """serve's crash diagnosis (engine.launcher.diagnosis.Diagnosis, which stands above triage) with its known issues (and a symptom's likely causes) in `lang`;
     its root error and log tail are quoted from the engine and stay as they are."""
     if lang == DEFAULT:
         return diagnosis

@@ -115,8 +115,8 @@ def triage(
     lang: Optional[str] = typer.Option(
         None,
         "--lang",
-        metavar="en|zh",
-        help="Write the report in English or Chinese (default: ASCENDCTL_LANG, then LC_ALL, LC_MESSAGES, LANG). "
+        metavar="LANG",
+        help="Write the report in English (en) or Chinese (zh); default: ASCENDCTL_LANG, then LC_ALL, LC_MESSAGES, LANG. "
         "--json is always English.",
     ),
 ) -> None:

@@ -278,7 +278,7 @@ def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
     if faults:
         # What on-call decides first: which NPU to isolate, reset or leave alone.
         what_to_do = w("(the NPUs' own codes, and what to do):")
-        console.print(f"[bold]{w('Device faults')}[/] {what_to_do}")
+        console.print(f"[bold]{w('Device faults')}[/]{'' if lang == 'zh' else ' '}{what_to_do}")
         for i in faults:
             times = f"  ({i.count}x)" if i.count > 1 else ""
             console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))

@@ -86,6 +86,18 @@ def test_a_symptom_alone_lists_its_likely_causes_in_chinese(capsys, tmp_path):
     assert "Likely one of" not in out and "decide by" not in out
 
 
+def test_device_faults_say_what_to_do_in_chinese(capsys):
+    main(["triage", "--fail-on", "never", str(FIXTURES / "logs" / "device")])
+    out = capsys.readouterr().out
+    assert "设备故障（NPU 自身上报的故障码及处理办法）：" in out
+    # the code and MindCluster's action class stay; the fault's name and what to do are Chinese
+    assert (
+        "NPU 1: 0x40F84E00 host 与 device 心跳丢失 -> 复位该 NPU（npu-smi set -t reset），然后重启引擎 (RestartNPU)"
+        in out
+    )
+    assert "device-npu1-0x40f84e00" in out and "Heartbeat lost! (device=1;" in out  # id and log line as they are
+
+
 def test_the_issues_table_lines_up_with_chinese_headings(capsys):
     main(["triage", "--fail-on", "never", str(KV_LOG)])
     out = capsys.readouterr().out

@@ -80,6 +80,12 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     from engine.launcher import describe_exit
 
     diag: Diagnosis = outcome.diagnosis  # type: ignore[assignment]
+    from engine.i18n import language
+
+    if language() != "en":  # the known issues' texts in the reader's language (engine/triage/zh/)
+        from engine.triage.localize import localized_diagnosis
+
+        diag = localized_diagnosis(diag, language())
     if outcome.timed_out:
         last = _(outcome.phases[-1].label) if outcome.phases else _("start-up")
         headline = _("the engine was not ready within the ready timeout (last phase: {phase}); it was stopped").format(
@@ -99,6 +105,8 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
         label = _("cause:")
         console.print(f"  [bold]{label}[/] {safe(cause)}", soft_wrap=True)
+    for line in diag.likely_lines():  # a symptom leads: the causes it can have, not one name
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     known, why, fix = _("known issue"), _("why:"), _("fix:")
     for finding in diag.findings:
         console.print(
@@ -221,6 +229,13 @@ class LaunchView:
                     "root_error": diagnosis.root_error if diagnosis else None,
                     # the known issues triage found in the log tail (ids), so a script sees why
                     "issues": [finding.id for finding in diagnosis.findings] if diagnosis else [],
+                    # when the leading finding is only a symptom: the causes it can have
+                    "likely": [
+                        {"cause": c.cause, "rule": c.rule or None, "evidence": c.evidence}
+                        for c in diagnosis.likely.likely
+                    ]
+                    if diagnosis and diagnosis.likely
+                    else None,
                 }
             )
             return

@@ -50,7 +50,7 @@ ZH = {
     "template": "模板",
     "kind": "类别",
     "meaning": "含义",
-    "reported": "报告为",
+    "reported": "报告中",
     "action": "动作",
     "match": "匹配",
     "N/A": "无",
@@ -61,6 +61,9 @@ ZH = {
     "title": "标题",
     "code": "错误码",
     "name": "名称",
+    "decide by: ": "判断依据：",
+    " (after an error of the same process)": "（在同一进程报出错误之后）",
+    "  a symptom: a report it leads says likely one of{when}:": "  这是现象：以它为首的报告会列出可能的原因{when}：",
 }
 
 
@@ -112,8 +115,8 @@ def triage(
     lang: Optional[str] = typer.Option(
         None,
         "--lang",
-        metavar="en|zh",
-        help="Write the report in English or Chinese (default: ASCENDCTL_LANG, then LC_ALL, LC_MESSAGES, LANG). "
+        metavar="LANG",
+        help="Write the report in English (en) or Chinese (zh); default: ASCENDCTL_LANG, then LC_ALL, LC_MESSAGES, LANG. "
         "--json is always English.",
     ),
 ) -> None:
@@ -169,9 +172,11 @@ def triage(
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
-        # The issue a one-line diagnosis names; null when only generic codes, consequences or
-        # warnings were found (then root_line is where to start reading).
-        "root_cause": root.id if (root := report.root_cause()) else None,
+        # root_cause: the issue a one-line diagnosis names; null when only generic codes,
+        # consequences or warnings were found (then root_line is where to start reading), or when
+        # the leading evidence is only a symptom: then `likely` lists the causes it can have
+        # ({issue, title, candidates: [{cause, rule, evidence}]}), else it is null.
+        **report.verdict(),
     }
     out.emit(data, lambda console: _render(console, report, top, _lang()))
     for note in report.notes:
@@ -273,17 +278,21 @@ def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
     if faults:
         # What on-call decides first: which NPU to isolate, reset or leave alone.
         what_to_do = w("(the NPUs' own codes, and what to do):")
-        console.print(f"[bold]{w('Device faults')}[/] {what_to_do}")
+        console.print(f"[bold]{w('Device faults')}[/]{'' if lang == 'zh' else ' '}{what_to_do}")
         for i in faults:
             times = f"  ({i.count}x)" if i.count > 1 else ""
             console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
         console.print()
-    if report.root_cause() is None:
+    likely = report.likely()
+    if likely is not None:
+        _render_likely(console, likely, lang)
+    elif report.root_cause() is None:
         console.print(
             w("No known issue found.")
             if not report.issues
             else w("No issue named with confidence: only generic codes, consequences or warnings matched.")
         )
+    if report.root_cause() is None:
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
             console.print(Text.assemble((w("Most likely root line: "), "bold"), plain(report.root_line[:300])))
@@ -364,6 +373,43 @@ def _render(console: Any, report: Any, top: int, lang: str = "en") -> None:
             console.print(f"[dim]… {len(report.unknown) - top} {w('more (--top N, or --json)')}[/]")
 
 
+def _render_likely(console: Any, issue: Any, lang: str = "en") -> None:
+    """'Likely one of' the causes a symptom can have, each with what decides for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if lang == "zh":
+        head = Text.assemble(
+            ("可能是以下原因之一", "bold"), plain(f"（日志里的 {issue.id} 只是现象，无法确定单一原因）：")
+        )
+    else:
+        head = Text.assemble(
+            ("Likely one of", "bold"),
+            plain(f" (what the log shows, {issue.id}, is only a symptom; no one cause is named):"),
+        )
+    console.print(head)
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for n, c in enumerate(issue.likely, 1):
+        grid.add_row(f"  {n}.", plain(c.cause + (f" ({c.rule})" if c.rule else ""), style="bold"))
+        grid.add_row("", plain(_w("decide by: ", lang) + c.evidence, style="dim"))
+    console.print(grid)
+
+
+def _render_rule_likely(console: Any, rule: Any, lang: str) -> None:
+    """--explain of a symptom rule: the causes a report it leads lists."""
+    from rich.text import Text
+
+    from engine.triage.localize import localized_likely
+
+    when = _w(" (after an error of the same process)", lang) if rule.likely_when == "after-error" else ""
+    console.print(Text(_w("  a symptom: a report it leads says likely one of{when}:", lang).format(when=when)))
+    for c in localized_likely(rule.id, rule.likely, lang):
+        console.print(Text("    - ") + plain(c.cause + (f" ({c.rule})" if c.rule else "")))
+        console.print(Text("      " + _w("decide by: ", lang)) + plain(c.evidence, style="dim"))
+
+
 def _explain(out: Any, what: str, rules: Any) -> None:
     from rich.text import Text
 
@@ -384,9 +430,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
             loc = localized_code(info, lang)
             label = _labels(lang, ("kind", "meaning", "severity", "generic", "fix", "reported"))
             console.print(Text.assemble(plain(info.code, "bold"), plain(f"  {info.name}" if info.name else "")))
-            console.print(
-                plain(f"{label['kind']}{info.kind}  ({loc.family})" if loc.family else f"{label['kind']}{info.kind}")
-            )
+            family = (f"（{loc.family}）" if lang == "zh" else f"  ({loc.family})") if loc.family else ""
+            console.print(plain(f"{label['kind']}{info.kind}{family}"))
             console.print(Text(label["meaning"]) + plain(loc.meaning or _w("N/A", lang)))
             console.print(Text(label["severity"]) + plain(_w(info.severity, lang), style=severity_style(info.severity)))
             if loc.generic:
@@ -394,7 +439,12 @@ def _explain(out: Any, what: str, rules: Any) -> None:
             if loc.fix:
                 console.print(Text(label["fix"]) + plain(loc.fix, style="bold"))
             if named_by:
-                console.print(Text(label["reported"]) + plain(f"as {named_by} (ascendctl triage --explain {named_by})"))
+                how = (
+                    "记为 {id}（ascendctl triage --explain {id}）"
+                    if lang == "zh"
+                    else "as {id} (ascendctl triage --explain {id})"
+                )
+                console.print(Text(label["reported"]) + plain(how.format(id=named_by)))
 
         out.emit({"code": info, "reported_as": named_by}, render)
         return
@@ -414,6 +464,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                         "fix",
                         "links",
                         "samples",
+                        "likely",
+                        "likely_when",
                     )
                 }
             }
@@ -447,6 +499,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                 )
                 console.print(Text(label["cause"]) + plain(shown.cause))
                 console.print(Text(label["fix"]) + plain(shown.fix, style="bold"))
+                if rule.likely:
+                    _render_rule_likely(console, rule, lang)
                 for p in rule.patterns:
                     console.print(Text(label["match"]) + plain(p, style="dim"))
                 for link in rule.links:
@@ -482,7 +536,12 @@ def _explain_device_code(out: Any, what: str) -> bool:
         label = _labels(lang, ("action", "meaning", "fix", "see"))
         console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {texts['name']}" if texts["name"] else "")))
         console.print(
-            Text(label["action"]) + plain(f"{fault.action} ({verb_text(fault.verb, lang)}): {texts['means']}")
+            Text(label["action"])
+            + plain(
+                f"{fault.action}（{verb_text(fault.verb, lang)}）：{texts['means']}"
+                if lang == "zh"
+                else f"{fault.action} ({fault.verb}): {texts['means']}"
+            )
         )
         console.print(Text(label["meaning"]) + plain(texts["meaning"] or _w("N/A (no description in our table)", lang)))
         console.print(Text(label["fix"]) + plain(texts["todo"], style="bold"))
@@ -515,32 +574,45 @@ def _list(out: Any, rules: Any) -> None:
     }
 
     def render(console: Any) -> None:
+        lang = _lang()
+        if lang != "en":
+            from engine.triage.localize import localized_code, rule_text
+
+            title = {r.id: rule_text(r.id, "title", r.title, lang) for r in rules}
+            meaning = [localized_code(c, lang).meaning for c in codes]
+        else:
+            title = {r.id: r.title for r in rules}
+            meaning = [c.meaning for c in codes]
         if not console.is_terminal:
             # Piped: one plain line per rule and per code, tab-separated, for grep, cut and awk.
-            rows = [(r.id, r.severity, r.component, r.title) for r in rules]
-            rows += [(c.code, c.kind, c.name, c.meaning) for c in codes]
+            rows = [(r.id, r.severity, r.component, title[r.id]) for r in rules]
+            rows += [(c.code, c.kind, c.name, m) for c, m in zip(codes, meaning)]
             out.lines(["\t".join(clean(f).replace("\t", " ") for f in row) for row in rows])
             return
-        table = Table(show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)} known issues")
+        w = lambda english: _w(english, lang)  # noqa: E731
+        sep = " " if lang == "en" else ""
+        table = Table(
+            show_edge=False, header_style="bold", pad_edge=False, title=f"{len(rules)}{sep}{w('known issues')}"
+        )
         # The ids are what --explain takes: never cut, never folded; the title wraps instead. The
         # component (the id's first word, mostly) is left to --json and the piped lines.
-        table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
-        table.add_column("severity", no_wrap=True)
-        table.add_column("title", overflow="fold", min_width=20)
+        table.add_column(w("id"), no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
+        table.add_column(w("severity"), no_wrap=True)
+        table.add_column(w("title"), overflow="fold", min_width=20)
         for r in rules:
-            table.add_row(plain(r.id), plain(r.severity, style=severity_style(r.severity)), plain(r.title))
+            table.add_row(plain(r.id), plain(w(r.severity), style=severity_style(r.severity)), plain(title[r.id]))
         console.print(table)
         console.print()
         codes_table = Table(
             show_edge=False,
             header_style="bold",
             pad_edge=False,
-            title=f"{len(codes)} codes (ascendctl triage --explain CODE)",
+            title=f"{len(codes)}{sep}{w('codes (ascendctl triage --explain CODE)')}",
         )
         for col in ("code", "kind", "name", "meaning"):
-            codes_table.add_column(col, overflow="fold")
-        for c in codes:
-            codes_table.add_row(plain(c.code), plain(c.kind), plain(c.name), plain(c.meaning))
+            codes_table.add_column(w(col), overflow="fold")
+        for c, m in zip(codes, meaning):
+            codes_table.add_row(plain(c.code), plain(c.kind), plain(c.name), plain(m))
         console.print(codes_table)
 
     out.emit(data, render)

@@ -22,7 +22,7 @@ from engine.i18n import DEFAULT, catalogue, pick
 if TYPE_CHECKING:
     from engine.triage.codes import CodeInfo
     from engine.triage.faultcodes import DeviceFault
-    from engine.triage.model import IssueSummary
+    from engine.triage.model import Candidate, IssueSummary
 
 PACKAGE = "engine.triage"
 RULE_FIELDS = ("title", "cause", "fix", "generic")
@@ -229,6 +229,39 @@ def _localized_rule_issue(issue: IssueSummary, lang: str) -> IssueSummary:
         cause=rule_text(issue.id, "cause", issue.cause, lang),
         fix=rule_text(issue.id, "fix", issue.fix, lang),
         generic=rule_text(issue.id, "generic", issue.generic, lang),
+        likely=localized_likely(issue.id, issue.likely, lang),
+    )
+
+
+def localized_likely(rule_id: str, likely: tuple[Candidate, ...], lang: str) -> tuple[Candidate, ...]:
+    """A symptom rule's `likely:` candidates in `lang`: the catalogue's `likely:` list holds them in
+    the English order (`cause`, `evidence`); a candidate that is a rule of the database reads as
+    that rule's translated title. A list of another length than the English is not used."""
+    if lang == DEFAULT or not likely:
+        return likely
+    entry = rules_catalogue(lang).get(rule_id)
+    texts = entry.get("likely") if isinstance(entry, dict) else None
+    if not isinstance(texts, list) or len(texts) != len(likely):
+        texts = [None] * len(likely)
+    return tuple(
+        replace(
+            c,
+            cause=rule_text(c.rule, "title", c.cause, lang) if c.rule else pick(t, "cause", c.cause),
+            evidence=pick(t, "evidence", c.evidence),
+        )
+        for c, t in zip(likely, texts)
+    )
+
+
+def localized_diagnosis(diagnosis: Any, lang: str) -> Any:
+    """serve's crash diagnosis (engine.launcher.diagnosis.Diagnosis, which stands above triage) with its known issues (and a symptom's likely causes) in `lang`;
+    its root error and log tail are quoted from the engine and stay as they are."""
+    if lang == DEFAULT:
+        return diagnosis
+    return replace(
+        diagnosis,
+        findings=[localized_issue(f, lang) for f in diagnosis.findings],
+        likely=localized_issue(diagnosis.likely, lang) if diagnosis.likely is not None else None,
     )
 
 

@@ -15,9 +15,11 @@ from engine.triage.localize import code_title, localized_code, localized_fault
 from engine.triage.rules import load_rules
 
 # What a translation must carry over unchanged: `backticked` text, --flags, ENV_VARS and
-# CONSTANT_NAMES, {placeholders}, %s, hex codes.
+# CONSTANT_NAMES, {placeholders}, %s, hex codes, and the error codes an operator greps for
+# (CANN's EZ9999 / EI0005, ACL's 507011, torch_npu's ERR00100).
 TOKENS = re.compile(
     r"`[^`]+`|(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]|\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b|\{[a-z_]+\}|%[sd]|\b0x[0-9A-Fa-f]+\b"
+    r"|\bE[A-Z0-9]\d{4}\b|\b[1-5]\d{5}\b|\bERR\d{5}\b"
 )
 
 
@@ -75,6 +77,28 @@ def test_english_reads_no_catalogue():
     assert rule.text("title", "en") == rule.title
 
 
+# -- the glossary ------------------------------------------------------------------------------
+
+
+def test_catalogues_use_the_glossary_terms():
+    """docs/zh-glossary.md's "avoid" table: one idea, one word, in every Chinese catalogue."""
+    from helpers import ROOT
+
+    text = (ROOT / "docs" / "zh-glossary.md").read_text(encoding="utf-8")
+    section = text.split("## 不用的写法", 1)[1].split("\n## ", 1)[0]
+    pairs = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("|") and not line.startswith(("| avoid", "|---"))
+    ]
+    assert len(pairs) >= 5
+    found = []
+    for name in ("rules.yaml", "codes.yaml", "faultcodes.yaml"):
+        body = (ROOT / "engine" / "triage" / "zh" / name).read_text(encoding="utf-8")
+        found += [f"{name}: {avoid} (use {use})" for avoid, use in pairs if avoid in body]
+    assert not found, "Chinese catalogues use words the glossary avoids: " + "; ".join(found)
+
+
 # -- the rules -------------------------------------------------------------------------------
 
 
@@ -86,7 +110,29 @@ def test_every_rule_has_chinese_title_cause_and_fix():
         fields = ["title", "cause", "fix"] + (["generic"] if rule.generic else [])
         if any(not str(entry.get(f) or "").strip() for f in fields):
             missing.append(rule.id)
-    assert not missing, f"{len(missing)} rules lack a Chinese title/cause/fix in engine/triage/zh/rules.yaml: " + ", ".join(missing)
+    assert not missing, (
+        f"{len(missing)} rules lack a Chinese title/cause/fix in engine/triage/zh/rules.yaml: " + ", ".join(missing)
+    )
+
+
+def test_no_chinese_rule_text_is_older_than_its_english():
+    """Each Chinese entry names the English it translates (`from_en`, engine/triage/zh_stamp.py):
+    a rule whose title, cause, fix or likely causes changed since is listed as stale."""
+    from engine.triage.zh_stamp import fingerprint
+
+    table = zh("rules.yaml")
+    stale = [r.id for r in load_rules() if (table.get(r.id) or {}).get("from_en") != fingerprint(r)]
+    assert not stale, (
+        f"{len(stale)} rules' English changed since their Chinese was written (or was never stamped): "
+        + ", ".join(stale)
+        + "; update engine/triage/zh/rules.yaml, then python -m engine.triage.zh_stamp ID..."
+    )
+
+
+def test_chinese_rule_entries_hold_only_what_a_person_reads():
+    allowed = {"title", "cause", "fix", "generic", "likely", "from_en"}
+    odd = {f"{rid}.{k}" for rid, entry in zh("rules.yaml").items() for k in entry if k not in allowed}
+    assert not odd, f"unknown keys in engine/triage/zh/rules.yaml: {sorted(odd)}"
 
 
 def test_no_chinese_entry_for_a_rule_that_does_not_exist():
@@ -106,6 +152,28 @@ def test_rule_translations_keep_flags_variables_and_commands():
                 if gone:
                     lost.append(f"{rule.id}.{field}: {' '.join(gone)}")
     assert not lost, "Chinese texts drop what the English has:\n" + "\n".join(lost)
+
+
+def test_every_symptom_rule_lists_its_likely_causes_in_chinese():
+    """A report led by a symptom says "likely one of" its causes: each needs its Chinese cause
+    (unless it is a rule of the database, which reads as that rule's title) and evidence."""
+    from engine.triage.localize import localized_likely
+
+    table = zh("rules.yaml")
+    bad = []
+    for rule in load_rules():
+        if not rule.likely:
+            continue
+        texts = (table.get(rule.id) or {}).get("likely") or []
+        if len(texts) != len(rule.likely):
+            bad.append(f"{rule.id}: {len(texts)} Chinese candidates for {len(rule.likely)}")
+            continue
+        for n, (c, shown) in enumerate(zip(rule.likely, localized_likely(rule.id, rule.likely, "zh"))):
+            for field in ("cause", "evidence"):
+                english, chinese = getattr(c, field), getattr(shown, field)
+                if chinese == english or lost_tokens(english, chinese):
+                    bad.append(f"{rule.id}.likely[{n}].{field}")
+    assert not bad, "symptom rules without (whole) Chinese candidates: " + ", ".join(bad)
 
 
 def test_a_rule_speaks_chinese_when_asked():
@@ -183,7 +251,9 @@ def test_every_device_fault_with_a_meaning_has_chinese_text():
         for field in ("name", "meaning", "fix"):
             if entry.get(field) and (texts[field] == entry[field] or lost_tokens(entry[field], texts[field])):
                 lost.append(f"{code}.{field}")
-    assert not missing, "device fault codes without Chinese text in engine/triage/zh/faultcodes.yaml: " + ", ".join(missing)
+    assert not missing, "device fault codes without Chinese text in engine/triage/zh/faultcodes.yaml: " + ", ".join(
+        missing
+    )
     assert not lost, "untranslated or damaged: " + ", ".join(lost)
     stray = ours - {str(k).upper() for k in t["meanings"]}
     assert not stray, f"Chinese entries for codes faultcodes.yaml lacks: {sorted(stray)}"

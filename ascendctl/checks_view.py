@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendctl.style import clean, ljust_cells, safe, severity_style
+from ascendctl.style import clean, ljust_cells, safe, severity_style, spaced
 from engine.i18n import N_, _
 
 # The status column is five columns wide; the word itself is in --json.
@@ -28,7 +28,7 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
     lines: list[Line] = [[(f"ascendctl {command}", "bold"), (clean(f"{where}: {report.headline}"), "")]]
     width = max(len(c.id) for c in report.checks) if report.checks else 10
     mark = {k: ljust_cells(_(v), 5) for k, v in _MARK.items()}
-    fix = _("fix:")
+    fix = spaced(_("fix:"))
     skipped: dict[str, list[str]] = {}
     for c in report.checks:
         status = c.status.value
@@ -39,7 +39,7 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
             [("  ", ""), (mark[status], severity_style(status)), (clean(f" {c.id:<{width}}  {c.summary}"), "")]
         )
         if c.fix and status in ("warning", "error"):
-            lines.append([(f"        {'':<{width}}  ", ""), (fix, "bold"), (clean(f" {c.fix}"), "")])
+            lines.append([(f"        {'':<{width}}  ", ""), (fix, "bold"), (clean(c.fix), "")])
     for reason, ids in skipped.items():
         lines.append([(clean(f"  {mark['skip']} {reason}: {', '.join(ids)}"), "dim")])
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}

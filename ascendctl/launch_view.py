@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from ascendctl.output import SCHEMA_VERSION, to_jsonable
-from ascendctl.style import clean, ljust_cells, safe, severity_style
+from ascendctl.style import clean, ljust_cells, safe, severity_style, spaced
 from engine.i18n import _
 
 if TYPE_CHECKING:
@@ -103,20 +103,20 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     console = out.err_console
     if diag.root_error:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
-        label = _("cause:")
-        console.print(f"  [bold]{label}[/] {safe(cause)}", soft_wrap=True)
+        label = spaced(_("cause:"))
+        console.print(f"  [bold]{label}[/]{safe(cause)}", soft_wrap=True)
     for line in diag.likely_lines():  # a symptom leads: the causes it can have, not one name
         console.print(f"  {line}", markup=False, soft_wrap=True)
-    known, why, fix = _("known issue"), _("why:"), _("fix:")
+    known, why, fix = _("known issue"), spaced(_("why:")), spaced(_("fix:"))
     for finding in diag.findings:
         console.print(
             f"  [bold]{known}[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {safe(finding.title)}",
             soft_wrap=True,
         )
         if finding.cause:
-            console.print(f"    {why} {safe(finding.cause)}", soft_wrap=True)
+            console.print(f"    {why}{safe(finding.cause)}", soft_wrap=True)
         if finding.fix:
-            console.print(f"    [bold]{fix}[/] {safe(finding.fix)}", soft_wrap=True)
+            console.print(f"    [bold]{fix}[/]{safe(finding.fix)}", soft_wrap=True)
     if not diag.findings:
         console.print(
             _("  (no known issue matched; `ascendctl triage {log}` explains the whole log)").format(

@@ -117,3 +117,9 @@ def cells(text: str) -> int:
 def ljust_cells(text: str, width: int) -> str:
     """`text` padded to `width` terminal columns (str.ljust counts a Chinese character as one)."""
     return text + " " * max(0, width - cells(text))
+
+
+def spaced(label: str) -> str:
+    """A translated label (`fix:`, `error:`) and the space after it: English writes "fix: ...",
+    Chinese "处理：..." with no space after the full-width colon."""
+    return label if label.endswith("：") else label + " "

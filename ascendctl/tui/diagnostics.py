@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from ascendctl.style import cells as cells_of
-from ascendctl.style import clean, severity_style
+from ascendctl.style import clean, severity_style, spaced
 from ascendctl.tui import render, translate_bindings
 from engine.i18n import N_, _
 from engine.severity import Severity
@@ -40,9 +40,9 @@ class DetailScreen(ModalScreen[None]):
         )
         if d.count > 1:
             body.append(f" · seen {d.count} times")
-        body.append("\n\n" + _("cause:") + " ", style="bold")
+        body.append("\n\n" + spaced(_("cause:")), style="bold")
         body.append(clean(d.cause))
-        body.append("\n\n" + _("fix:") + " ", style="bold")
+        body.append("\n\n" + spaced(_("fix:")), style="bold")
         body.append(clean(d.fix))
         if d.detail:
             body.append("\n\n" + clean(d.detail, multiline=True), style="dim")

@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ascendctl.style import NA, age, cells, clean, ljust_cells, num, plain, seconds, severity_style
+from ascendctl.style import NA, age, cells, clean, ljust_cells, num, plain, seconds, severity_style, spaced
 from engine.i18n import N_, _
 from engine.runs import short_name
 from engine.severity import Severity
@@ -132,7 +132,7 @@ def devices_table(snap: Snapshot) -> Text:
         down = _("{source} DOWN ({since}): {error}").format(source=src.name, since=since, error=clean(src.error))
         out.append("\n" + down, style=severity_style(Severity.ERROR))
         if src.fix:
-            out.append(f"\n  {_('fix:')} {clean(src.fix)}", style="dim")
+            out.append("\n  " + spaced(_("fix:")) + clean(src.fix), style="dim")
     elif not snap.devices:
         out.append("\n" + _("no devices"), style="dim")
     return out

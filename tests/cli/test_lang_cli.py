@@ -36,10 +36,10 @@ def test_doctor_speaks_chinese_under_a_chinese_locale(capsys, zh_locale):
     assert "Ascend NPU 主机" in out and "还不能提供服务" in out  # the headline
     assert "错误  cann.set_env" in out  # the status word, in its column; the check id as it is
     assert "没有 source set_env.sh：ASCEND_TOOLKIT_HOME 和 ASCEND_HOME_PATH 均未设置" in out
-    assert "修复: source /usr/local/Ascend/ascend-toolkit/set_env.sh" in out  # the command stays a command
+    assert "处理：source /usr/local/Ascend/ascend-toolkit/set_env.sh" in out  # the command stays a command
     assert "跳过  记录的机器无法得知磁盘空间: system.disk" in out
     assert out.rstrip().endswith("有错误")  # the verdict
-    assert re.search(r"\n\d+ 项正常、\d+ 个警告、3 个错误、\d+ 项跳过，用时 [0-9.]+ 秒: 有错误\n", out)
+    assert re.search(r"\n\d+ 项正常、\d+ 个告警、3 个错误、\d+ 项跳过，用时 [0-9.]+ 秒: 有错误\n", out)
 
 
 def test_chinese_status_words_keep_the_columns_lined_up(capsys, zh_locale):
@@ -49,7 +49,7 @@ def test_chinese_status_words_keep_the_columns_lined_up(capsys, zh_locale):
     starts = set()
     for line in out.splitlines():
         for check_id in ("host.platform", "cann.set_env", "cann.nnal ", "env.ld_order", "devices.chip"):
-            if check_id in line and not line.lstrip().startswith(("跳过", "修复")):
+            if check_id in line and not line.lstrip().startswith(("跳过", "处理")):
                 starts.add(cells(line[: line.index(check_id)]))
     assert starts == {8}, starts
 
@@ -68,8 +68,8 @@ def test_lang_flag_and_variable_override_the_locale(capsys, monkeypatch):
 def test_an_error_and_its_fix_in_chinese(capsys, zh_locale):
     code, out, err = run(capsys, "profile", "show", "no-such")
     assert code == 2 and not out
-    assert "错误: 没有名为 'no-such' 的 profile" in err
-    assert "修复: 从以下选一个：" in err and "`ascendctl profile list`" in err
+    assert "错误：没有名为 'no-such' 的 profile" in err
+    assert "处理：从以下选一个：" in err and "`ascendctl profile list`" in err
 
 
 def test_an_error_under_json_stays_english(capsys, zh_locale):
@@ -123,7 +123,7 @@ def test_serve_explains_a_crash_in_chinese(capsys, monkeypatch, tmp_path, zh_loc
     code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
     err = capsys.readouterr().err
     assert code == 1
-    assert "错误: 引擎在就绪前退出（exit code 1）" in err
-    assert "原因: ValueError: No available memory for the cache blocks" in err  # the log's line, quoted as it is
-    assert "已知问题" in err and "修复:" in err
+    assert "错误：引擎在就绪前退出（exit code 1）" in err
+    assert "原因：ValueError: No available memory for the cache blocks" in err  # the log's line, quoted as it is
+    assert "已知问题" in err and "处理：" in err
     assert "完整日志：" in err and "engine.log" in err

@@ -162,3 +162,13 @@ def test_a_catalogue_entry_is_json_safe():
     """The .po is UTF-8 and says so: gettext decodes it by its header."""
     assert "charset=utf-8" in PO.read_text(encoding="utf-8").lower()
     json.dumps(i18n._("ok"))
+
+
+def test_translations_use_the_glossary_words():
+    """docs/zh-glossary.md's "avoid" column (one idea, one word) holds for the messages too."""
+    text = (ROOT / "docs" / "zh-glossary.md").read_text(encoding="utf-8")
+    section = text.split("## 不用的写法", 1)[1].split("\n## ", 1)[0]
+    avoid = [row.split("|")[1].strip() for row in section.splitlines() if row.startswith("| ") and "avoid" not in row]
+    assert avoid, "the glossary's avoid table moved"
+    bad = [(m.id, word) for m in po_catalog() if m.string for word in avoid if word in m.string]
+    assert not bad, bad

@@ -92,7 +92,7 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
             phase=last
         )
     else:
-        how = describe_exit(outcome.exit_code)
+        how = describe_exit(outcome.exit_code, _)
         if outcome.ready_seconds is None:
             headline = _("the engine exited before it was ready ({how})").format(how=how)
         else:
@@ -242,9 +242,9 @@ class LaunchView:
         if restart_in is not None:
             cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
             if diagnosis is not None:
-                ended = _("the engine exited ({how})").format(how=describe_exit(code))
+                ended = _("the engine exited ({how})").format(how=describe_exit(code, _))
             else:
-                ended = _("the engine was stopped after the hang ({how})").format(how=describe_exit(code))
+                ended = _("the engine was stopped after the hang ({how})").format(how=describe_exit(code, _))
             again = _("; restart {attempt} in {seconds:g} s").format(attempt=attempt, seconds=restart_in)
             self.out.warn(f"{ended}{safe(cause)}{again}")
 

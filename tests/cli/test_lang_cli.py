@@ -123,7 +123,7 @@ def test_serve_explains_a_crash_in_chinese(capsys, monkeypatch, tmp_path, zh_loc
     code = main(["serve", "--profile", "cpu-tiny", "--no-engine-output"])
     err = capsys.readouterr().err
     assert code == 1
-    assert "错误：引擎在就绪前退出（exit code 1）" in err
+    assert "错误：引擎在就绪前退出（退出码 1）" in err
     assert "原因：ValueError: No available memory for the cache blocks" in err  # the log's line, quoted as it is
     assert "已知问题" in err and "处理：" in err
     assert "完整日志：" in err and "engine.log" in err

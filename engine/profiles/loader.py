@@ -30,8 +30,11 @@ class ProfileInvalid(BadInput):
         self.problems = problems
         self.source = source
         lines = "\n".join(f"  {p}" for p in problems)
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(f"invalid profile {source} ({count}):\n{lines}", _fix_for(source, problems))
+        if len(problems) == 1:
+            head = _("invalid profile {source} (1 problem):").format(source=source)
+        else:
+            head = _("invalid profile {source} ({count} problems):").format(source=source, count=len(problems))
+        super().__init__(f"{head}\n{lines}", _fix_for(source, problems))
 
 
 def _fix_for(source: str, problems: list[Problem]) -> str:
@@ -40,9 +43,15 @@ def _fix_for(source: str, problems: list[Problem]) -> str:
     flags = list(dict.fromkeys(p.file for p in problems if p.line is None and p.file.startswith("--")))
     in_file = [p for p in problems if not (p.line is None and p.file.startswith("--"))]
     if flags and not in_file:
-        return f"correct {' and '.join(flags)} on the command line (`ascendctl profile show` lists the keys)"
-    edit = f"edit {source} (see `ascendctl profile show` for a valid example)" if source else "fix the profile"
-    return f"{edit}, and correct {' and '.join(flags)}" if flags else edit
+        return _("correct {flags} on the command line (`ascendctl profile show` lists the keys)").format(
+            flags=" and ".join(flags)
+        )
+    edit = (
+        _("edit {source} (see `ascendctl profile show` for a valid example)").format(source=source)
+        if source
+        else _("fix the profile")
+    )
+    return _("{edit}, and correct {flags}").format(edit=edit, flags=" and ".join(flags)) if flags else edit
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, Status, ok, skip, warn
-from engine.i18n import N_
+from engine.i18n import N_, _
 from engine.system.host import Host
 
 GOVERNOR = "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor"
@@ -65,8 +65,8 @@ def _applies(ctx: Context, cid: str) -> Outcome | None:
     where = spec()[cid]["platforms"]
     if ctx.platform in where:
         return None
-    names = {"ascend": "Ascend NPU hosts", "cpu": "CPU engine hosts", "cuda": "CUDA hosts"}
-    return skip("applies to " + " and ".join(names[p] for p in where))
+    names = {"ascend": N_("Ascend NPU hosts"), "cpu": N_("CPU engine hosts"), "cuda": N_("CUDA hosts")}
+    return skip(_("applies to {hosts}").format(hosts=_(" and ").join(_(names[p]) for p in where)))
 
 
 def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: str, unknown: str = "") -> Outcome:
@@ -83,10 +83,19 @@ def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: 
         "status": status.value,
     }
     if good is None:
-        return skip(f"unknown: {unknown}")
+        return skip(_("unknown: {why}").format(why=unknown))
     if good:
         return ok(found)
-    return warn(f"{found}; recommended: {s['recommended']} ({s['level']}, {s['source']}): {s['effect']}", str(s["fix"]))
+    # effect and fix are perf.yaml's texts, in the catalogue through babel.cfg; the level is one of LEVELS
+    return warn(
+        _("{found}; recommended: {value} ({level}, {source}): {effect}").format(
+            found=found, value=s["recommended"], level=_(s["level"]), source=s["source"], effect=_(s["effect"])
+        ),
+        _(str(s["fix"])),
+    )
+
+
+LEVELS = (N_("recommendation"), N_("warning"))  # perf.yaml's levels, as a row shows them
 
 
 def _read(ctx: Context, path: str) -> str | None:
@@ -96,8 +105,10 @@ def _read(ctx: Context, path: str) -> str | None:
 
 def _why_unreadable(ctx: Context, path: str) -> str:
     if ctx.live and ctx.host.path(path).exists():
-        return f"{path} is not readable here (a container or a non-root user)"
-    return f"{path} is not {'recorded' if not ctx.live else 'present'}"
+        return _("{path} is not readable here (a container or a non-root user)").format(path=path)
+    if not ctx.live:
+        return _("{path} is not recorded").format(path=path)
+    return _("{path} is not present").format(path=path)
 
 
 # -- the kernel and the CPU -----------------------------------------------------------------------
@@ -330,7 +341,11 @@ def check_allocator(ctx: Context) -> Outcome:
     libs = [p for p in preload if any(a in p.rsplit("/", 1)[-1] for a in ALLOCATORS)]
     if not libs:
         have = installed_allocator(ctx.host)
-        found = "LD_PRELOAD " + (f"has no allocator ({':'.join(preload)})" if preload else "is empty: glibc malloc")
+        found = (
+            _("LD_PRELOAD has no allocator ({preload})").format(preload=":".join(preload))
+            if preload
+            else _("LD_PRELOAD is empty: glibc malloc")
+        )
         if have:
             found += f"; {have} is installed"
         return _judge(ctx, cid, "glibc malloc", False, found)
@@ -357,7 +372,7 @@ def check_cpu_binding(ctx: Context) -> Outcome:
         return out
     pids = engine_pids(ctx)
     if not pids:
-        return skip("no engine is running: its CPU binding is checked while it runs")
+        return skip(_("no engine is running: its CPU binding is checked while it runs"))
     online = online_cpus(ctx)
     if online is None:
         return _judge(ctx, cid, None, None, "", _why_unreadable(ctx, CPU_ONLINE))
@@ -392,7 +407,13 @@ def _variable(ctx: Context, cid: str, name: str) -> Outcome:
     value = ctx.host.env.get(name)
     accept = [str(a) for a in spec()[cid].get("accept", ())]
     shown = "unset" if value is None else value
-    return _judge(ctx, cid, shown, value in accept, f"{name}={shown}" if value is not None else f"{name} is unset")
+    return _judge(
+        ctx,
+        cid,
+        shown,
+        value in accept,
+        f"{name}={shown}" if value is not None else _("{name} is unset").format(name=name),
+    )
 
 
 @check("perf.task_queue", "perf", N_("TASK_QUEUE_ENABLE dispatches operators through the queue (2, or 1)"))
@@ -416,7 +437,11 @@ def check_cpu_affinity(ctx: Context) -> Outcome:
     mode = (value or "").split(",")[0].strip()
     shown = "unset" if value is None else value
     return _judge(
-        ctx, cid, shown, mode in ("1", "2"), f"CPU_AFFINITY_CONF={shown}" if value else "CPU_AFFINITY_CONF is unset"
+        ctx,
+        cid,
+        shown,
+        mode in ("1", "2"),
+        f"CPU_AFFINITY_CONF={shown}" if value else _("{name} is unset").format(name="CPU_AFFINITY_CONF"),
     )
 
 
@@ -450,7 +475,7 @@ def check_launch_blocking(ctx: Context) -> Outcome:
         cid,
         value or "unset",
         good,
-        f"ASCEND_LAUNCH_BLOCKING={value}" if value else "ASCEND_LAUNCH_BLOCKING is unset",
+        f"ASCEND_LAUNCH_BLOCKING={value}" if value else _("{name} is unset").format(name="ASCEND_LAUNCH_BLOCKING"),
     )
 
 

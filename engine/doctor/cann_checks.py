@@ -28,10 +28,14 @@ def check_toolkit(ctx: Context) -> Outcome:
         return skip(_("CANN toolkit files not recorded"))
     if tk is None:
         return error(
-            "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
-            "or /usr/local/Ascend/ascend-toolkit/latest)",
-            "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), "
-            "or set ASCEND_TOOLKIT_HOME to its prefix",
+            _(
+                "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
+                "or /usr/local/Ascend/ascend-toolkit/latest)"
+            ),
+            _(
+                "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), "
+                "or set ASCEND_TOOLKIT_HOME to its prefix"
+            ),
         )
     where = (
         _("{home} ({layout} layout, named by {by})").format(home=tk.home, layout=tk.layout, by=tk.found_by)
@@ -125,7 +129,7 @@ def check_nnal(ctx: Context) -> Outcome:
     if home and paths.exists(ctx.host, f"{home}/lib/libatb.so"):
         return ok(_("NNAL ATB sourced: ATB_HOME_PATH={home}").format(home=home))
     if home and unrecorded(ctx):
-        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)")
+        return ok(_("NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)").format(home=home))
     if home:
         return error(
             f"ATB_HOME_PATH={home} holds no lib/libatb.so",
@@ -180,7 +184,7 @@ def check_nnal_abi(ctx: Context) -> Outcome:
                 f"in a new shell, source {atb_root}/set_env.sh once, with --cxx_abi= the value of "
                 "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's environment",
             )
-        return skip("the engine interpreter did not report torch's C++ ABI")
+        return skip(_("the engine interpreter did not report torch's C++ ABI"))
     torch = ctx.engine.packages.get("torch") or ""
     wrong = []
     if home_abi is not None and home_abi != torch_abi:
@@ -215,18 +219,24 @@ def check_driver(ctx: Context) -> Outcome:
     if d is None and unrecorded(ctx):
         table = ctx.npu_smi.table
         if table is not None and table.driver_version:
-            return ok(f"driver {table.driver_version} (npu-smi's version line; version.info not recorded)")
+            return ok(
+                _("driver {version} (npu-smi's version line; version.info not recorded)").format(
+                    version=table.driver_version
+                )
+            )
         return skip(_("driver version.info not recorded"))
     if d is None:
         if ctx.container:
             return error(
-                "driver version.info not visible in this container",
+                _("driver version.info not visible in this container"),
                 "docker run ... -v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
                 "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
             )
         return error(
-            f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
-            "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot",
+            _("NPU driver not installed: no {prefix}/driver/version.info").format(prefix=ctx.driver_prefix),
+            _(
+                "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot"
+            ),
         )
     if d.bad_version is not None:
         return warn(f"{d.path} holds no version but {quoted(d.bad_version)}", "reinstall the NPU driver package")
@@ -245,7 +255,7 @@ def check_firmware(ctx: Context) -> Outcome:
         return skip(_("firmware version.info not recorded"))
     if fw is None:
         if ctx.container:
-            return skip("firmware files are not mounted into containers; run doctor on the host to check them")
+            return skip(_("firmware files are not mounted into containers; run doctor on the host to check them"))
         return warn(
             "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
             "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
@@ -261,8 +271,12 @@ def check_firmware(ctx: Context) -> Outcome:
     if inside is False and d is not None and d.compatible_fw:
         lo, hi = d.compatible_fw
         return error(
-            f"firmware {fw.version} is outside the range driver {d.version} accepts [{lo}, {hi}]",
-            f"install the firmware package released with driver {d.version} (Ascend-hdk-<chip>-npu-firmware)",
+            _("firmware {firmware} is outside the range driver {driver} accepts [{low}, {high}]").format(
+                firmware=fw.version, driver=d.version, low=lo, high=hi
+            ),
+            _("install the firmware package released with driver {driver} (Ascend-hdk-<chip>-npu-firmware)").format(
+                driver=d.version
+            ),
         )
     note = (
         _(" (driver accepts {low}-{high})").format(low=d.compatible_fw[0], high=d.compatible_fw[1])
@@ -282,15 +296,24 @@ def check_pairing(ctx: Context) -> Outcome:
         # Without version.info there are no compatibility codes: Huawei's table decides.
         verdict = ctx.matrix.driver_compatible(table.driver_version, tk.version)
         if verdict:
-            return ok(f"Huawei's compatibility table lists driver {table.driver_version} for CANN {tk.version}")
+            return ok(
+                _("Huawei's compatibility table lists driver {driver} for CANN {cann}").format(
+                    driver=table.driver_version, cann=tk.version
+                )
+            )
         if verdict is False:
             return error(
-                f"Huawei's compatibility table marks driver {table.driver_version} incompatible with CANN {tk.version}",
-                "install a driver (HDK) release the table lists for this CANN version, or a CANN release for the driver",
+                _("Huawei's compatibility table marks driver {driver} incompatible with CANN {cann}").format(
+                    driver=table.driver_version, cann=tk.version
+                ),
+                _(
+                    "install a driver (HDK) release the table lists for this CANN version, "
+                    "or a CANN release for the driver"
+                ),
             )
-        return skip("driver version.info (its compatibility codes) not recorded")
+        return skip(_("driver version.info (its compatibility codes) not recorded"))
     if tk is None or d is None or not tk.version or not d.version:
-        return skip("needs both the driver and the CANN version")
+        return skip(_("needs both the driver and the CANN version"))
     p = pair(tk, d, ctx.matrix.driver_compatible(d.version, tk.version))
     if p.verdict == "ok":
         return ok(p.reason)
@@ -333,13 +356,16 @@ def check_ld_order(ctx: Context) -> Outcome:
             # A report does not show the directory's files: a warning, since a working machine
             # (vllm-ascend issue 629) served with /usr/lib64 first.
             return warn(
-                f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: a "
-                "libstdc++.so.6 there would shadow the one CANN needs (the report does not show whether it holds one)",
+                _(
+                    "{first} comes before {lib} in LD_LIBRARY_PATH: a libstdc++.so.6 there would shadow the one "
+                    "CANN needs (the report does not show whether it holds one)"
+                ).format(first=", ".join(ld.shadowing), lib=ld.entries[ld.toolkit_lib]),
                 f"export LD_LIBRARY_PATH={shlex.quote(value)}",
             )
         return error(
-            f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: the system "
-            "libstdc++.so.6 shadows the one CANN needs",
+            _(
+                "{first} comes before {lib} in LD_LIBRARY_PATH: the system libstdc++.so.6 shadows the one CANN needs"
+            ).format(first=", ".join(ld.shadowing), lib=ld.entries[ld.toolkit_lib]),
             f"export LD_LIBRARY_PATH={shlex.quote(value)}",
         )
     return ok(
@@ -388,7 +414,7 @@ def check_ld_dead(ctx: Context) -> Outcome:
     if not value:
         return ok(_("LD_LIBRARY_PATH is empty")) if ctx.platform != "ascend" else skip(_("LD_LIBRARY_PATH is empty"))
     if unrecorded(ctx):
-        return skip("which directories exist was not recorded")
+        return skip(_("which directories exist was not recorded"))
     ld = _ld(ctx)
     if ld.dead:
         shown = ", ".join(e or "(empty entry = current directory)" for e in ld.dead[:3])

@@ -203,9 +203,9 @@ def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]
 @check("container.ascend_runtime", "container", N_("Ascend Docker Runtime installed and registered with Docker"))
 def check_ascend_runtime(ctx: Context) -> Outcome:
     if ctx.platform != "ascend":
-        return skip("no NPU: Ascend Docker Runtime is for Ascend hosts")
+        return skip(_("no NPU: Ascend Docker Runtime is for Ascend hosts"))
     if ctx.container:
-        return skip("inside a container: Ascend Docker Runtime is checked on the host")
+        return skip(_("inside a container: Ascend Docker Runtime is checked on the host"))
     p = _probe(ctx)
     needed = _wanted(ctx, "devices") == "ascend-runtime"
     fail = error if needed else warn
@@ -218,7 +218,7 @@ def check_ascend_runtime(ctx: Context) -> Outcome:
                 "use, but the runtime here is podman",
                 "set container.devices: mounts (the quick start's --device and driver mounts), or use Docker",
             )
-        return skip("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts")
+        return skip(_("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts"))
     runtimes, default, bad = _daemon_runtimes(ctx)
     if bad:
         return error(bad, f"fix {DAEMON_JSON}, then sudo systemctl restart docker")
@@ -412,7 +412,7 @@ def check_shm(ctx: Context) -> Outcome:
         return skip(_("not in a container: /dev/shm is the host's"))
     mounts = paths.read_text(ctx.host, "/proc/mounts")
     if mounts is None:
-        return skip("/proc/mounts not recorded")
+        return skip(_("/proc/mounts not recorded"))
     m = _SHM.search(mounts)
     size = _size_option(m.group(1)) if m else None
     if size is None:
@@ -422,8 +422,12 @@ def check_shm(ctx: Context) -> Outcome:
         # The NPU and GPU engines' workers share tensors through it; the CPU engine copes with less.
         fail = warn if ctx.platform == "cpu" else error
         return fail(
-            f"/dev/shm is {size / (1 << 20):.0f} MiB (docker's default is 64 MiB); the engine's workers need more",
-            f"start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)",
+            _("/dev/shm is {size:.0f} MiB (docker's default is 64 MiB); the engine's workers need more").format(
+                size=size / (1 << 20)
+            ),
+            _(
+                "start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)"
+            ).format(need=need),
         )
     return ok(_("/dev/shm is {size:.1f} GiB").format(size=size / (1 << 30)))
 
@@ -467,7 +471,7 @@ def check_owned_npus(ctx: Context) -> Outcome:
             )
     count = len(owned) if owned is not None else len(nodes)
     if not count:
-        return skip("no NPU owned by this container (see devices.nodes)")
+        return skip(_("no NPU owned by this container (see devices.nodes)"))
     ids = visible_devices(ctx.host)
     if ids is not None:
         beyond = [i for i in ids if i >= count]

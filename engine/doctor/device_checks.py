@@ -15,27 +15,32 @@ def check_nodes(ctx: Context) -> Outcome:
         return s
     n = ctx.nodes
     if not n.davinci and unrecorded(ctx):
-        return skip("device nodes not recorded")
+        return skip(_("device nodes not recorded"))
     flags = " ".join(
         f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
     )
     if not n.davinci:
         if ctx.container:
             return error(
-                "no /dev/davinciN in this container: no NPU is visible",
-                f"docker run {flags} ...  (one --device /dev/davinciN per NPU)",
+                _("no /dev/davinciN in this container: no NPU is visible"),
+                _("docker run {flags} ...  (one --device /dev/davinciN per NPU)").format(flags=flags),
             )
         return error(
-            "no /dev/davinciN: the NPU driver is not loaded",
-            "reinstall the driver package and reboot; then `ls /dev/davinci*`",
+            _("no /dev/davinciN: the NPU driver is not loaded"),
+            _("reinstall the driver package and reboot; then `ls /dev/davinci*`"),
         )
     if n.missing_shared:
         fix = (
             f"docker run ... {' '.join('--device ' + p for p in n.missing_shared)}"
             if ctx.container
-            else "reinstall the NPU driver package (it creates these nodes), then reboot"
+            else _("reinstall the NPU driver package (it creates these nodes), then reboot")
         )
-        return error(f"missing {', '.join(n.missing_shared)} ({len(n.davinci)} /dev/davinciN present)", fix)
+        return error(
+            _("missing {nodes} ({count} /dev/davinciN present)").format(
+                nodes=", ".join(n.missing_shared), count=len(n.davinci)
+            ),
+            fix,
+        )
     ids = n.davinci
     span = f"/dev/davinci{ids[0]}" if len(ids) == 1 else f"/dev/davinci{ids[0]}-{ids[-1]}"
     return ok(
@@ -50,17 +55,17 @@ def check_npu_smi(ctx: Context) -> Outcome:
     probe = ctx.npu_smi
     if not probe.found:
         if not ctx.live:
-            return skip("npu-smi output not recorded")
+            return skip(_("npu-smi output not recorded"))
         fix = (
             "docker run ... -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi -v /usr/local/dcmi:/usr/local/dcmi"
             if ctx.container
-            else "reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH"
+            else _("reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH")
         )
-        return error("npu-smi not found", fix)
+        return error(_("npu-smi not found"), fix)
     if probe.error:
         if not ctx.live and "not recorded" in probe.error:
-            return skip("npu-smi output not recorded")
-        return error(probe.error, probe.fix or "run `npu-smi info` by hand")
+            return skip(_("npu-smi output not recorded"))
+        return error(probe.error, probe.fix or _("run `npu-smi info` by hand"))
     t = probe.table
     return ok(
         _("npu-smi {version} answered: {count} chip(s), driver {driver}").format(
@@ -74,7 +79,7 @@ def _table(ctx: Context):
         return None, skip(_(NO_NPU) if ctx.platform == "cpu" else _("no NPU on this host"))
     probe = ctx.npu_smi
     if probe.table is None:
-        return None, skip("npu-smi gave no table (see devices.npu_smi)")
+        return None, skip(_("npu-smi gave no table (see devices.npu_smi)"))
     return probe.table, None
 
 
@@ -87,9 +92,11 @@ def check_health(ctx: Context) -> Outcome:
     if bad:
         listed = "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health or 'N/A'}" for c in bad[:4])
         return error(
-            f"{len(bad)} chip(s) not healthy: {listed}",
-            f"devices.faults names each chip's fault codes and the action (`npu-smi info -t health -i {bad[0].npu} "
-            f"-c {bad[0].chip}` shows them); reset or replace the card as it says",
+            _("{count} chip(s) not healthy: {chips}").format(count=len(bad), chips=listed),
+            _(
+                "devices.faults names each chip's fault codes and the action (`npu-smi info -t health -i {npu} "
+                "-c {chip}` shows them); reset or replace the card as it says"
+            ).format(npu=bad[0].npu, chip=bad[0].chip),
         )
     return ok(_("all {count} chip(s) report Health OK").format(count=len(table.chips)))
 

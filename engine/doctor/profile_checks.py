@@ -13,7 +13,7 @@ from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.dtypes import canonical_dtype
 from engine.errors import AscendctlError
-from engine.i18n import N_
+from engine.i18n import N_, _
 from engine.system.devnodes import visible_devices
 
 DEFAULT_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default
@@ -97,7 +97,7 @@ def check_profile_dtype(ctx: Context) -> Outcome:
         return skip("dtype limits apply to NPUs")
     names = sorted({c.name for c in _host_npus(ctx)})
     if not names:
-        return skip("chip name unknown (npu-smi gave no table)")
+        return skip(_("chip name unknown (npu-smi gave no table)"))
     # `half` is float16 to vLLM: compare canonical names, as the schema and the planner do.
     dtype = canonical_dtype(ctx.profile.engine.dtype) or "auto"
     for name in names:

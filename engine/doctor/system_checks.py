@@ -15,7 +15,9 @@ from engine.versions import release_tuple
 def check_glibc(ctx: Context) -> Outcome:
     version = ctx.glibc
     if version is None:
-        return skip("glibc version not known" + ("" if ctx.live else " (ldd --version not recorded)"))
+        return skip(
+            _("glibc version not known") if ctx.live else _("glibc version not known (ldd --version not recorded)")
+        )
     if ctx.platform == "ascend":
         return _glibc_ascend(ctx, version)
     need = ctx.matrix.min_glibc.get(ctx.platform)

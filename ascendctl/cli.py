@@ -77,7 +77,9 @@ def build_app() -> typer.Typer:
 
     app = typer.Typer(
         name="ascendctl",
-        help="Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test.",
+        help=i18n._(
+            "Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test."
+        ),
         cls=lazy_group(COMMANDS),
         rich_markup_mode=None,
         no_args_is_help=True,
@@ -94,24 +96,26 @@ def build_app() -> typer.Typer:
     @app.callback()
     def _root(
         json_: bool = typer.Option(
-            False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."
+            False, "--json", help=i18n._("Write machine-readable JSON on stdout (accepted anywhere on the line).")
         ),
         debug: bool = typer.Option(
-            False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."
+            False, "--debug", help=i18n._("Show tracebacks and debug detail (accepted anywhere on the line).")
         ),
         lang: Optional[str] = typer.Option(
             None,
             "--lang",
             metavar="LANG",
-            help="Write messages in English (en) or Chinese (zh). Default: ASCENDCTL_LANG, then LC_ALL, "
-            "LC_MESSAGES, LANG (zh_* is Chinese). --json is always English.",
+            help=i18n._(
+                "Write messages in English (en) or Chinese (zh). Default: ASCENDCTL_LANG, then LC_ALL, "
+                "LC_MESSAGES, LANG (zh_* is Chinese). --json is always English."
+            ),
         ),
         version: Optional[bool] = typer.Option(
             None,
             "--version",
             callback=version_callback,
             is_eager=True,
-            help="Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN).",
+            help=i18n._("Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN)."),
         ),
     ) -> None:
         out = get_output()

@@ -127,3 +127,10 @@ def test_serve_explains_a_crash_in_chinese(capsys, monkeypatch, tmp_path, zh_loc
     assert "原因：ValueError: No available memory for the cache blocks" in err  # the log's line, quoted as it is
     assert "已知问题" in err and "处理：" in err
     assert "完整日志：" in err and "engine.log" in err
+
+
+def test_root_help_lists_the_commands_in_chinese(capsys, zh_locale):
+
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    assert "检查本机能否提供服务，每个问题都给出处理办法。" in out and "--lang LANG" in out

@@ -15,8 +15,9 @@ The knowledge base's Chinese texts live in catalogues beside the English data (e
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 LANGUAGES = ("en", "zh")
 DEFAULT = "en"
@@ -104,6 +105,18 @@ def set_machine_output(on: bool) -> None:
     """`--json`: messages stay English whatever the language (a script greps them)."""
     global _machine
     _machine = on
+
+
+@contextmanager
+def english() -> Iterator[None]:
+    """Messages in English while it lasts: what is written for programs and for support (a
+    bundle's reports) reads the same whatever the locale of the person who made it."""
+    global _machine
+    before, _machine = _machine, True
+    try:
+        yield
+    finally:
+        _machine = before
 
 
 def message_language() -> str:

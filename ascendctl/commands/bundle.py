@@ -122,7 +122,11 @@ def bundle(
         live = False
     else:
         host, live, env_known = Host(), True, True
-    with out.status("bundle: starting") as update:
+    from engine.i18n import english
+
+    # The archive's reports (doctor.json, netcheck.json, the env report) are for support and for
+    # `doctor --root`: English whatever the locale.
+    with out.status("bundle: starting") as update, english():
         result = build_bundle(
             opts, host=host, live=live, env_known=env_known, progress=lambda name: update(f"bundle: {name}")
         )

@@ -134,3 +134,16 @@ def test_root_help_lists_the_commands_in_chinese(capsys, zh_locale):
     code, out, _ = run(capsys, "--help")
     assert code == 0
     assert "检查本机能否提供服务，每个问题都给出处理办法。" in out and "--lang LANG" in out
+
+
+def test_what_is_written_for_support_stays_english(zh_locale):
+    """`ascendctl bundle` builds its doctor report under english(): an archive made on a Chinese
+    desktop reads the same to support and to `doctor --root` as any other."""
+    from engine import i18n
+    from engine.doctor import run_doctor
+
+    assert "主机" in run_doctor(BROKEN).headline
+    with i18n.english():
+        report = run_doctor(BROKEN)
+    assert report.headline.startswith("Ascend NPU host") and "not ready to serve" in report.headline
+    assert i18n._("ok") == "正常"  # and the language comes back after it

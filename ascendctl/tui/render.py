@@ -67,6 +67,8 @@ WORDS = (
     N_("free"), N_("total"), N_("prompt"), N_("generation"), N_("prefix hit"), N_("req"), N_("last"), N_("tick"),
     N_("PAUSED"), N_("health"), N_("memory GiB"), N_("util%"), N_("power"), N_("temp"), N_("procs"), N_("up"),
     N_("DOWN"), N_("off"),
+    # engine.severity's words, as a diagnostic's row shows them
+    N_("critical"), N_("error"), N_("warning"), N_("info"),
 )  # fmt: skip
 
 
@@ -155,7 +157,8 @@ def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> 
     lines = []
     if not e.status.ok:
         since = _never_or_last_ok(e.status)
-        lines.append(Text(f"  {since}: {clean(e.status.error)}", style=severity_style(Severity.ERROR)))
+        since = _("{since}: {error}").format(since=since, error=clean(e.status.error))
+        lines.append(Text(f"  {since}", style=severity_style(Severity.ERROR)))
     load = Text(f"  {W('running')} {num(e.running):>4} {sparkline(h.get('running', ()))}  {W('pending')} ")
     load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=alert_style(levels.get("waiting")))
     load.append(f"  {W('preempted')} {num(e.preemptions)}")
@@ -278,7 +281,7 @@ def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
     """One diagnostic's row, for `top --once` and the dashboard's table alike. Titles and fixes
     quote the engine's log (a known issue's example, a model name): plain text, never markup."""
     return (
-        plain(d.severity, style=severity_style(d.severity)),
+        plain(_(d.severity), style=severity_style(d.severity)),
         plain(short_name(d.subject)),
         plain(d.title + (f" (x{d.count})" if d.count > 1 else "")),
         plain(d.fix),

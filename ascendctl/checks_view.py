@@ -25,7 +25,12 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
         where = "" if report.live else _(" (recorded machine at {root})").format(root=report.root)
     if report.profile:
         where += _(" with profile {profile}").format(profile=report.profile)
-    lines: list[Line] = [[(f"ascendctl {command}", "bold"), (clean(f"{where}: {report.headline}"), "")]]
+    lines: list[Line] = [
+        [
+            (f"ascendctl {command}", "bold"),
+            (clean(_("{where}: {headline}").format(where=where, headline=report.headline)), ""),
+        ]
+    ]
     width = max(len(c.id) for c in report.checks) if report.checks else 10
     mark = {k: ljust_cells(_(v), 5) for k, v in _MARK.items()}
     fix = spaced(_("fix:"))
@@ -41,7 +46,8 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
         if c.fix and status in ("warning", "error"):
             lines.append([(f"        {'':<{width}}  ", ""), (fix, "bold"), (clean(c.fix), "")])
     for reason, ids in skipped.items():
-        lines.append([(clean(f"  {mark['skip']} {reason}: {', '.join(ids)}"), "dim")])
+        grouped = _("{reason}: {checks}").format(reason=reason, checks=", ".join(ids))
+        lines.append([(clean(f"  {mark['skip']} {grouped}"), "dim")])
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
     tail = _(" in {seconds:.2f} s").format(seconds=elapsed) if isinstance(elapsed, (int, float)) else ""
@@ -51,7 +57,7 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
     total = _("{ok} ok, {warnings} warning(s), {errors} error(s), {skipped} skipped").format(
         ok=counts["ok"], warnings=counts["warning"], errors=counts["error"], skipped=counts["skip"]
     )
-    lines.append([(f"{total}{tail}: {verdict}", "")])
+    lines.append([(_("{counts}: {verdict}").format(counts=total + tail, verdict=verdict), "")])
     return lines
 
 

@@ -204,7 +204,7 @@ def _headline(ctx: Context, checks: list[CheckResult], advisory: tuple[str, ...]
         state = _("ready to serve")
     if tuning:
         state += _("; {count} perf finding(s)").format(count=tuning)
-    return f"{_(where)}; {state}"
+    return _("{where}; {state}").format(where=_(where), state=state)
 
 
 def run_doctor(

@@ -37,9 +37,9 @@ def test_doctor_speaks_chinese_under_a_chinese_locale(capsys, zh_locale):
     assert "错误  cann.set_env" in out  # the status word, in its column; the check id as it is
     assert "没有 source set_env.sh：ASCEND_TOOLKIT_HOME 和 ASCEND_HOME_PATH 均未设置" in out
     assert "处理：source /usr/local/Ascend/ascend-toolkit/set_env.sh" in out  # the command stays a command
-    assert "跳过  记录的机器无法得知磁盘空间: system.disk" in out
+    assert "跳过  记录的机器无法得知磁盘空间：system.disk" in out
     assert out.rstrip().endswith("有错误")  # the verdict
-    assert re.search(r"\n\d+ 项正常、\d+ 个告警、3 个错误、\d+ 项跳过，用时 [0-9.]+ 秒: 有错误\n", out)
+    assert re.search(r"\n\d+ 项正常、\d+ 个告警、3 个错误、\d+ 项跳过，用时 [0-9.]+ 秒：有错误\n", out)
 
 
 def test_chinese_status_words_keep_the_columns_lined_up(capsys, zh_locale):

@@ -3,10 +3,9 @@ LANG=zh_CN.UTF-8 against the same command under LANG=C, in the same run, and the
 catalogue's own load time.
 
 Commands run as a user runs them, each in a fresh process, English and Chinese taking turns so a
-busy machine slows both alike; medians are compared. Goals: `--version`, `--help` and
-`doctor --json` read no catalogue, so they cost what English costs (zh/en <= 1.10, the noise of a
-shared host); `doctor` in Chinese reads the catalogue once (zh/en <= 1.15), which loads in
-<= 5 ms.
+busy machine slows both alike; medians are compared. Goals: `--version` and `doctor --json` read
+no catalogue, so they cost what English costs (zh/en <= 1.10, the noise of a shared host); `--help`
+and `doctor` in Chinese read the catalogue once (zh/en <= 1.15), which loads in <= 5 ms.
 
     .venv/bin/python benchmarks/bench_messages.py             # 11 rounds
     .venv/bin/python benchmarks/bench_messages.py --runs 21
@@ -27,7 +26,7 @@ HOST = str(ROOT / "tests" / "fixtures" / "hosts" / "setenv-not-sourced")
 # name -> (arguments of ascendctl, goal for the Chinese / English ratio)
 COMMANDS = {
     "--version": (["--version"], 1.10),
-    "--help": (["--help"], 1.10),
+    "--help": (["--help"], 1.15),
     "doctor --json": (["doctor", "--json", "--root", HOST], 1.10),
     "doctor": (["doctor", "--root", HOST], 1.15),
 }

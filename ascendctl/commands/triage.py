@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
             "Explain logs: vLLM stdout, CANN plog directories, .gz files, or - for stdin. Known issues are "
             "grouped with count, first/last seen, cause and fix; unknown error lines are clustered into "
             "templates. With no LOG, the log of the newest `ascendctl serve` run. Exit 1 when an issue at "
-            "or above --fail-on is found, 2 when an input cannot be read (the others are still reported)."
+            "or above --fail-on is found, 2 when an input cannot be read (the others are still reported). "
+            "Given a `bundle --cluster` archive, several bundles or --node NAME=DIR folders, it triages the nodes "
+            "together: one timeline with aligned clocks, the first node to fail and why, the propagation chain."
         ),
         no_args_is_help=False,
     )(triage)
@@ -54,6 +56,15 @@ def triage(
         None, "--rules-only", metavar="FILE", help="Use the rules of this YAML instead of the bundled database."
     ),
     top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
+    node: Optional[List[str]] = typer.Option(
+        None,
+        "--node",
+        metavar="NAME=DIR",
+        help="A node's folder (or file) of logs, once per node: triage the nodes together, one timeline and the first node to fail.",
+    ),
+    html: Optional[str] = typer.Option(
+        None, "--html", metavar="FILE", help="Across nodes: also write the timeline page (one lane per node) to FILE."
+    ),
 ) -> None:
     from ascendctl.output import get_output
     from engine.errors import BadInput, ProblemsFound
@@ -72,6 +83,15 @@ def triage(
     if list_:
         _list(out, rules)
         return
+    from ascendctl import incident_view
+
+    if incident_view.wanted(list(logs or []), list(node or [])):
+        incident_view.run(out, list(logs or []), list(node or []), rules, fail_on, html)
+        return
+    if html:
+        raise BadInput(
+            "--html draws the timeline of several nodes", "give a cluster archive, several bundles or --node NAME=DIR"
+        )
     paths = _expand_bundles(list(logs or [])) or [_latest_run_log()]
     report = _scan(out, paths, rules)
 

@@ -1,5 +1,5 @@
 """`ascendctl triage` over several nodes: the shell around engine.incident (`triage` hands over
-own: `triage` hands over when it is given a cluster archive, several bundles or --node)."""
+to it when it is given a cluster archive, several bundles or --node)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,126 @@
+"""`ascendctl triage` across nodes as a user runs it: the table, --json, --html, exit codes, and
+hostile input (an archive with path traversal or a link out of it, a node given twice)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+from helpers import FIXTURES
+
+from ascendctl.cli import main
+
+CASES = FIXTURES / "cluster"
+
+
+def _nodes(case: str, n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        out += ["--node", f"node{i}={CASES / case / f'node{i}'}"]
+    return out
+
+
+def test_table_names_the_first_node_why_and_the_chain(capsys):
+    code = main(["triage", *_nodes("chain", 3)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "First to fail: node0 aicpu-exception" in out
+    assert "node0 aicpu-exception -> node1 hccl-notify-wait-task-failed" in out
+    assert "node1 hccl-notify-wait-task-failed -> node2" in out
+    assert "the cluster failed first at node0" in err
+
+
+def test_json_for_scripts(capsys):
+    code = main(["triage", "--json", *_nodes("two_failures", 4)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert data["first_to_fail"]["node"] == "node0"
+    assert [r["node"] for r in data["roots"]] == ["node0", "node2"]
+    assert {n["name"] for n in data["nodes"]} == {"node0", "node1", "node2", "node3"}
+    assert data["timeline"][0]["node"] == "node0" and data["timeline"][0]["at"] is not None
+
+
+def test_html_timeline_one_lane_per_node_root_marked(capsys, tmp_path):
+    page = tmp_path / "t.html"
+    code = main(["triage", str(CASES / "clock_skew"), "--html", str(page)])
+    capsys.readouterr()
+    assert code == 1
+    text = page.read_text()
+    assert "first to fail: npu-heartbeat-lost" in text
+    for n in ("node0", "node1", "node2", "node3"):
+        assert f'"{n}"' in text
+    assert "cdn.plot.ly" not in text.split("<script", 2)[1][:200]  # the script is embedded: opens offline
+
+
+def _tar(path, members):
+    with tarfile.open(path, "w:gz") as t:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                t.addfile(info)
+            elif kind == "dir":
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+
+
+def test_an_archive_with_traversal_and_a_link_out_is_read_without_them(capsys, tmp_path):
+    good = (CASES / "chain" / "node0" / "engine.log").read_bytes()
+    manifest = {
+        "schema_version": 1,
+        "kind": "ascendctl-cluster-bundle",
+        "profile": "p",
+        "run": "r",
+        "nodes": [
+            {"name": "node0", "dir": "nodes/node0", "status": "ok", "clock_offset_s": 0.0},
+            {"name": "node1", "dir": "../../outside", "status": "ok"},
+            {"name": "node2", "dir": "nodes/node2", "status": "no answer"},
+        ],
+    }
+    secret = tmp_path / "secret.log"
+    secret.write_text("[ERROR] 2026-05-01-10:00:00 (PID:1, Device:0, RankID:9) ERR00100 PTA call acl api failed.\n")
+    arc = tmp_path / "c.tar.gz"
+    _tar(
+        arc,
+        [
+            ("c/manifest.json", json.dumps(manifest).encode(), "file"),
+            ("c/nodes/node0/engine.log", good, "file"),
+            ("c/nodes/node0/escape.log", str(secret), "link"),  # absolute: kept only as a link inside
+            ("c/nodes/node0/up.log", "../../../../../" + str(secret), "link"),  # relative, leaves the folder
+            ("c/../../evil.log", b"x\n", "file"),
+        ],
+    )
+    code = main(["triage", "--json", str(arc)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2  # bad input, said after the report
+    assert data["first_to_fail"]["node"] == "node0"
+    problems = "\n".join(data["problems"])
+    assert "evil.log" in problems and "up.log: a link out of the archive" in problems
+    assert "symbolic link(s) not followed" in problems and "outside the archive" in problems
+    assert not (tmp_path.parent / "evil.log").exists()
+    assert all(e["node"] != "node1" or e["issue"] for e in data["timeline"])
+    assert 9 not in next(n for n in data["nodes"] if n["name"] == "node0")["ranks"]  # the secret was never read
+    assert next(n for n in data["nodes"] if n["name"] == "node2")["status"] == "no answer"
+
+
+def test_a_symlink_in_a_node_folder_is_not_followed(capsys, tmp_path):
+    d = tmp_path / "n0"
+    d.mkdir()
+    (d / "engine.log").write_bytes((CASES / "chain" / "node0" / "engine.log").read_bytes())
+    outside = tmp_path / "outside.log"
+    outside.write_text("[ERROR] 2026-05-01-09:00:00 (PID:1, Device:0, RankID:9) ERR00100 PTA call acl api failed.\n")
+    (d / "link.log").symlink_to(outside)
+    code = main(["triage", "--json", "--node", f"n0={d}"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2
+    assert any("symbolic link" in p for p in data["problems"])
+    assert data["nodes"][0]["ranks"] == [0]
+
+
+def test_bad_node_spec_is_a_usage_error(capsys):
+    assert main(["triage", "--node", "justaname"]) == 2
+    assert "NAME=DIR" in capsys.readouterr().err

@@ -105,10 +105,12 @@ def triage_cluster(
         got = gather(list(paths), list(named), tmp)
         rules = load_rules() if rules is None else rules
         scanned: list[_Scanned] = []
+        index = None
         for node in got.nodes:
             if progress:
                 progress(f"node {node.name}")
-            scanner = NodeScanner(rules)
+            scanner = NodeScanner(rules, index)
+            index = scanner.index
             report = scan_paths(list(node.files), scanner=scanner) if node.files else scanner.report()
             scanned.append(_Scanned(node, scanner, report.issues, report))
             del scanner, report

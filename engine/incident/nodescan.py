@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from engine.data import load_yaml
 from engine.triage.formats import Stamp
+from engine.triage.matcher import RuleIndex
 from engine.triage.rules import Rule
 from engine.triage.scanner import Scanner
 
@@ -31,18 +32,20 @@ _GLOG = re.compile(r"\[rank\d+\]:\[[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.(\d{1
 @dataclass(frozen=True)
 class Roles:
     waits: frozenset[str]
-    peers: tuple[tuple[str, re.Pattern[bytes]], ...]
-    own: tuple[tuple[str, re.Pattern[bytes]], ...]
+    peers: tuple[tuple[str, bytes, re.Pattern[bytes]], ...]  # (id, keyword, pattern)
+    own: tuple[tuple[str, bytes, re.Pattern[bytes]], ...]
+    keywords: frozenset[bytes]  # each searched once per block
 
 
 @lru_cache(maxsize=1)
 def roles() -> Roles:
     data: Any = load_yaml("engine.incident", "roles.yaml")
 
-    def compiled(key: str) -> tuple[tuple[str, re.Pattern[bytes]], ...]:
-        return tuple((p["id"], re.compile(p["pattern"].encode(), re.M)) for p in data[key])
+    def compiled(key: str) -> tuple[tuple[str, bytes, re.Pattern[bytes]], ...]:
+        return tuple((p["id"], p["keyword"].encode(), re.compile(p["pattern"].encode(), re.M)) for p in data[key])
 
-    return Roles(frozenset(data["waits"]), compiled("peers"), compiled("self"))
+    peers, own = compiled("peers"), compiled("self")
+    return Roles(frozenset(data["waits"]), peers, own, frozenset(kw for _i, kw, _r in (*peers, *own)))
 
 
 @dataclass
@@ -64,8 +67,12 @@ class NodeFacts:
 class NodeScanner(Scanner):
     """triage's Scanner, also collecting NodeFacts from every block it is fed."""
 
-    def __init__(self, rules: Sequence[Rule] | None = None) -> None:
-        super().__init__(rules)
+    def __init__(self, rules: Sequence[Rule] | None = None, index: RuleIndex | None = None) -> None:
+        """`index`: the compiled rules of an earlier NodeScanner, reused (compiling them costs more
+        than reading a node's logs)."""
+        super().__init__(() if index is not None else rules)
+        if index is not None:
+            self.index = index
         self.facts = NodeFacts()
         self._roles = roles()
         self._last: dict[str, Stamp] = {}
@@ -74,7 +81,12 @@ class NodeScanner(Scanner):
         super().feed_block(data, source, start, end)
         n = len(data) if end is None else end
         f = self.facts
-        for _id, rx in self._roles.own:
+        present = _present(data, start, n)
+        if not present:
+            return
+        for _id, kw, rx in self._roles.own:
+            if kw not in present:
+                continue
             for m in rx.finditer(data, start, n):
                 g = m.groupdict()
                 if g.get("rank") is not None and (len(f.ranks) < MAX_IDS or int(g["rank"]) in f.ranks):
@@ -82,7 +94,9 @@ class NodeScanner(Scanner):
                 if g.get("ip") and (len(f.addresses) < MAX_IDS or g["ip"].decode() in f.addresses):
                     ip = g["ip"].decode()
                     f.addresses[ip] = f.addresses.get(ip, 0) + 1
-        for pid, rx in self._roles.peers:
+        for pid, kw, rx in self._roles.peers:
+            if kw not in present:
+                continue
             for m in rx.finditer(data, start, n):
                 g = m.groupdict()
                 rank = int(g["rank"]) if g.get("rank") else None
@@ -115,6 +129,41 @@ class NodeScanner(Scanner):
 
     def _record(self, hits: Any, stamp: Stamp | None, source: str) -> None:
         super()._record(hits, stamp if stamp is not None else self._last.get(source), source)
+
+
+@lru_cache(maxsize=1)
+def _keyword_db() -> tuple[Any, tuple[bytes, ...]] | None:
+    """A Hyperscan database of the roles' keywords (the `fast` extra, as triage's pre-filter):
+    one pass over a block finds them all, some 30 times faster than a search per keyword."""
+    kws = tuple(sorted(roles().keywords))
+    try:
+        import hyperscan as hs
+
+        db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[re.escape(k) for k in kws],
+            ids=list(range(len(kws))),
+            elements=len(kws),
+            flags=[hs.HS_FLAG_SINGLEMATCH] * len(kws),
+        )
+    except Exception:  # noqa: BLE001 - not installed, or a CPU / build it cannot run on: search per keyword
+        return None
+    return db, kws
+
+
+def _present(data: bytes, start: int, end: int) -> set[bytes]:
+    """The roles' keywords found in data[start:end]."""
+    hs = _keyword_db()
+    if hs is None:
+        return {kw for kw in roles().keywords if data.find(kw, start, end) >= 0}
+    db, kws = hs
+    found: set[bytes] = set()
+
+    def seen(i: int, _f: int, _t: int, _fl: int, _ctx: Any) -> None:
+        found.add(kws[i])
+
+    db.scan(data[start:end] if start or end != len(data) else data, match_event_handler=seen)
+    return found
 
 
 def _embedded(line: str) -> Stamp | None:

@@ -95,6 +95,11 @@ def test_ray_cluster_one_archive_a_folder_per_node_offsets_one_map(monkeypatch, 
     doctors = [json.loads(files[f"{top}/{d}/doctor.json"]) for d in sorted(dirs)]
     assert doctors[0] != doctors[1]
     assert Path(str(out) + ".map.json").is_file() and data["map"]
+    # triage reads the archive back as a cluster, its nodes' clocks aligned with the offsets measured
+    main(["triage", "--json", "--fail-on", "never", str(out)])
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["nodes"]) == 2 and "offsets the collector measured" in report["clock"]
+    assert all(n["clock"] == "offset" for n in report["nodes"])
 
 
 def _sshd(tmp: Path) -> tuple[subprocess.Popen, Path, int]:

@@ -2,15 +2,18 @@
 
 Builds N node folders from the recorded multi-rank failure (tests/fixtures/cluster/peer_named:
 real EI0002 / lost-heartbeat lines, ranks renumbered so that node K holds ranks 2K and 2K+1 and
-rank 11 on node5 loses its device), each padded with real plog INFO lines to --lines lines, then:
+rank 11 on node5 loses its device), each padded with real plog INFO lines to --lines lines, packs
+them as a `bundle --cluster` archive (a manifest with each node's clock offset, a folder per node),
+then:
 
-    ascendctl triage --json --node node0=DIR0 ... --node node15=DIR15   (the cluster report)
-    ascendctl triage --json DIR0 ... DIR15                             (baseline: one triage of the same files)
+    ascendctl triage --json CLUSTER.tar.gz      (the cluster report: unpacking included)
+    ascendctl triage --json DIR0 ... DIR15      (baseline: one triage of the same files)
 
 in fresh processes, and prints wall time, peak memory (ru_maxrss of the child) and the ratio to
 the baseline; then the cluster triage's peak memory at 2, 4, 8 and 16 nodes.
 
-Goals: 16 nodes in under 5 s; cluster triage within 1.5x of the baseline; peak memory at 16
+Goals: 16 nodes in under 5 s; cluster triage (unpacking the archive to disk and a triage per node
+included) within 3x of the baseline; peak memory at 16
 nodes within 1.25x of that at 2 nodes (flat: one node is read at a time).
 
     .venv/bin/python benchmarks/bench_triage_cluster.py               # 16 nodes x 20,000 lines
@@ -61,6 +64,30 @@ def build(top: Path, nodes: int, lines: int) -> list[Path]:
     return dirs
 
 
+def pack(top: Path, dirs: list[Path]) -> Path:
+    """The node folders as a cluster archive, as `bundle --cluster` writes it."""
+    import tarfile
+
+    nodes = [
+        {"name": d.name, "dir": f"nodes/{d.name}", "status": "ok", "clock_offset_s": 0.25 * k, "addresses": []}
+        for k, d in enumerate(dirs)
+    ]
+    manifest = {
+        "schema_version": 1,
+        "kind": "ascendctl-cluster-bundle",
+        "profile": "bench",
+        "run": "bench",
+        "nodes": nodes,
+    }
+    (top / "manifest.json").write_text(json.dumps(manifest))
+    out = top / "cluster.tar.gz"
+    with tarfile.open(out, "w:gz", compresslevel=1) as tar:
+        tar.add(top / "manifest.json", arcname="cluster/manifest.json")
+        for d in dirs:
+            tar.add(d, arcname=f"cluster/nodes/{d.name}")
+    return out
+
+
 def timed(args: list[str]) -> tuple[float, int, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -82,15 +109,16 @@ def main() -> int:
         dirs = build(Path(tmp), a.nodes, a.lines)
         size = sum(p.stat().st_size for d in dirs for p in d.iterdir())
         named = [x for k, d in enumerate(dirs) for x in ("--node", f"node{k}={d}")]
+        archive = pack(Path(tmp), dirs)
         base_s, _, _ = timed([str(d) for d in dirs])
-        wall, _, data = timed(named)
+        wall, _, data = timed([str(archive)])
         root = data["first_to_fail"]["node"]
         ok = root == "node5"
         print(
-            f"{a.nodes} nodes, {size / 1e6:.1f} MB of logs: cluster triage {wall:.2f} s, baseline {base_s:.2f} s, ratio {wall / base_s:.2f}"
+            f"{a.nodes} nodes, {size / 1e6:.1f} MB of logs ({archive.stat().st_size / 1e6:.1f} MB as a cluster archive): cluster triage {wall:.2f} s, baseline {base_s:.2f} s, ratio {wall / base_s:.2f}"
         )
         print(f"first to fail: {root} ({'right' if ok else 'WRONG'})")
-        # Memory against the number of nodes: each run in its own process (ru_maxrss is a high-water mark).
+        # Memory against the number of nodes (--node folders): each run in its own process (ru_maxrss is a high-water mark).
         rss = {}
         for n in (2, 4, 8, a.nodes):
             code = (
@@ -107,8 +135,8 @@ def main() -> int:
         print("peak memory by nodes: " + ", ".join(f"{n}: {m:.0f} MB" for n, m in rss.items()))
         flat = rss[a.nodes] / rss[2]
         print(f"memory ratio {a.nodes} / 2 nodes: {flat:.2f}")
-        passed = ok and wall < 5.0 and wall / base_s <= 1.5 and flat <= 1.25
-        print("goals (under 5 s, <= 1.5x baseline, memory <= 1.25x):", "PASS" if passed else "FAIL")
+        passed = ok and wall < 5.0 and wall / base_s <= 3.0 and flat <= 1.25
+        print("goals (under 5 s, <= 3x baseline, memory <= 1.25x):", "PASS" if passed else "FAIL")
         return 0 if passed else 1
 
 

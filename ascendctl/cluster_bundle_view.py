@@ -52,6 +52,12 @@ def bundle_cluster(
                     "set nodes.addresses, or give --hosts FILE",
                 )
             targets, mode = [(f"node{k}", a) for k, a in enumerate(nodes.addresses)], "ssh"
+    address = None
+    if profile and targets is None and prof.nodes is not None and prof.nodes.addresses:
+        import os
+
+        if not os.environ.get("RAY_ADDRESS"):  # the profile's Ray head, unless the environment names one
+            address = f"{prof.nodes.addresses[0]}:{prof.nodes.ray_port}"
     opts = ClusterOptions(
         out=archive,
         since_s=since,
@@ -69,7 +75,7 @@ def bundle_cluster(
         out.warn("--no-redact: the archive KEEPS IP addresses, host names, user names and serial numbers of every node")
     started = time.perf_counter()
     with out.status(f"bundle --cluster: collecting over {mode}"):
-        results = collect_ssh(targets, opts) if targets is not None else collect_ray(opts)
+        results = collect_ssh(targets, opts) if targets is not None else collect_ray(opts, address)
     result = write_cluster_archive(results, opts, started)
     out.emit(result.summary(), lambda c: _render(c, result))
     bad = [n for n in result.nodes if n["status"] != "ok"]

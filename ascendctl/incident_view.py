@@ -100,7 +100,8 @@ def _render(console: Any, report: Any) -> None:
     for i, r in enumerate(report.roots):
         head = "First to fail" if i == 0 else "Independent failure"
         what = f" {r.event.issue} at {r.event.local}" if r.event is not None else " (logged nothing)"
-        console.print(Text.assemble((f"{head}: ", "bold"), plain(r.node, style="bold red"), plain(what)))
+        rank = f" (rank {', '.join(map(str, r.ranks))})" if r.ranks and r.in_inputs else ""
+        console.print(Text.assemble((f"{head}: ", "bold"), plain(r.node + rank, style="bold red"), plain(what)))
         console.print(Text.assemble(("  why ", "bold"), plain(r.why)))
     if report.chain:
         console.print("[bold]Propagation[/]")

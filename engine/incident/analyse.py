@@ -286,7 +286,16 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
         ev = n.cause if n is not None else None
         why = _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, order)
         affected = (r, *members) if n is not None else tuple(members)
-        roots.append(Root(r.lstrip("@") if n is None else r, ev, why, blamers, affected, in_inputs=n is not None))
+        named = {
+            p.rank
+            for m in members
+            for p in by_name[m].waits_on
+            if p.rank is not None and (p.node or f"@{p.label()}") == r
+        }
+        ranks = tuple(sorted(named)) or (n.ranks if n is not None and len(n.ranks) == 1 else ())
+        roots.append(
+            Root(r.lstrip("@") if n is None else r, ev, why, blamers, affected, in_inputs=n is not None, ranks=ranks)
+        )
         chain.extend(_links(r, n, members, edges, evidence, by_name, rules))
     events.sort(key=lambda e: (e.at is None, e.at or 0.0, e.node))
     report = IncidentReport(summaries, events, roots, chain, clock, list(problems), notes)

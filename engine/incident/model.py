@@ -76,6 +76,7 @@ class Root:
     blamed_by: tuple[str, ...]  # nodes whose timeouts named it
     affected: tuple[str, ...]  # nodes in its propagation chain (it included)
     in_inputs: bool = True
+    ranks: tuple[int, ...] = ()  # the rank(s) that failed: those the timeouts named, else the node's only rank
 
 
 @dataclass(frozen=True)

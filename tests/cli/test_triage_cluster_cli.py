@@ -25,7 +25,7 @@ def test_table_names_the_first_node_why_and_the_chain(capsys):
     code = main(["triage", *_nodes("chain", 3)])
     out, err = capsys.readouterr()
     assert code == 1
-    assert "First to fail: node0 aicpu-exception" in out
+    assert "First to fail: node0 (rank 0) aicpu-exception" in out
     assert "node0 aicpu-exception -> node1 hccl-notify-wait-task-failed" in out
     assert "node1 hccl-notify-wait-task-failed -> node2" in out
     assert "the cluster failed first at node0" in err
@@ -124,3 +124,24 @@ def test_a_symlink_in_a_node_folder_is_not_followed(capsys, tmp_path):
 def test_bad_node_spec_is_a_usage_error(capsys):
     assert main(["triage", "--node", "justaname"]) == 2
     assert "NAME=DIR" in capsys.readouterr().err
+
+
+def _single_bundle(top, log):
+    (top / ".recorded").mkdir(parents=True)
+    (top / "run").mkdir()
+    (top / "run" / "engine.log").write_bytes(log.read_bytes())
+    (top / "manifest.json").write_text(
+        json.dumps({"schema_version": 1, "kind": "ascendctl-bundle", "logs": ["run/engine.log"]})
+    )
+    return top
+
+
+def test_several_single_node_bundles_are_triaged_as_one_cluster(capsys, tmp_path):
+    a = _single_bundle(tmp_path / "bundle-a", CASES / "chain" / "node0" / "engine.log")
+    b = _single_bundle(tmp_path / "bundle-b", CASES / "chain" / "node1" / "engine.log")
+    code = main(["triage", "--json", str(a), str(b)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert {n["name"] for n in data["nodes"]} == {"bundle-a", "bundle-b"}
+    assert data["first_to_fail"]["node"] == "bundle-a"
+    assert [(c["cause_node"], c["effect_node"]) for c in data["chain"]] == [("bundle-a", "bundle-b")]

@@ -25,6 +25,7 @@ def test_the_rank_every_timeout_names_is_the_first_to_fail():
     assert root.node == "node2" and root.event is not None and root.event.issue == "npu-heartbeat-lost"
     assert len(r.roots) == 1
     assert set(root.blamed_by) == {"node0", "node1", "node3"}
+    assert root.ranks == (5,)
     assert "rank 5" in root.why and "40 s before the first timeout elsewhere" in root.why
     # every waiting node is a link from node2 in the propagation chain, named by the rank it waited for
     across = {(c.cause_node, c.effect_node, c.via) for c in r.chain if c.cause_node != c.effect_node}

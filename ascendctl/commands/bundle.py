@@ -104,7 +104,7 @@ def bundle(
         "ascendctl",
         "--remote-command",
         metavar="CMD",
-        help="With --cluster over ssh: how ascendctl is started on the hosts (e.g. /opt/venv/bin/ascendctl).",
+        help="With --cluster over ssh: how ascendctl is started on the hosts (e.g. ~/venv/bin/ascendctl).",
     ),
     ssh_config: Optional[str] = typer.Option(
         None,

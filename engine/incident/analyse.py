@@ -322,9 +322,11 @@ def _fmt_dt(seconds: float) -> str:
 def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, order) -> str:  # noqa: ANN001, PLR0913
     parts = []
     if blamers:
-        named = "; ".join(f"{b}: {evidence.get((b, r), '?')}" for b in blamers[:4])
-        more = f" and {len(blamers) - 4} more" if len(blamers) > 4 else ""
-        parts.append(f"the timeouts of {len(blamers)} node(s) name it as the peer they waited for ({named}{more})")
+        said: dict[str, list[str]] = {}
+        for b in blamers:
+            said.setdefault(evidence.get((b, r), "?"), []).append(b)
+        named = "; ".join(f"{', '.join(bs[:6])}{' and more' if len(bs) > 6 else ''}: {ev_}" for ev_, bs in said.items())
+        parts.append(f"the timeouts of {len(blamers)} node(s) name it as the peer they waited for ({named})")
     if n is None:
         parts.append("no input holds it: its node logged nothing or was not collected")
     elif ev is None:

@@ -251,12 +251,16 @@ def _run(argv: list[str], timeout: float, stdin: bytes | None = None) -> tuple[i
         out, err = p.communicate(stdin, timeout=timeout)
         return p.returncode, out[: MAX_NODE_BYTES + 1], err
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _kill_group(p.pid)
         p.communicate()
         return None, b"", b""
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass  # already gone
 
 
 def _ssh_clock(opts: ClusterOptions, host: str) -> tuple[float, float, str]:
@@ -270,7 +274,7 @@ def _ssh_clock(opts: ClusterOptions, host: str) -> tuple[float, float, str]:
     try:
         import threading
 
-        timer = threading.Timer(min(opts.node_timeout_s, 30), lambda: os.killpg(p.pid, signal.SIGKILL))
+        timer = threading.Timer(min(opts.node_timeout_s, 30), _kill_group, (p.pid,))
         timer.start()
         try:
             name = p.stdout.readline().decode("utf-8", "replace").strip()
@@ -297,7 +301,7 @@ def _ssh_clock(opts: ClusterOptions, host: str) -> tuple[float, float, str]:
         try:
             p.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            _kill_group(p.pid)
             p.wait()
 
 

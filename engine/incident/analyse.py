@@ -329,6 +329,8 @@ def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, o
         parts.append(f"the timeouts of {len(blamers)} node(s) name it as the peer they waited for ({named})")
     if n is None:
         parts.append("no input holds it: its node logged nothing or was not collected")
+    elif ev is None and n.status not in ("ok", "no logs"):
+        parts.append(f"its logs were not collected ({n.status}): read them on the node itself first")
     elif ev is None:
         parts.append(
             f"its own logs hold no error ({n.status}): it never reached the collective, e.g. never started listening"

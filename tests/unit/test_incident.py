@@ -107,3 +107,15 @@ def test_a_bundle_of_another_cluster_is_left_out(tmp_path):
 def test_stamps_as_seconds():
     assert abs(to_seconds("2026-05-01 10:58:51.789768", 2000) - to_seconds("05-01 10:58:51", 2026) - 0.789768) < 1e-6
     assert to_seconds("not a stamp", 2026) is None
+
+
+def test_a_node_the_collector_could_not_reach_is_named_as_not_collected(tmp_path):
+    case = tmp_path / "silent"
+    shutil.copytree(CASES / "silent", case)
+    m = json.loads((case / "manifest.json").read_text())
+    m["nodes"][0].update(status="timed out", dir=None)
+    (case / "manifest.json").write_text(json.dumps(m))
+    r = triage_cluster([str(case)])
+    assert r.roots[0].node == "worker-0"
+    assert "not collected (timed out)" in r.roots[0].why
+    assert next(n for n in r.nodes if n.name == "worker-0").status == "timed out"

@@ -12,7 +12,7 @@ block, no extra read), and a time for events whose first line carries none (a CA
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -127,8 +127,13 @@ class NodeScanner(Scanner):
             self._last[source] = stamp
         super()._single(line, p, source)
 
-    def _record(self, hits: Any, stamp: Stamp | None, source: str) -> None:
-        super()._record(hits, stamp if stamp is not None else self._last.get(source), source)
+    def _record(self, hits: Any, stamp: Stamp | None, source: str, key: str = "") -> None:
+        super()._record(hits, stamp if stamp is not None else self._last.get(source), source, key)
+
+    def _record_device(self, faults: Any, p: Any, source: str) -> None:
+        if p.stamp is None and self._last.get(source) is not None:
+            p = replace(p, stamp=self._last[source])  # a fault line without its own time: the last one seen
+        super()._record_device(faults, p, source)
 
 
 @lru_cache(maxsize=1)

@@ -76,6 +76,8 @@ def run(out: Any, paths: list[str], named: list[str], rules: Any, fail_on: str, 
     if fail_on != "never" and any(r.event is None or rank(r.event.severity) >= rank(fail_on) for r in report.roots):
         r = report.roots[0]
         issue = r.event.issue if r.event is not None else "its log"
+        if r.event is not None and r.event.likely:
+            issue += f": likely one of {len(r.event.likely)} causes"
         raise ProblemsFound(
             f"the cluster failed first at {r.node} ({issue})"
             + (
@@ -83,7 +85,7 @@ def run(out: Any, paths: list[str], named: list[str], rules: Any, fail_on: str, 
                 if len(report.roots) > 1
                 else ""
             ),
-            f"ascendctl triage --explain {issue}"
+            f"ascendctl triage --explain {r.event.explain()}"
             if r.event is not None
             else f"check why {r.node} never started (its service log, its network)",
         )
@@ -99,7 +101,9 @@ def _render(console: Any, report: Any) -> None:
         console.print("No node failed on its own, and no timeout names a peer.")
     for i, r in enumerate(report.roots):
         head = "First to fail" if i == 0 else "Independent failure"
-        what = f" {r.event.issue} at {r.event.local}" if r.event is not None else " (logged nothing)"
+        what = f" {r.event.issue} {_when(r.event)}" if r.event is not None else " (logged nothing)"
+        if r.event is not None and r.event.likely:
+            what += " (likely one of: " + "; ".join(r.event.likely) + ")"
         rank = f" (rank {', '.join(map(str, r.ranks))})" if r.ranks and r.in_inputs else ""
         console.print(Text.assemble((f"{head}: ", "bold"), plain(r.node + rank, style="bold red"), plain(what)))
         console.print(Text.assemble(("  why ", "bold"), plain(r.why)))
@@ -124,7 +128,9 @@ def _render(console: Any, report: Any) -> None:
             plain(n.status),
             plain(_ranks(n.ranks)),
             plain(f"{n.offset_s:+.3f} s" if n.offset_s is not None else "as printed"),
-            Text(n.cause.issue, style=severity_style(n.cause.severity)) if n.cause else Text("-"),
+            Text(n.cause.issue + (" (likely)" if n.cause.likely else ""), style=severity_style(n.cause.severity))
+            if n.cause
+            else Text("-"),
             plain(n.cause.local if n.cause and n.cause.local else "-"),
             plain(n.first_wait.issue if n.first_wait else "-"),
             plain(", ".join(p.label() for p in n.waits_on[:3]) or "-"),
@@ -140,3 +146,7 @@ def _ranks(ranks: tuple[int, ...]) -> str:
     if len(ranks) > 4 and ranks[-1] - ranks[0] == len(ranks) - 1:
         return f"{ranks[0]}-{ranks[-1]}"
     return ", ".join(map(str, ranks[:6])) + (", ..." if len(ranks) > 6 else "")
+
+
+def _when(ev: Any) -> str:
+    return f"at {ev.local}" if ev.local else "(its line carries no time stamp)"

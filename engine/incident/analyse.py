@@ -65,6 +65,8 @@ def _role(issue: IssueSummary, waits: frozenset[str]) -> str:
         return "wait"
     if severity_rank(issue.severity) < _ERROR:
         return "context"
+    if issue.likely:
+        return "likely"
     if issue.kind == "symptom":
         return "consequence"
     return "cause" if issue.names_cause() else "consequence"
@@ -155,9 +157,11 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
                 None if local is None else local - off,
                 i.count,
                 i.example,
+                tuple(c.rule or c.cause for c in i.likely),
+                i.code,
             )
             evs.append(ev)
-            if local is not None and role == "cause":
+            if local is not None and role in ("cause", "likely"):
                 raw_first.append((local, s.node.name))
         per_node[s.node.name] = evs
         events.extend(evs)
@@ -207,7 +211,7 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
                 s.addresses,
                 s.inputs,
                 s.lines,
-                first(evs, "cause"),
+                first(evs, "cause") or first(evs, "likely"),  # a named cause before a "likely one of"
                 first(evs, "wait"),
                 tuple(peers),
                 s.root_cause,
@@ -345,7 +349,14 @@ def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, o
         shifted = ""
         if n.offset_s and ev.at is not None:
             shifted = f" ({_clock_text(ev.at)} on the collector's clock: this node's runs {n.offset_s:+.3g} s off)"
-        parts.append(f"its own log shows {ev.issue} ({ev.title}) at {ev.local}{shifted}{when}")
+        at = f"at {ev.local}" if ev.local else "(no time stamp on its line)"
+        parts.append(f"its own log shows {ev.issue} ({ev.title}) {at}{shifted}{when}")
+        if ev.likely:
+            parts.append(
+                "that is a symptom of several causes, likely one of: "
+                + "; ".join(ev.likely)
+                + f" (ascendctl triage --explain {ev.issue} says what decides)"
+            )
         if not blamers:
             parts.append("no timeout names a peer, so the order is by time: clocks " + clock)
     if idx > 0:
@@ -384,8 +395,12 @@ def _links(r, n, members, edges, evidence, by_name, rules) -> list[Link]:  # noq
 
 
 def explained_on_node(report: IncidentReport, rules: Sequence[Rule]) -> list[Link]:
-    """Within each node: its first failure -> the other issues of the same node it `explains`."""
+    """Within each node: its first failure -> the other issues of the same node it `explains` (a
+    rule's `explains:`, or for a serious device fault faultcodes.yaml's)."""
+    from engine.triage.faultcodes import triage_explains
+
     explains = {x.id: set(x.explains) for x in rules if x.explains}
+    device = set(triage_explains())
     by_node: dict[str, set[str]] = {}
     for e in report.timeline:
         by_node.setdefault(e.node, set()).add(e.issue)
@@ -393,7 +408,8 @@ def explained_on_node(report: IncidentReport, rules: Sequence[Rule]) -> list[Lin
     for n in report.nodes:
         if n.cause is None:
             continue
-        for other in sorted(explains.get(n.cause.issue, set()) & by_node.get(n.name, set())):
+        behind = device if n.cause.code else explains.get(n.cause.issue, set())
+        for other in sorted(behind & by_node.get(n.name, set())):
             out.append(Link(n.name, n.cause.issue, n.name, other, "explains"))
     return out
 

@@ -15,6 +15,7 @@ from engine.incident.model import IncidentReport
 
 ROLE_STYLE = {
     "cause": ("#d62728", "circle"),
+    "likely": ("#e377c2", "circle"),
     "wait": ("#ff7f0e", "diamond"),
     "consequence": ("#9467bd", "square"),
     "context": ("#7f7f7f", "circle-open"),
@@ -76,7 +77,9 @@ def html_report(report: IncidentReport) -> str:
     roots = (
         "".join(
             f"<li><b>{e(r.node)}</b>{' (first to fail)' if i == 0 else ' (independent)'}"
-            f"{': ' + e(r.event.issue) if r.event else ''}<br>{e(r.why)}</li>"
+            f"{': ' + e(r.event.issue) if r.event else ''}"
+            f"{' (likely one of: ' + e(', '.join(r.event.likely)) + ')' if r.event and r.event.likely else ''}"
+            f"<br>{e(r.why)}</li>"
             for i, r in enumerate(report.roots)
         )
         or "<li>no node failed on its own, and no timeout names a peer</li>"

@@ -14,11 +14,19 @@ class NodeEvent:
     issue: str  # the triage rule or code id
     title: str
     severity: str
-    role: str  # "cause" (this node failed by itself) | "wait" (it waited on a peer) | "consequence" | "context"
+    # "cause" (this node failed by itself) | "likely" (a symptom of several causes: triage says
+    # "likely one of" them) | "wait" (it waited on a peer) | "consequence" | "context"
+    role: str
     local: str | None  # the time stamp as the node's log printed it (normalised), None when none
     at: float | None  # seconds since the epoch on the collecting node's clock (offset applied), None when unknown
     count: int
     example: str
+    likely: tuple[str, ...] = ()  # role "likely": its candidate causes (a rule id, else the cause in words)
+    code: str | None = None  # a device fault: its code (0x80E18402), what `triage --explain` takes
+
+    def explain(self) -> str:
+        """What `ascendctl triage --explain` takes for it."""
+        return self.code or self.issue
 
 
 @dataclass(frozen=True)

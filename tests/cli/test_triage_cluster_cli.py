@@ -145,3 +145,45 @@ def test_several_single_node_bundles_are_triaged_as_one_cluster(capsys, tmp_path
     assert {n["name"] for n in data["nodes"]} == {"bundle-a", "bundle-b"}
     assert data["first_to_fail"]["node"] == "bundle-a"
     assert [(c["cause_node"], c["effect_node"]) for c in data["chain"]] == [("bundle-a", "bundle-b")]
+
+
+def test_a_node_that_shows_only_a_symptom_is_likely_one_of_its_causes_as_triage_says(capsys, tmp_path):
+    # One node prints only EJ0001 (a public verl report): single-node triage names no cause but
+    # "likely one of" three; across nodes the first node must say the same, never name EJ0001 as the cause.
+    ej, quiet = tmp_path / "ej", tmp_path / "quiet"
+    ej.mkdir()
+    quiet.mkdir()
+    (ej / "plog.log").write_bytes((FIXTURES / "logs" / "unseen" / "u11_verl_332_ej0001.log").read_bytes())
+    (quiet / "engine.log").write_text("INFO 05-21 11:57:00 [api_server.py:1] started\n")
+    code = main(["triage", "--node", f"a={ej}", "--node", f"b={quiet}"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    flat = " ".join(out.split())
+    assert "First to fail: a (rank 2) hccp-process-init-failed at 2025-04-24 16:14:56" in flat
+    assert "likely one of: hccp-port-in-use; " in flat
+    assert "likely one of 3 causes" in err and "triage --explain hccp-process-init-failed" in err
+    main(["triage", "--json", "--node", f"a={ej}", "--node", f"b={quiet}"])
+    first = json.loads(capsys.readouterr().out)["first_to_fail"]
+    assert first["event"]["role"] == "likely" and "hccp-port-in-use" in first["event"]["likely"]
+
+
+def test_a_device_fault_in_the_host_kernel_log_is_the_nodes_own_failure_with_its_code(capsys, tmp_path):
+    # A node whose engine log ends in HCCL's watchdog timeout and whose host kernel log shows the
+    # driver's lost heartbeat (recorded real lines): the device fault is the node's own failure,
+    # and it explains the node's timeout in the propagation; the fix explains the code.
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for f in (
+        FIXTURES / "logs" / "e04_sglang_30453_hccl_watchdog.log",
+        FIXTURES / "logs" / "device" / "messages_0x40F84E00",
+    ):
+        (dev / f.name).write_bytes(f.read_bytes())
+    code = main(["triage", "--json", "--node", f"dev={dev}", *_nodes("chain", 1)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    dev_node = next(n for n in data["nodes"] if n["name"] == "dev")
+    assert dev_node["cause"]["issue"] == "device-npu1-0x40f84e00" and dev_node["cause"]["code"] == "0x40F84E00"
+    assert {"cause_node": "dev", "cause": "device-npu1-0x40f84e00", "effect_node": "dev",
+            "effect": "hccl-watchdog-timeout", "via": "explains"} in data["chain"]  # fmt: skip
+    main(["triage", "--node", f"dev={dev}"])
+    assert "ascendctl triage --explain 0x40F84E00" in capsys.readouterr().err

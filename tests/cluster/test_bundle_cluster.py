@@ -239,3 +239,69 @@ def test_ssh_hosts_collected_in_parallel_a_dead_and_a_hung_node_listed(capsys, t
         assert placeholders[0].encode() in text
         assert re.search(rb"(?<![\w.-])" + re.escape(hostname.encode()) + rb"(?![\w-])", text) is None
     assert not [p for p in _descendants() if p.pid not in before and p.is_running()]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None, reason="openssh-server / client missing")
+def test_the_profiles_nodes_are_the_hosts_reached_over_ssh(capsys, tmp_path):
+    # A data-parallel profile across two hosts, with no --hosts: its nodes.addresses are the hosts,
+    # reached through the user's ssh config (here: the first is this test's sshd, the second a
+    # closed port), named node0, node1 in the order of the profile.
+    before = {p.pid for p in _descendants()}
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    sshd, config, port = _sshd(keys)
+    me = getpass.getuser()
+    common = f"  User {me}\n  IdentityFile {keys / 'user'}\n  UserKnownHostsFile {keys / 'known_hosts'}\n  IdentitiesOnly yes\n"
+    config.write_text(
+        f"Host 192.0.2.10\n  HostName 127.0.0.1\n  Port {port}\n  HostKeyAlias [127.0.0.1]:{port}\n{common}"
+        f"Host 192.0.2.11\n  HostName 127.0.0.1\n  Port {_free_port()}\n  ConnectTimeout 5\n{common}"
+    )
+    wrapper = tmp_path / "remote-ascendctl"
+    wrapper.write_text(f'#!/bin/sh\nexec env PYTHONPATH={REPO} {sys.executable} -m ascendctl "$@"\n')
+    wrapper.chmod(0o755)
+    profile = tmp_path / "dp-2x8.yaml"  # the shipped 2-host profile, documentation addresses kept
+    profile.write_text((REPO / "profiles" / "910b-deepseek-v3.1-w8a8-2x8.yaml").read_text())
+    out = tmp_path / "c.tar.gz"
+    try:
+        code = main(
+            [
+                "bundle",
+                "--cluster",
+                "--json",
+                "--profile",
+                str(profile),
+                "--ssh-config",
+                str(config),
+                "--out",
+                str(out),
+                "--remote-command",
+                str(wrapper),
+                "--node-timeout",
+                "120",
+                "--since",
+                "1m",
+            ]
+        )
+        captured = capsys.readouterr()
+    finally:
+        sshd.terminate()
+        try:
+            sshd.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            sshd.kill()
+        for p in [p for p in _descendants() if p.pid not in before]:
+            p.kill()
+    data = json.loads(captured.out)
+    status = {n["name"]: n for n in data["nodes"]}
+    assert code == 1, captured.err  # one node not collected: said after the archive was written
+    assert set(status) == {"node0", "node1"}
+    assert status["node0"]["status"] == "ok" and status["node0"]["clock_offset_s"] is not None
+    assert status["node1"]["status"] == "no answer"
+    assert "1 of 2 node(s) not collected: node1 no answer" in captured.err
+    files = _members(out)
+    top = next(iter(files)).split("/")[0]
+    assert any(k.startswith(f"{top}/nodes/node0/") for k in files)
+    manifest = json.loads(files[f"{top}/manifest.json"])
+    assert manifest["profile"] == "910b-deepseek-v3.1-w8a8-2x8"
+    assert not [p for p in _descendants() if p.pid not in before and p.is_running()]

@@ -109,14 +109,14 @@ def _render(console: Any, report: Any) -> None:
         console.print(Text.assemble(("  why ", "bold"), plain(r.why)))
     if report.chain:
         console.print("[bold]Propagation[/]")
-        for c in report.chain:
+        for (cause_node, cause, effect, via), effect_nodes in _grouped(report.chain):
             console.print(
                 Text.assemble(
                     "  ",
-                    plain(f"{c.cause_node} {c.cause or '(nothing logged)'}"),
+                    plain(f"{cause_node} {cause or '(nothing logged)'}"),
                     " -> ",
-                    plain(f"{c.effect_node} {c.effect}"),
-                    (f"   via {c.via}", "dim"),
+                    plain(f"{_names(effect_nodes)} {effect}"),
+                    (f"   via {via}", "dim"),
                 )
             )
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
@@ -150,3 +150,18 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 def _when(ev: Any) -> str:
     return f"at {ev.local}" if ev.local else "(its line carries no time stamp)"
+
+
+def _grouped(chain: list[Any]) -> list[tuple[tuple[str, str, str, str], list[str]]]:
+    """Links that differ only by the node they reached, as one line (15 nodes that waited on the
+    same rank read as one effect), in the order of their first link."""
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for c in chain:
+        groups.setdefault((c.cause_node, c.cause, c.effect, c.via), []).append(c.effect_node)
+    return list(groups.items())
+
+
+def _names(nodes: list[str], shown: int = 6) -> str:
+    if len(nodes) <= shown:
+        return ", ".join(nodes)
+    return f"{', '.join(nodes[:shown])} and {len(nodes) - shown} more ({len(nodes)} nodes)"

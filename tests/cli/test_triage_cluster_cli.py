@@ -31,6 +31,20 @@ def test_table_names_the_first_node_why_and_the_chain(capsys):
     assert "the cluster failed first at node0" in err
 
 
+def test_nodes_that_waited_on_the_same_rank_read_as_one_propagation_line(capsys):
+    code = main(["triage", *_nodes("peer_named", 4)])
+    out = capsys.readouterr().out
+    assert code == 1
+    lines = [line for line in out.splitlines() if "->" in line]
+    # three nodes' EI0002 named rank 5: one line for the three, not one each (16 nodes: one, not 15)
+    assert [line.split("   via ")[0].strip() for line in lines] == [
+        "node2 npu-heartbeat-lost -> node2 npu-device-absent",
+        "node2 npu-heartbeat-lost -> node0, node1, node3 hccl-notify-wait-task-failed",
+    ]
+    main(["triage", "--json", *_nodes("peer_named", 4)])
+    assert len(json.loads(capsys.readouterr().out)["chain"]) == 4  # scripts still get every link
+
+
 def test_json_for_scripts(capsys):
     code = main(["triage", "--json", *_nodes("two_failures", 4)])
     data = json.loads(capsys.readouterr().out)

@@ -97,6 +97,9 @@ def gather(paths: list[str], named: list[tuple[str, str]], workdir: Path) -> Inp
         seen[node.name] = node.origin
         out.nodes.append(node)
 
+    shared: dict[str, set[Path]] = {}
+    for raw in paths:
+        shared.setdefault(_file_name(raw), set()).add(_resolved(raw))
     for i, raw in enumerate(paths):
         top = _open(raw, workdir / f"in{i}", out.problems)
         if top is None:
@@ -115,7 +118,11 @@ def gather(paths: list[str], named: list[tuple[str, str]], workdir: Path) -> Inp
             for node in _cluster_nodes(top, data, raw, out.problems):
                 add(node)
         else:
-            name = _safe_name(str(data.get("node") or Path(raw.rstrip("/")).name.split(".")[0]))
+            name = _safe_name(str(data.get("node") or _file_name(raw)))
+            if not data.get("node") and len(shared.get(_file_name(raw), ())) > 1:
+                # Bundles of one default name (made in the same second on two nodes), each in the
+                # node's own folder: the folders tell them apart; the same path twice stays "twice".
+                name = _safe_name(f"{_resolved(raw).parent.name}-{name}")
             add(NodeInput(name, raw, tuple(_files(top, raw, out.problems))))
     for name, raw in named:
         if not _NAME.fullmatch(name):
@@ -157,6 +164,17 @@ def _open(raw: str, dest: Path, problems: list[str]) -> Path | None:
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
     return dest
+
+
+def _file_name(raw: str) -> str:
+    return Path(raw.rstrip("/")).name.split(".")[0]
+
+
+def _resolved(raw: str) -> Path:
+    try:
+        return Path(raw.rstrip("/")).resolve()
+    except (OSError, RuntimeError):
+        return Path(raw)
 
 
 def _safe_name(name: str) -> str:

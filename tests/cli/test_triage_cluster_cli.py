@@ -201,3 +201,20 @@ def test_a_device_fault_in_the_host_kernel_log_is_the_nodes_own_failure_with_its
             "effect": "hccl-watchdog-timeout", "via": "explains"} in data["chain"]  # fmt: skip
     main(["triage", "--node", f"dev={dev}"])
     assert "ascendctl triage --explain 0x40F84E00" in capsys.readouterr().err
+
+
+def test_bundles_of_one_file_name_from_two_nodes_folders_are_two_nodes_the_same_path_twice_is_one(capsys, tmp_path):
+    # `ascendctl bundle` on two nodes in the same second names both archives alike; copied into
+    # one folder per node they are still two nodes, named after their folders.
+    name = "ascendctl-bundle-20260501-105900"
+    a = _single_bundle(tmp_path / "node0" / name, CASES / "chain" / "node0" / "engine.log")
+    b = _single_bundle(tmp_path / "node1" / name, CASES / "chain" / "node1" / "engine.log")
+    code = main(["triage", "--json", str(a), str(b)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and not data["problems"]
+    assert [n["name"] for n in data["nodes"]] == [f"node0-{name}", f"node1-{name}"]
+    assert data["first_to_fail"]["node"] == f"node0-{name}"
+    code = main(["triage", "--json", str(a), str(a)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 2 and [n["name"] for n in data["nodes"]] == [name]
+    assert "given twice" in data["problems"][0]

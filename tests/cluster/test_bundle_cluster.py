@@ -69,8 +69,19 @@ def test_ray_cluster_one_archive_a_folder_per_node_offsets_one_map(monkeypatch, 
         )
         cluster.add_node(num_cpus=1, env_vars={**env, ROOT_ENV: str(HOSTS / "vllm-ascend-5111-910b2-cann83rc2")})
         cluster.wait_for_nodes()
-        monkeypatch.setenv("RAY_ADDRESS", cluster.address)
-        code = main(["bundle", "--cluster", "--json", "--out", str(out), "--node-timeout", "200"])
+        # The Ray cluster the profile uses: its head is nodes.addresses[0] at nodes.ray_port (the
+        # shipped Ray profile, with this machine's head in place of its documentation addresses).
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        port = int(cluster.address.rsplit(":", 1)[1])
+        profile = tmp_path / "ray-2x8.yaml"
+        profile.write_text(
+            (REPO / "profiles" / "910b-qwen3-235b-ray-2x8.yaml")
+            .read_text()
+            .replace("[192.0.2.10, 192.0.2.11]", f"[127.0.0.1, 127.0.0.2]\n  ray_port: {port}")
+        )
+        code = main(
+            ["bundle", "--cluster", "--json", "--profile", str(profile), "--out", str(out), "--node-timeout", "200"]
+        )
         data = json.loads(capsys.readouterr().out)
     finally:
         if cluster is not None:
@@ -89,6 +100,8 @@ def test_ray_cluster_one_archive_a_folder_per_node_offsets_one_map(monkeypatch, 
     top = next(iter(files)).split("/")[0]
     manifest = json.loads(files[f"{top}/manifest.json"])
     assert manifest["kind"] == "ascendctl-cluster-bundle"
+    assert manifest["profile"] == "910b-qwen3-235b-ray-2x8"
+    assert all(n["reached"].startswith("ray:") for n in manifest["nodes"])
     dirs = {n["dir"] for n in manifest["nodes"]}
     assert len(dirs) == 2 and all(any(k.startswith(f"{top}/{d}/") for k in files) for d in dirs)
     # the two recorded machines differ: each node's own bundle went into its own folder

@@ -152,15 +152,12 @@ def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
     its manifest and recorded commands are not logs. Its npu-smi transcript is read for the fault
     codes of `npu-smi info -t health`."""
-    from engine.bundle.layout import NPU_INFO_FILE, bundle_dir, bundle_logs
+    from engine.bundle.layout import bundle_dir, triage_inputs
 
     out: list[str] = []
     for p in paths:
         top = None if p == "-" else bundle_dir(p)
-        out.extend(bundle_logs(top) if top is not None else [p])
-        # the npu-smi transcript is no log, but its `-t health` answers carry the NPUs' fault codes
-        if top is not None and (top / NPU_INFO_FILE).is_file() and not (top / NPU_INFO_FILE).is_symlink():
-            out.append(str(top / NPU_INFO_FILE))
+        out.extend(triage_inputs(top) if top is not None else [p])
     return out
 
 

@@ -22,7 +22,7 @@ import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.bundle.layout import MANIFEST, bundle_logs
+from engine.bundle.layout import MANIFEST, triage_inputs
 from engine.system.archive import ArchiveRefused, inside, read_regular, unpack
 
 CLUSTER_KIND = "ascendctl-cluster-bundle"
@@ -214,13 +214,14 @@ def _cluster_nodes(top: Path, data: dict, raw: str, problems: list[str]) -> list
 
 
 def _files(top: Path, raw: str, problems: list[str]) -> list[str]:
-    """The log files of one node: a bundle's logs (its manifest's list), else every regular file
-    under the folder; links are never followed, nothing outside `top` is read."""
+    """The log files of one node: what single-node triage reads of a bundle (its manifest's logs
+    and its npu-smi transcript), else every regular file under the folder; links are never
+    followed, nothing outside `top` is read."""
     if top.is_file():
         return [str(top)]
     data = _manifest(top / MANIFEST)
     if data and data.get("kind") == BUNDLE_KIND:
-        return bundle_logs(top)
+        return triage_inputs(top)
     files: list[str] = []
     links = 0
     for root, dirs, names in os.walk(top):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 
 from helpers import FIXTURES
@@ -218,3 +219,19 @@ def test_bundles_of_one_file_name_from_two_nodes_folders_are_two_nodes_the_same_
     data = json.loads(capsys.readouterr().out)
     assert code == 2 and [n["name"] for n in data["nodes"]] == [name]
     assert "given twice" in data["problems"][0]
+
+
+def test_the_npu_fault_codes_a_nodes_bundle_recorded_are_in_the_cluster_report(capsys, tmp_path):
+    # `ascendctl bundle` keeps the npu-smi transcript (its `-t health` answers): triage of one
+    # bundle reads its fault codes, and so must triage of the cluster (a recorded real transcript).
+    case = tmp_path / "clock_skew"
+    shutil.copytree(CASES / "clock_skew", case)
+    (case / "nodes" / "node2" / "environment_check").mkdir()
+    shutil.copy(FIXTURES / "logs" / "device" / "npu_info_after.txt", case / "nodes" / "node2" / "environment_check")
+    code = main(["triage", "--json", str(case)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    node2 = {e["issue"] for e in data["timeline"] if e["node"] == "node2"}
+    assert "device-npu0-0x8c03a000" in node2  # RestartNPU: process manager heartbeat lost
+    assert not any(e["issue"].startswith("device-") for e in data["timeline"] if e["node"] != "node2")
+    assert data["first_to_fail"]["node"] == "node2"

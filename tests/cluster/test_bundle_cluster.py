@@ -318,3 +318,65 @@ def test_the_profiles_nodes_are_the_hosts_reached_over_ssh(capsys, tmp_path):
     manifest = json.loads(files[f"{top}/manifest.json"])
     assert manifest["profile"] == "910b-deepseek-v3.1-w8a8-2x8"
     assert not [p for p in _descendants() if p.pid not in before and p.is_running()]
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_ray_node_whose_collection_hangs_is_listed_and_the_other_is_collected(monkeypatch, capsys, tmp_path):
+    # The second node's npu-smi never answers (a driver that stopped): its collection outlives
+    # --node-timeout, it is listed as timed out, and the head's bundle is in the archive anyway.
+    pytest.importorskip("ray", reason="the cluster extra (Ray) is not installed")
+    from ray.cluster_utils import Cluster
+
+    stuck = tmp_path / "bin"
+    stuck.mkdir()
+    pids = tmp_path / "npu-smi.pids"
+    (stuck / "npu-smi").write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 600\n")
+    (stuck / "npu-smi").chmod(0o755)
+    before = {p.pid for p in _descendants()}
+    cluster = None
+    out = tmp_path / "c.tar.gz"
+    try:
+        env = {"PYTHONPATH": str(REPO)}
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": False,
+                "env_vars": {**env, ROOT_ENV: str(HOSTS / "healthy-910b")},
+            },
+        )
+        cluster.add_node(num_cpus=1, env_vars={**env, "PATH": f"{stuck}:{os.environ['PATH']}"})
+        cluster.wait_for_nodes()
+        monkeypatch.setenv("RAY_ADDRESS", cluster.address)
+        started = time.monotonic()
+        code = main(["bundle", "--cluster", "--json", "--out", str(out), "--node-timeout", "20", "--timeout", "120"])
+        took = time.monotonic() - started
+        captured = capsys.readouterr()
+    finally:
+        if cluster is not None:
+            cluster.shutdown()
+        for pid in pids.read_text().split() if pids.exists() else ():  # the hung npu-smi runs on after its worker
+            try:
+                os.kill(int(pid), 9)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 20
+        left = [p for p in _descendants() if p.pid not in before]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = [p for p in _descendants() if p.pid not in before and p.is_running()]
+        for p in left:
+            p.kill()
+    data = json.loads(captured.out)
+    assert code == 1, data
+    status = sorted(n["status"] for n in data["nodes"])
+    assert status == ["ok", "timed out"], data["nodes"]
+    hung = next(n for n in data["nodes"] if n["status"] == "timed out")
+    assert "no bundle within 20 s" in hung["reason"] and "1 of 2 node(s) not collected" in captured.err
+    assert took < 20 + 60  # the node's limit, not the hung command's
+    assert pids.exists()  # it did hang where the test made it hang
+    files = _members(out)
+    top = next(iter(files)).split("/")[0]
+    ok = next(n for n in json.loads(files[f"{top}/manifest.json"])["nodes"] if n["status"] == "ok")
+    assert any(k.startswith(f"{top}/{ok['dir']}/") for k in files)

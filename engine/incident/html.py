@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from dataclasses import asdict
 from typing import Any
 
 from engine.bench.html import require_plotly
@@ -91,7 +90,6 @@ def html_report(report: IncidentReport) -> str:
     )
     rows = []
     for n in report.nodes:
-        d = asdict(n)
         rows.append(
             "<tr>"
             + "".join(
@@ -102,8 +100,8 @@ def html_report(report: IncidentReport) -> str:
                     ", ".join(map(str, n.ranks)) or "-",
                     ", ".join(n.addresses) or "-",
                     f"{n.offset_s:+.3f} s" if n.offset_s is not None else "as printed",
-                    (d["cause"] or {}).get("issue") or "-",
-                    (d["first_wait"] or {}).get("issue") or "-",
+                    (n.cause.issue + (" (likely)" if n.cause.likely else "")) if n.cause else "-",
+                    n.first_wait.issue if n.first_wait else "-",
                     ", ".join(p.label() for p in n.waits_on) or "-",
                 )
             )

@@ -180,6 +180,11 @@ def test_a_node_that_shows_only_a_symptom_is_likely_one_of_its_causes_as_triage_
     main(["triage", "--json", "--node", f"a={ej}", "--node", f"b={quiet}"])
     first = json.loads(capsys.readouterr().out)["first_to_fail"]
     assert first["event"]["role"] == "likely" and "hccp-port-in-use" in first["event"]["likely"]
+    page = tmp_path / "t.html"
+    main(["triage", "--node", f"a={ej}", "--node", f"b={quiet}", "--html", str(page)])
+    capsys.readouterr()
+    assert "hccp-process-init-failed (likely one of: hccp-port-in-use, " in page.read_text()
+    assert "<td>hccp-process-init-failed (likely)</td>" in page.read_text()
 
 
 def test_a_device_fault_in_the_host_kernel_log_is_the_nodes_own_failure_with_its_code(capsys, tmp_path):

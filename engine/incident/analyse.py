@@ -65,10 +65,10 @@ def _role(issue: IssueSummary, waits: frozenset[str]) -> str:
         return "wait"
     if severity_rank(issue.severity) < _ERROR:
         return "context"
+    if issue.kind == "symptom":  # even one triage says is "likely one of" (an engine death): it follows
+        return "consequence"
     if issue.likely:
         return "likely"
-    if issue.kind == "symptom":
-        return "consequence"
     return "cause" if issue.names_cause() else "consequence"
 
 
@@ -211,7 +211,7 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
                 s.addresses,
                 s.inputs,
                 s.lines,
-                first(evs, "cause") or first(evs, "likely"),  # a named cause before a "likely one of"
+                _own_failure(evs, first),
                 first(evs, "wait"),
                 tuple(peers),
                 s.root_cause,
@@ -304,6 +304,16 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
     events.sort(key=lambda e: (e.at is None, e.at or 0.0, e.node))
     report = IncidentReport(summaries, events, roots, chain, clock, list(problems), notes)
     return replace(report, chain=[*explained_on_node(report, rules), *chain])
+
+
+def _own_failure(evs: list[NodeEvent], first: Callable[[list[NodeEvent], str], NodeEvent | None]) -> NodeEvent | None:
+    """A node's own failure: a named cause before a "likely one of"; a symptom (an engine death,
+    which triage says is likely one of several causes) only on a node that shows nothing else,
+    no wait on a peer included."""
+    found = first(evs, "cause") or first(evs, "likely")
+    if found is None and first(evs, "wait") is None:
+        found = first([e for e in evs if e.role == "consequence" and e.likely], "consequence")
+    return found
 
 
 def _t(n: NodeSummary | None) -> float:

@@ -14,14 +14,15 @@ class NodeEvent:
     issue: str  # the triage rule or code id
     title: str
     severity: str
-    # "cause" (this node failed by itself) | "likely" (a symptom of several causes: triage says
-    # "likely one of" them) | "wait" (it waited on a peer) | "consequence" | "context"
+    # "cause" (this node failed by itself) | "likely" (an error triage says is "likely one of"
+    # several causes: EJ0001 alone, a crash after an error) | "wait" (it waited on a peer) |
+    # "consequence" (a symptom, e.g. the engine's death) | "context"
     role: str
     local: str | None  # the time stamp as the node's log printed it (normalised), None when none
     at: float | None  # seconds since the epoch on the collecting node's clock (offset applied), None when unknown
     count: int
     example: str
-    likely: tuple[str, ...] = ()  # role "likely": its candidate causes (a rule id, else the cause in words)
+    likely: tuple[str, ...] = ()  # triage's "likely one of" candidates (a rule id, else the cause in words)
     code: str | None = None  # a device fault: its code (0x80E18402), what `triage --explain` takes
 
     def explain(self) -> str:

@@ -240,3 +240,31 @@ def test_the_npu_fault_codes_a_nodes_bundle_recorded_are_in_the_cluster_report(c
     assert "device-npu0-0x8c03a000" in node2  # RestartNPU: process manager heartbeat lost
     assert not any(e["issue"].startswith("device-") for e in data["timeline"] if e["node"] != "node2")
     assert data["first_to_fail"]["node"] == "node2"
+
+
+ENGINE_DEAD = (
+    "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+    "See stack trace (above) for the root cause.\n"
+)
+
+
+def test_an_engine_death_after_a_wait_follows_the_wait_alone_it_is_likely_one_of_its_causes(capsys, tmp_path):
+    # The chain (node2 waits on node1, which waits on node0), with node2's engine dying after its
+    # timeout: the death is a consequence there, node0 is still the first to fail.
+    case = tmp_path / "chain"
+    shutil.copytree(CASES / "chain", case)
+    with (case / "node2" / "engine.log").open("a") as f:
+        f.write(ENGINE_DEAD)
+    code = main(["triage", "--json", *[f"--node=node{i}={case / f'node{i}'}" for i in range(3)]])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [r["node"] for r in data["roots"]] == ["node0"]
+    assert next(n for n in data["nodes"] if n["name"] == "node2")["cause"] is None
+    # A node whose log shows only the engine's death: triage alone says "likely one of"; so here.
+    solo = tmp_path / "solo"
+    solo.mkdir()
+    (solo / "engine.log").write_text(ENGINE_DEAD)
+    main(["triage", "--json", "--node", f"solo={solo}", "--node", f"node0={case / 'node1'}"])
+    data = json.loads(capsys.readouterr().out)
+    solo_node = next(n for n in data["nodes"] if n["name"] == "solo")
+    assert solo_node["cause"]["issue"] == "vllm-engine-dead" and len(solo_node["cause"]["likely"]) >= 2

@@ -576,9 +576,9 @@ def _list(out: Any, rules: Any) -> None:
     def render(console: Any) -> None:
         lang = _lang()
         if lang != "en":
-            from engine.triage.localize import localized_code, rule_text
+            from engine.triage.localize import localized_code, localized_title
 
-            title = {r.id: rule_text(r.id, "title", r.title, lang) for r in rules}
+            title = {r.id: localized_title(r, lang) for r in rules}
             meaning = [localized_code(c, lang).meaning for c in codes]
         else:
             title = {r.id: r.title for r in rules}

@@ -125,7 +125,8 @@ def triage(
     from engine.i18n import set_language
 
     out = get_output()
-    set_language(lang)
+    if lang is not None:  # only a choice made here: never undo one made before (a global --lang)
+        set_language(lang)
     from engine.triage.rules import rule_set
 
     rules = rule_set(rules_file, rules_only)

@@ -75,6 +75,12 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     from engine.launcher import describe_exit
 
     diag: Diagnosis = outcome.diagnosis  # type: ignore[assignment]
+    from engine.i18n import language
+
+    if language() != "en":  # the known issues' texts in the reader's language (engine/triage/zh/)
+        from engine.triage.localize import localized_diagnosis
+
+        diag = localized_diagnosis(diag, language())
     when = "before it was ready" if outcome.ready_seconds is None else "while serving"
     if outcome.timed_out:
         last = outcome.phases[-1].label if outcome.phases else "start-up"

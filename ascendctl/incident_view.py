@@ -40,6 +40,10 @@ def run(out: Any, paths: list[str], named: list[str], rules: Any, fail_on: str, 
     from engine.severity import rank
 
     pairs = parse_named(named)
+    from engine.i18n import language
+
+    if language() != "en" and not out.json_mode:
+        out.warn("the report across nodes is in English for now (--lang zh covers the report of one node's logs)")
     if html:
         from engine.bench.html import require_plotly
 

@@ -46,6 +46,18 @@ def test_nodes_that_waited_on_the_same_rank_read_as_one_propagation_line(capsys)
     assert len(json.loads(capsys.readouterr().out)["chain"]) == 4  # scripts still get every link
 
 
+def test_lang_zh_across_nodes_says_the_report_is_in_english(capsys):
+    from engine import i18n
+
+    try:
+        code = main(["triage", "--lang", "zh", *_nodes("chain", 3)])
+    finally:
+        i18n.set_language(None)  # the choice is the process's: the next test starts from none
+    out, err = capsys.readouterr()
+    assert code == 1 and "First to fail: node0" in out
+    assert "the report across nodes is in English for now" in err
+
+
 def test_json_for_scripts(capsys):
     code = main(["triage", "--json", *_nodes("two_failures", 4)])
     data = json.loads(capsys.readouterr().out)

@@ -79,7 +79,9 @@ def register(app: typer.Typer) -> None:
             "Explain logs: vLLM stdout, CANN plog directories, .gz files, or - for stdin. Known issues are "
             "grouped with count, first/last seen, cause and fix; unknown error lines are clustered into "
             "templates. With no LOG, the log of the newest `ascendctl serve` run. Exit 1 when an issue at "
-            "or above --fail-on is found, 2 when an input cannot be read (the others are still reported)."
+            "or above --fail-on is found, 2 when an input cannot be read (the others are still reported). "
+            "Given a `bundle --cluster` archive, several bundles or --node NAME=DIR folders, it triages the nodes "
+            "together: one timeline with aligned clocks, the first node to fail and why, the propagation chain."
         ),
         no_args_is_help=False,
     )(triage)
@@ -112,6 +114,15 @@ def triage(
         None, "--rules-only", metavar="FILE", help="Use the rules of this YAML instead of the bundled database."
     ),
     top: int = typer.Option(20, "--top", min=1, help="Show at most this many unknown-error templates."),
+    node: Optional[List[str]] = typer.Option(
+        None,
+        "--node",
+        metavar="NAME=DIR",
+        help="A node's folder (or file) of logs, once per node: triage the nodes together, one timeline and the first node to fail.",
+    ),
+    html: Optional[str] = typer.Option(
+        None, "--html", metavar="FILE", help="Across nodes: also write the timeline page (one lane per node) to FILE."
+    ),
     lang: Optional[str] = typer.Option(
         None,
         "--lang",
@@ -125,7 +136,8 @@ def triage(
     from engine.i18n import set_language
 
     out = get_output()
-    set_language(lang)
+    if lang is not None:  # only a choice made here: never undo one made before (a global --lang)
+        set_language(lang)
     from engine.triage.rules import rule_set
 
     rules = rule_set(rules_file, rules_only)
@@ -139,6 +151,15 @@ def triage(
     if list_:
         _list(out, rules)
         return
+    from ascendctl import incident_view
+
+    if incident_view.wanted(list(logs or []), list(node or [])):
+        incident_view.run(out, list(logs or []), list(node or []), rules, fail_on, html)
+        return
+    if html:
+        raise BadInput(
+            "--html draws the timeline of several nodes", "give a cluster archive, several bundles or --node NAME=DIR"
+        )
     paths = _expand_bundles(list(logs or [])) or [_latest_run_log()]
     report = _scan(out, paths, rules)
 
@@ -198,15 +219,12 @@ def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
     its manifest and recorded commands are not logs. Its npu-smi transcript is read for the fault
     codes of `npu-smi info -t health`."""
-    from engine.bundle.layout import NPU_INFO_FILE, bundle_dir, bundle_logs
+    from engine.bundle.layout import bundle_dir, triage_inputs
 
     out: list[str] = []
     for p in paths:
         top = None if p == "-" else bundle_dir(p)
-        out.extend(bundle_logs(top) if top is not None else [p])
-        # the npu-smi transcript is no log, but its `-t health` answers carry the NPUs' fault codes
-        if top is not None and (top / NPU_INFO_FILE).is_file() and not (top / NPU_INFO_FILE).is_symlink():
-            out.append(str(top / NPU_INFO_FILE))
+        out.extend(triage_inputs(top) if top is not None else [p])
     return out
 
 
@@ -576,9 +594,9 @@ def _list(out: Any, rules: Any) -> None:
     def render(console: Any) -> None:
         lang = _lang()
         if lang != "en":
-            from engine.triage.localize import localized_code, rule_text
+            from engine.triage.localize import localized_code, localized_title
 
-            title = {r.id: rule_text(r.id, "title", r.title, lang) for r in rules}
+            title = {r.id: localized_title(r, lang) for r in rules}
             meaning = [localized_code(c, lang).meaning for c in codes]
         else:
             title = {r.id: r.title for r in rules}

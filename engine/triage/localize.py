@@ -217,11 +217,24 @@ def localized_issue(issue: IssueSummary, lang: str) -> IssueSummary:
     return issue
 
 
-def _localized_rule_issue(issue: IssueSummary, lang: str) -> IssueSummary:
+def is_bundled(rule_id: str, title: str, cause: str, fix: str) -> bool:
+    """The rule of that id is the bundled one, as written: its catalogue entry translates it (an
+    operator's own rule of the same id, from `--rules`, is not)."""
     from engine.triage.rules import load_rules
 
-    bundled = _bundled(load_rules()).get(issue.id)
-    if bundled is None or (bundled.title, bundled.cause, bundled.fix) != (issue.title, issue.cause, issue.fix):
+    bundled = _bundled(load_rules()).get(rule_id)
+    return bundled is not None and (bundled.title, bundled.cause, bundled.fix) == (title, cause, fix)
+
+
+def localized_title(rule: Any, lang: str) -> str:
+    """A rule's title in `lang` (--list): the bundled rule's translation, an operator's own as written."""
+    if lang == DEFAULT or not is_bundled(rule.id, rule.title, rule.cause, rule.fix):
+        return rule.title
+    return rule_text(rule.id, "title", rule.title, lang)
+
+
+def _localized_rule_issue(issue: IssueSummary, lang: str) -> IssueSummary:
+    if not is_bundled(issue.id, issue.title, issue.cause, issue.fix):
         return issue
     return replace(
         issue,

@@ -142,6 +142,23 @@ def test_list_in_chinese_keeps_ids_and_codes(capsys):
     assert any(line.startswith("507011\tacl\tACL_ERROR_RT_MODEL_EXECUTE\t") and CJK.search(line) for line in lines)
 
 
+def test_an_operators_own_rule_is_shown_as_written(capsys, tmp_path):
+    """A rule of the bundled id from --rules is the operator's text: no bundled Chinese for it."""
+    own = tmp_path / "own.yaml"
+    own.write_text(
+        "rules:\n  - id: vllm-no-kv-cache-memory\n    title: Our own KV note\n    severity: error\n"
+        "    component: vllm\n    patterns: ['No available memory for the cache blocks']\n"
+        "    cause: see the runbook\n    fix: page the on-call lead\n"
+        "    samples: ['ValueError: No available memory for the cache blocks.']\n",
+        encoding="utf-8",
+    )
+    main(["triage", "--rules", str(own), "--list"])
+    assert "vllm-no-kv-cache-memory\terror\tvllm\tOur own KV note" in capsys.readouterr().out.splitlines()
+    main(["triage", "--rules", str(own), "--fail-on", "never", str(KV_LOG)])
+    out = capsys.readouterr().out
+    assert "Our own KV note" in out and "page the on-call lead" in out and "KV cache 没有可用内存" not in out
+
+
 def test_a_real_process_under_lang_zh_cn(tmp_path):
     """Through the installed command, the locale alone (no flag) picks Chinese."""
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES", "ASCENDCTL_LANG")}

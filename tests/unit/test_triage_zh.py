@@ -4,6 +4,7 @@ loses a flag, a variable, a command token or a placeholder that the English has.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -115,18 +116,34 @@ def test_every_rule_has_chinese_title_cause_and_fix():
     )
 
 
-def test_no_chinese_rule_text_is_older_than_its_english():
+def test_no_chinese_text_is_older_than_its_english():
     """Each Chinese entry names the English it translates (`from_en`, engine/triage/zh_stamp.py):
-    a rule whose title, cause, fix or likely causes changed since is listed as stale."""
-    from engine.triage.zh_stamp import fingerprint
+    a rule, code or device fault whose English changed since is listed as stale."""
+    from engine.triage.zh_stamp import expected
 
-    table = zh("rules.yaml")
-    stale = [r.id for r in load_rules() if (table.get(r.id) or {}).get("from_en") != fingerprint(r)]
+    stale = []
+    for name, prints in expected().items():
+        table = zh(name)
+        for (section, key), fingerprint in prints.items():
+            entries = table if not section else table.get(section) or {}
+            entry = entries.get(key) or entries.get(int(key) if key.isdigit() and not key.startswith("0") else key)
+            if (entry or {}).get("from_en") != fingerprint:
+                stale.append(f"{name}:{key}")
     assert not stale, (
-        f"{len(stale)} rules' English changed since their Chinese was written (or was never stamped): "
+        f"{len(stale)} entries' English changed since their Chinese was written (or were never stamped): "
         + ", ".join(stale)
-        + "; update engine/triage/zh/rules.yaml, then python -m engine.triage.zh_stamp ID..."
+        + "; update engine/triage/zh/, then python -m engine.triage.zh_stamp KEY..."
     )
+
+
+def test_catalogues_read_the_same_without_libyaml():
+    """engine.data falls back on PyYAML's pure-Python loader where libyaml is missing, which is
+    stricter about plain scalars (a `?` in a flow mapping): the catalogues must read the same."""
+    import yaml
+
+    for name in ("rules.yaml", "codes.yaml", "faultcodes.yaml"):
+        text = (Path(i18n.__file__).parent / "triage" / "zh" / name).read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=yaml.SafeLoader) == zh(name), name
 
 
 def test_chinese_rule_entries_hold_only_what_a_person_reads():

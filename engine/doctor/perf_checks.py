@@ -146,8 +146,8 @@ def check_governor(ctx: Context) -> Outcome:
             why = "no cpufreq on this machine (a VM or a container without /sys/devices/system/cpu/cpu0/cpufreq)"
         return _judge(ctx, cid, None, None, "", why)
     value = ",".join(sorted(found))
-    said = "; ".join(f"{g} on {n} core(s)" for g, n in sorted(found.items()))
-    return _judge(ctx, cid, value, set(found) == {"performance"}, f"governor {said}")
+    said = "; ".join(_("{governor} on {count} core(s)").format(governor=g, count=n) for g, n in sorted(found.items()))
+    return _judge(ctx, cid, value, set(found) == {"performance"}, _("governor {said}").format(said=said))
 
 
 @check("perf.thp", "perf", N_("Transparent huge pages are `always`"))
@@ -222,7 +222,14 @@ def check_sched_migration(ctx: Context) -> Outcome:
             good = 50000 <= value <= 100000
             return _judge(ctx, cid, text, good, f"sched_migration_cost_ns {value:,} ({path})")
     return _judge(
-        ctx, cid, None, None, "", f"neither {MIGRATION[0]} nor {MIGRATION[1]} is readable (debugfs needs root)"
+        ctx,
+        cid,
+        None,
+        None,
+        "",
+        _("neither {first} nor {second} is readable (debugfs needs root)").format(
+            first=MIGRATION[0], second=MIGRATION[1]
+        ),
     )
 
 
@@ -455,7 +462,7 @@ def check_npu_alloc(ctx: Context) -> Outcome:
     value = ctx.host.env.get("PYTORCH_NPU_ALLOC_CONF")
     if value is None:  # vllm-ascend's platform sets expandable_segments:True itself when unset
         return _judge(
-            ctx, cid, "unset", True, "PYTORCH_NPU_ALLOC_CONF unset: vllm-ascend sets expandable_segments:True"
+            ctx, cid, "unset", True, _("PYTORCH_NPU_ALLOC_CONF unset: vllm-ascend sets expandable_segments:True")
         )
     good = "expandable_segments:true" in value.replace(" ", "").lower() or "max_split_size_mb" in value
     return _judge(ctx, cid, value, good, f"PYTORCH_NPU_ALLOC_CONF={value}")

@@ -138,15 +138,17 @@ def check_matrix(ctx: Context) -> Outcome:
             bad.append(f"{name} {have} (row wants {want})")
     tk = ctx.toolkit
     if tk and tk.version and cann_release(tk.version) != cann_release(row.cann):
-        soft.append(f"CANN {tk.version} (row tested with {row.cann})")
+        soft.append(_("CANN {cann} (row tested with {row})").format(cann=tk.version, row=row.cann))
     tf = e.packages.get("transformers")
     if tf and row.transformers and satisfies(tf, row.transformers) is False:
-        soft.append(f"transformers {tf} (row wants {row.transformers})")
+        soft.append(_("transformers {version} (row wants {row})").format(version=tf, row=row.transformers))
     fix = _row_fix(ctx, row)
     if bad:
-        return error(f"vllm-ascend {row.vllm_ascend} does not match: {'; '.join(bad + soft)}", fix)
+        return error(
+            _("vllm-ascend {va} does not match: {what}").format(va=row.vllm_ascend, what="; ".join(bad + soft)), fix
+        )
     if soft:
-        return warn(f"vllm-ascend {row.vllm_ascend} row differs: {'; '.join(soft)}", fix)
+        return warn(_("vllm-ascend {va} row differs: {what}").format(va=row.vllm_ascend, what="; ".join(soft)), fix)
     return ok(
         _("vllm-ascend {va} row: vLLM {vllm}, torch {torch}, torch_npu {torch_npu}, CANN {cann}").format(
             va=row.vllm_ascend, vllm=row.vllm, torch=row.torch, torch_npu=row.torch_npu, cann=row.cann
@@ -202,12 +204,12 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
         )
     builds = ctx.matrix.torch_npu_builds(tk.version)
     if not fits:
-        other = f" (it goes with CANN {', '.join(cann_for)})" if cann_for else ""
+        other = _(" (it goes with CANN {canns})").format(canns=", ".join(cann_for)) if cann_for else ""
         row = installed_row(ctx)
         target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
         upgrade = f", or move CANN to {target}" if target else ""
         return error(
-            f"torch_npu {tn} was not built for CANN {tk.version}{other}",
+            _("torch_npu {torch_npu} was not built for CANN {cann}").format(torch_npu=tn, cann=tk.version) + other,
             f"{_install_fix(ctx)}{upgrade}; torch_npu builds for CANN {tk.version}: {', '.join(builds)}",
         )
     return ok(_("torch_npu {torch_npu} is a build for CANN {cann}").format(torch_npu=tn, cann=tk.version))

@@ -17,6 +17,7 @@ from typing import Any, Collection, Iterable, Mapping
 
 import yaml
 
+from engine.bench.workload import Prefix, Trace
 from engine.errors import BadInput
 from engine.yamlfile import Problem, YamlInvalid, duplicate_keys, line_of, load, quote
 
@@ -107,6 +108,8 @@ class Scenario:
     request_timeout_s: float = 600.0
     seed: int = 0
     source: str = ""  # built-in name or file path, for messages
+    prefix: Prefix | None = None  # a shared prefix that the engine's prefix cache can reuse
+    trace: Trace | None = None  # requests replayed from a trace file instead of drawn
 
     @property
     def duration_s(self) -> float:

@@ -65,12 +65,17 @@ def sweep(
     from ascendctl.profile_args import resolve
     from engine.errors import ProblemsFound
     from engine.tune.capacity import capacity_doc, point_line
-    from engine.tune.grid import combinations, grid_size, parse_grid, plan_combination
+    from engine.tune.grid import combinations, default_grid, grid_size, parse_grid, plan_combination
     from engine.tune.sweep import Sweeper, SweepSetup, best, check_resume, describe
 
     out = get_output()
     sets = list(sets or [])
-    axes = parse_grid(sweeps or [], yes)
+    if not sweeps:
+        from engine.profiles import load_profile
+
+        sweeps = default_grid(load_profile(profile, sets, model=model).platform)
+        progress(f"no --sweep: the default grid of the platform ({' '.join(f'--sweep {s}' for s in sweeps)})")
+    axes = parse_grid(sweeps, yes)
     sc, targets, settings, plan, notes = capacity_inputs(
         scenario, slo, by, scale, step_s, start, min_step, max_load, repeats, max_steps
     )

@@ -96,6 +96,19 @@ def parse_axis(item: str) -> Axis:
     return Axis(key, tuple(values))
 
 
+def default_grid(platform: str) -> list[str]:
+    """The --sweep items measured when none is given (engine/tune/grids.yaml)."""
+    from engine.data import load_yaml
+
+    grids = load_yaml("engine.tune", "grids.yaml")
+    grid = grids.get(platform)
+    if not grid:
+        raise BadInput(
+            f"no default grid for platform {platform}", "give the grid: --sweep engine.max_num_seqs=64,128 ..."
+        )
+    return [f"{k}={','.join(str(v) for v in values)}" for k, values in grid.items()]
+
+
 def parse_grid(items: Sequence[str], yes: bool = False) -> list[Axis]:
     if not items:
         raise BadInput("no --sweep given", "e.g. --sweep engine.max_num_seqs=64,128 (see docs/tune.md for grids)")

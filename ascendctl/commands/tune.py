@@ -111,6 +111,11 @@ def capacity_inputs(scenario, slo, by, scale, step_s, start, min_step, max_load,
     sc = load_scenario(scenario)
     if scale != 1:
         sc = scaled(sc, scale)
+    if sc.trace is not None and by != "rate":
+        raise BadInput(
+            f"scenario {sc.name} replays a trace, whose arrival times set the load",
+            "use --by rate: each step replays the trace at that mean rate",
+        )
     targets, notes = search_targets(given, sc.slo)
     settings = default_settings(sc, by)
     changes = {"repeats": repeats, "max_points": max_steps}

@@ -111,3 +111,12 @@ def test_capacity_against_the_stub(capsys, stub_server):
     assert doc["at_capacity"]["figures"]["goodput_rate"] > 0
     assert doc["goodput_slo_ms"] == {"ttft": 150.0}
     assert "step 1: 1 concurrent: HOLDS" in err and "BREAKS" in err  # progress on stderr
+
+
+def test_a_trace_is_searched_by_rate_only(capsys, tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 20, "output_length": 4, "hash_ids": [0]}\n')
+    (tmp_path / "replay.yaml").write_text("name: replay\ntrace: t.jsonl\nslo: {ttft_p99_ms: 500}\n")
+    code, _, err = _run(
+        capsys, "tune", "capacity", "http://127.0.0.1:1", "-s", str(tmp_path / "replay.yaml"), "--by", "concurrency"
+    )
+    assert code == 2 and "replays a trace" in err and "--by rate" in err

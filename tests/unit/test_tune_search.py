@@ -112,3 +112,15 @@ def test_the_run_budget_is_kept(max_points):
     r = search(m, Settings(start=1.0, min_step=0.01, repeats=3, max_points=max_points), TARGETS)
     assert len(m.calls) <= max_points
     assert r.stopped in ("max_points", "converged")
+
+
+def test_a_step_is_the_scenario_at_one_load():
+    from engine.bench.scenario import load_scenario
+    from engine.tune.measure import StepPlan, step_scenario
+
+    sc = load_scenario("chat-qa")
+    rate = step_scenario(sc, StepPlan("rate", 20.0), 7.5, TARGETS, {"ttft": 500.0})
+    assert [(p.rate, p.arrival, p.duration_s) for p in rate.phases] == [(7.5, "poisson", 20.0)]
+    assert rate.slo == TARGETS and rate.goodput == {"ttft": 500.0} and rate.prompt_tokens == sc.prompt_tokens
+    conc = step_scenario(sc, StepPlan("concurrency", 10.0), 12, TARGETS, {})
+    assert [(p.concurrency, p.duration_s) for p in conc.phases] == [(12, 10.0)]

@@ -119,3 +119,18 @@ def test_the_written_profile_loads_and_carries_the_measured_capacity():
 def test_pareto_front():
     pts = [(100.0, 10.0), (200.0, 5.0), (150.0, 4.0), (50.0, 12.0)]
     assert pareto(pts) == [0, 1, 3]
+
+
+def test_the_html_report_has_the_capacity_the_front_and_every_combination(tmp_path):
+    from engine.tune.html import sweep_html
+
+    docs, _ = _sweep(tmp_path, []).run()
+    for d, (tput, per_user) in zip([d for d in docs if d["status"] == "measured"], [(300.0, 40.0), (500.0, 30.0)]):
+        d["capacity"]["at_capacity"]["figures"] = {"output_tokens_per_s": tput, "tokens_per_s_per_user": per_user}
+    page = sweep_html(
+        docs, {"profile": "cpu-tiny", "scenario": "chat-qa", "by": "rate", "targets": {"ttft_p99_ms": 500}}
+    )
+    assert page.startswith("<!DOCTYPE html>") and "plotly" in page
+    assert "Capacity per combination" in page and "Pareto front" in page
+    assert page.count("<tr>") == 5  # the header and the four combinations
+    assert "crashed at start-up" in page and "skipped: does not fit" in page

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from engine.errors import BadInput
+from engine.errors import AscendctlError, BadInput
 from engine.tune.grid import Combination
 
 DONE = ("measured", "skipped", "crashed")
@@ -154,6 +154,10 @@ class Sweeper:
                         cap = self.measure(combo, self.url)
                     except Interrupted:
                         return results, True
+                    except AscendctlError:  # unreachable mid-search: a crash if the engine is gone
+                        if engine.alive():
+                            raise
+                        cap = None
                     if not engine.alive():
                         doc = result_doc(self.setup, combo, "crashed", when="under load", **engine.failure())
                     else:

@@ -134,3 +134,27 @@ def test_the_html_report_has_the_capacity_the_front_and_every_combination(tmp_pa
     assert "Capacity per combination" in page and "Pareto front" in page
     assert page.count("<tr>") == 5  # the header and the four combinations
     assert "crashed at start-up" in page and "skipped: does not fit" in page
+
+
+def test_an_engine_that_dies_under_load_is_a_crash_and_the_sweep_goes_on(tmp_path):
+    from engine.errors import Unreachable
+
+    log = []
+    sweeper = _sweep(tmp_path, log)
+    inner = sweeper.measure
+
+    class Dying(FakeEngine):
+        def alive(self):
+            return self.combo.index != 0
+
+    sweeper.launch = lambda combo: Dying(log, combo, crash=False)
+
+    def measure(combo, url):
+        if combo.index == 0:
+            raise Unreachable("cannot reach http://127.0.0.1:1/v1/models", "")
+        return inner(combo, url)
+
+    sweeper.measure = measure
+    docs, _ = sweeper.run()
+    assert [d["status"] for d in docs] == ["crashed", "skipped", "measured", "measured"]
+    assert docs[0]["when"] == "under load"

@@ -45,23 +45,14 @@ def measure_capacity(
     model: str | None = None,
     stop: threading.Event | None = None,
     on_point: Callable[[Point, int], None] | None = None,
-    on_step: Callable[[float], None] | None = None,
     notes: tuple[str, ...] = (),
 ) -> CapacityRun:
     import time
 
     goodput = goodput_targets(targets, sc.goodput)
     measure = BenchMeasure(url, sc, plan, targets, goodput, model=model, stop=stop)
-    if on_step is not None:
-        inner = measure.__call__
-
-        def measure_step(load: float):
-            on_step(load)
-            return inner(load)
-    else:
-        measure_step = measure
     t0 = time.monotonic()
-    result = search(measure_step, settings, targets, on_point)
+    result = search(measure, settings, targets, on_point)
     return CapacityRun(
         url,
         sc.name,

@@ -501,7 +501,9 @@ def _deltas(before: EngineMetrics | None, after: EngineMetrics | None) -> Server
         a, b = getattr(after, name), getattr(before, name)
         return None if a is None or b is None else a - b
 
-    return ServerCounters(d("generation_tokens"), d("prompt_tokens"), d("requests_ok"))
+    return ServerCounters(
+        d("generation_tokens"), d("prompt_tokens"), d("requests_ok"), d("prefix_queries"), d("prefix_hits")
+    )
 
 
 async def run_scenario(url: str, scenario: Scenario, **kwargs) -> BenchReport:

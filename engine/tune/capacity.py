@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from engine.bench.report import prefix_cache_phrase
 from engine.bench.scenario import SLOS, Scenario
 from engine.tune.measure import BenchMeasure, StepPlan
 from engine.tune.search import Point, Result, Settings, search
@@ -174,6 +175,8 @@ def summary_lines(run: CapacityRun) -> list[str]:
             slo = " ".join(f"{k}:{v:g}" for k, v in run.goodput_slo_ms.items())
             share = f" ({g_share:.1%} of requests)" if g_share is not None else ""
             out.append(f"goodput ({slo} ms): {g_rate:.2f} req/s{share}")
+        if phrase := prefix_cache_phrase(at.figure("prefix_cache_hit_share")):
+            out.append(phrase)
     for b in r.breaks:
         if b.breaks_at is None:
             out.append(f"  {short_name(b.target)}: held at every load tried")

@@ -62,6 +62,7 @@ def figures_of(report: BenchReport) -> dict[str, float | None]:
         "completed": float(report.completed),
         "goodput_rate": report.goodput.rate if report.goodput else None,
         "goodput_share": report.goodput.share if report.goodput else None,
+        "prefix_cache_hit_share": report.server.prefix_cache_hit_share if report.server else None,
     }
 
 

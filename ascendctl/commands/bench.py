@@ -345,6 +345,13 @@ def _fmt(value, spec: str = ",.1f", unit: str = "") -> str:
     return f"{value:{spec}}{unit}"
 
 
+def _prefix_cache(server) -> str:
+    from engine.bench.report import prefix_cache_phrase
+
+    phrase = prefix_cache_phrase(server.prefix_cache_hit_share)
+    return f", {phrase}" if phrase else ""
+
+
 BURST_MS = 0.1  # a median gap this small is tokens read together, not a decode speed
 
 
@@ -482,6 +489,7 @@ def render_report(console, r) -> None:
         console.print(
             f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
             f"(client counted {r.output_tokens:,}), {_fmt(r.server.requests_ok, ',.0f')} requests finished"
+            + _prefix_cache(r.server)
         )
     g = r.generator
     if g.offered_rate is not None:

@@ -215,20 +215,26 @@ def html_report(doc: Mapping[str, Any]) -> str:
         else "FAIL"
     )
     title = f"bench {doc.get('scenario')} against {doc.get('url')}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
-<style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}table{{border-collapse:collapse;margin:.5em 0}}
-td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}h2{{margin-top:1.5em}}</style></head>
-<body>
-<h1>{e(title)}</h1>
-<p>{e(str(doc.get("description") or ""))}</p>
+    body = f"""<p>{e(str(doc.get("description") or ""))}</p>
 <p>model {e(str(doc.get("model")))}, {e(str(doc.get("api")))} API, {_fmt(doc.get("duration_s"))} s, started
 {e(str(doc.get("started_at")))}; verdict <b>{verdict}</b></p>
 {f"<ul>{notes}</ul>" if notes else ""}
 {_summary(doc)}
-{"".join(parts)}
+{"".join(parts)}"""
+    return page(title, body)
+
+
+def page(title: str, body: str) -> str:
+    """One self-contained page: the title as heading, then `body` (HTML, escaped by the caller)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}table{{border-collapse:collapse;margin:.5em 0}}
+td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}h2{{margin-top:1.5em}}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+{body}
 </body></html>
 """
 
 
-__all__ = ["figures", "html_report", "require_plotly"]
+__all__ = ["figures", "html_report", "page", "require_plotly"]

@@ -140,6 +140,19 @@ class PromptMaker:
             tail = self.instruction.text
         else:
             tail = ""
+        parts.extend(self._fill(budget, rng))
+        parts.append(tail)
+        return "".join(parts)
+
+    def shared(self, key: int, tokens: int) -> str:
+        """Text of about `tokens` tokens that is the same for the same `key` (no unique tag): a
+        shared prefix, or one block of a replayed trace, which the engine's prefix cache can reuse."""
+        if not self.sentences:
+            self.make(0, 1, random.Random(0))  # the estimated pieces
+        return "".join(self._fill(tokens, random.Random(f"shared-{key}")))
+
+    def _fill(self, budget: int, rng: random.Random) -> list[str]:
+        parts: list[str] = []
         sentences = self.sentences
         misses = 0
         while budget > 0 and misses < 8:  # a few tries for a sentence that fits, then filler words
@@ -152,8 +165,7 @@ class PromptMaker:
         fillers = self.fillers
         for _ in range(max(0, budget)):
             parts.append(fillers[rng.randrange(len(fillers))].text)
-        parts.append(tail)
-        return "".join(parts)
+        return parts
 
 
 async def _count_all(client: httpx.AsyncClient, model: str, texts: list[str]) -> list[int | None]:

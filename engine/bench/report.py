@@ -70,6 +70,21 @@ class ServerCounters:
     generation_tokens: float | None
     prompt_tokens: float | None
     requests_ok: float | None
+    prefix_cache_queries: float | None = None  # prompt tokens looked up in the prefix cache
+    prefix_cache_hits: float | None = None  # of those, tokens found there (work not done again)
+
+    @property
+    def prefix_cache_hit_share(self) -> float | None:
+        """The share of the prompt tokens looked up that the prefix cache already held."""
+        if not self.prefix_cache_queries or self.prefix_cache_hits is None:
+            return None
+        return self.prefix_cache_hits / self.prefix_cache_queries
+
+
+def prefix_cache_phrase(share: float | None) -> str:
+    """How much of the prompt work the engine's prefix cache saved over a run ("" when unknown:
+    no counter, the cache off, or no prompt looked up)."""
+    return "" if share is None else f"prefix cache hits {share:.1%} of prompt tokens"
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,7 @@ class BenchRunner:
         self.results: list[RequestResult] = []
         self.cancelled = 0
         self._rng = random.Random(scenario.seed)
+        self._prefix_rng = random.Random(scenario.seed + 1)  # which requests carry the shared prefix
         self._maker = PromptMaker(scenario.seed)
         self._windows: tuple[Window, ...] = ()
         self._tasks: set[asyncio.Task] = set()
@@ -339,9 +340,15 @@ class BenchRunner:
         while self._issuing and slot < self._target and not self._stop.is_set():  # type: ignore[union-attr]
             await self._one(0.0)
 
+    def _arrivals(self, w: Window):
+        trace = self.scenario.trace
+        if w.phase.arrival == "trace" and trace is not None:
+            return (w.start_s + t for t in trace.arrivals(w.phase.rate))
+        return arrivals(w, self._rng)
+
     async def _dispatch(self, w: Window) -> None:
         cap = asyncio.Semaphore(w.phase.max_concurrency) if w.phase.max_concurrency else None
-        for due in arrivals(w, self._rng):
+        for due in self._arrivals(w):
             if not self._issuing or self._stop.is_set():  # type: ignore[union-attr]
                 return
             await self._sleep_until(due)
@@ -366,8 +373,8 @@ class BenchRunner:
             self._end_issuing()
         now = self.clock() - self._t0
         w = window_at(self._windows, now) or self._windows[-1]
-        prompt = self._maker.make(index, draw_length(sc.prompt_tokens, self._rng), self._rng)
-        body = request_body(sc.api, self.info.model, prompt, sc.max_tokens, sc.ignore_eos)  # type: ignore[union-attr]
+        prompt, max_tokens = self._prompt(index)
+        body = request_body(sc.api, self.info.model, prompt, max_tokens, sc.ignore_eos)  # type: ignore[union-attr]
         self._in_flight += 1
         try:
             r = await stream_request(
@@ -400,6 +407,33 @@ class BenchRunner:
             self._out_tokens += r.output_tokens
         else:
             self._failed += 1
+
+    def _prompt(self, index: int) -> tuple[str, int]:
+        """The prompt and answer length of request `index`: drawn from the scenario's distribution
+        (after a shared prefix for `prefix.share` of the requests), or the trace's entry `index`."""
+        sc = self.scenario
+        trace = sc.trace
+        if trace is not None:
+            e = trace.entries[index % len(trace.entries)]
+            out, ins = e.output_tokens, e.input_tokens
+            mml = self.info.max_model_len if self.info else None
+            if mml:
+                out = min(out, max(1, mml // 4)) if ins + out > mml else out
+                ins = min(ins, max(1, mml - out - 48))
+            if not e.hash_ids:
+                return self._maker.make(index, ins, self._rng), out
+            block = trace.block_tokens
+            parts = [
+                self._maker.shared(h, min(block, ins - i * block))
+                for i, h in enumerate(e.hash_ids)
+                if ins - i * block > 0
+            ]
+            return "".join(parts), out
+        body = self._maker.make(index, draw_length(sc.prompt_tokens, self._rng), self._rng)
+        p = sc.prefix
+        if p is not None and self._prefix_rng.random() < p.share:
+            return self._maker.shared(-1 - index % p.count, p.tokens) + body, sc.max_tokens
+        return body, sc.max_tokens
 
     # ---------------------------------------------------------------- /metrics and progress
 
@@ -467,7 +501,9 @@ def _deltas(before: EngineMetrics | None, after: EngineMetrics | None) -> Server
         a, b = getattr(after, name), getattr(before, name)
         return None if a is None or b is None else a - b
 
-    return ServerCounters(d("generation_tokens"), d("prompt_tokens"), d("requests_ok"))
+    return ServerCounters(
+        d("generation_tokens"), d("prompt_tokens"), d("requests_ok"), d("prefix_queries"), d("prefix_hits")
+    )
 
 
 async def run_scenario(url: str, scenario: Scenario, **kwargs) -> BenchReport:

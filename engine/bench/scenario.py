@@ -17,6 +17,7 @@ from typing import Any, Collection, Iterable, Mapping
 
 import yaml
 
+from engine.bench.workload import MOONCAKE_BLOCK_TOKENS, Prefix, Trace, load_trace
 from engine.errors import BadInput
 from engine.yamlfile import Problem, YamlInvalid, duplicate_keys, line_of, load, quote
 
@@ -107,6 +108,8 @@ class Scenario:
     request_timeout_s: float = 600.0
     seed: int = 0
     source: str = ""  # built-in name or file path, for messages
+    prefix: Prefix | None = None  # a shared prefix that the engine's prefix cache can reuse
+    trace: Trace | None = None  # requests replayed from a trace file instead of drawn
 
     @property
     def duration_s(self) -> float:
@@ -287,15 +290,23 @@ def parse_scenario(data: Any, source: str) -> Scenario:
             "max_requests",
             "request_timeout_s",
             "seed",
+            "prefix",
+            "trace",
         ),
         "a scenario",
     )
+    trace = _parse_trace(p, data, source)
     api = data.get("api", "completions")
     if api not in APIS:
         p.add(data, "api", f"must be one of {', '.join(APIS)}, got {quote(api)}")
     raw_phases = data.get("phases")
     phases: list[Phase] = []
-    if not isinstance(raw_phases, list) or not raw_phases:
+    if trace is not None and raw_phases is None:
+        # A replay as recorded: one phase, the trace's own arrival times.
+        phases.append(Phase("replay", trace.span_s, rate=trace.natural_rate, arrival="trace"))
+    elif trace is not None:
+        p.add(data, "phases", "a trace sets the arrivals itself: leave out `phases` (tune capacity changes its pace)")
+    elif not isinstance(raw_phases, list) or not raw_phases:
         p.add(data, "phases", "missing or empty: give a list of phases with duration_s and concurrency or rate")
     else:
         for i, raw in enumerate(raw_phases):
@@ -306,9 +317,18 @@ def parse_scenario(data: Any, source: str) -> Scenario:
         if len(set(names)) != len(names):
             p.add(data, "phases", f"phase names must be unique, got {quote(names)}")
     lengths = _parse_lengths(p, data.get("prompt_tokens"), data) if "prompt_tokens" in data else None
-    if "prompt_tokens" not in data:
-        p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
-    max_tokens = _number(p, data, "max_tokens", integer=True, high=MAX_TOKENS)
+    if trace is not None:
+        for key in ("prompt_tokens", "max_tokens"):
+            if key in data:
+                p.add(data, key, "a trace gives each request's lengths: leave it out")
+        ins = [e.input_tokens for e in trace.entries]
+        lengths = LengthDist("uniform", sum(ins) / len(ins), min(ins), max(ins))
+        max_tokens: float | None = max(e.output_tokens for e in trace.entries)
+    else:
+        if "prompt_tokens" not in data:
+            p.add(data, "prompt_tokens", "missing: the prompt length in tokens (a number or a distribution)")
+        max_tokens = _number(p, data, "max_tokens", integer=True, high=MAX_TOKENS)
+    prefix = _parse_prefix(p, data)
     raw_slo = data.get("slo") or {}
     slo = _targets(p, data, "slo", SLOS, "SLO name to target")
     raw_goodput = data.get("goodput") or {}
@@ -344,7 +364,50 @@ def parse_scenario(data: Any, source: str) -> Scenario:
         request_timeout_s=timeout if timeout is not None else 600.0,
         seed=int(seed) if seed is not None else 0,
         source=source,
+        prefix=prefix,
+        trace=trace,
     )
+
+
+def _parse_prefix(p: _Problems, data: Mapping[str, Any]) -> Prefix | None:
+    """`prefix: {share: 0.6, tokens: 1024, count: 1}`."""
+    raw = data.get("prefix")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        p.add(data, "prefix", "must be a mapping: {share: 0.6, tokens: 1024} (count: N prefixes, default 1)")
+        return None
+    _unknown_keys(p, raw, ("share", "tokens", "count"), "prefix")
+    share = _number(p, raw, "share", low=0, strict=False, high=1.0)
+    tokens = _number(p, raw, "tokens", integer=True, high=MAX_TOKENS)
+    count = _number(p, raw, "count", integer=True, required=False, high=10_000)
+    if share is None or tokens is None:
+        return None
+    return Prefix(float(share), int(tokens), int(count) if count else 1)
+
+
+def _parse_trace(p: _Problems, data: Mapping[str, Any], source: str) -> Trace | None:
+    """`trace: FILE.jsonl` (relative to the scenario file), or `{file: ..., block_tokens: 512}`."""
+    raw = data.get("trace")
+    if raw is None:
+        return None
+    block = MOONCAKE_BLOCK_TOKENS
+    if isinstance(raw, dict):
+        _unknown_keys(p, raw, ("file", "block_tokens"), "trace")
+        b = _number(p, raw, "block_tokens", integer=True, required=False, high=MAX_TOKENS)
+        block = int(b) if b else block
+        raw = raw.get("file")
+    if not isinstance(raw, str) or not raw:
+        p.add(data, "trace", "must name a JSONL trace file (Mooncake format), e.g. trace: conversations.jsonl")
+        return None
+    path = Path(raw).expanduser()
+    if not path.is_absolute() and source and Path(source).parent != Path(""):
+        path = Path(source).parent / path
+    try:
+        return load_trace(path, block)
+    except BadInput as exc:
+        p.add(data, "trace", exc.cause)
+        return None
 
 
 def parse_goodput(pairs: Iterable[str]) -> dict[str, float]:
@@ -491,6 +554,17 @@ def fit_context(sc: Scenario, max_model_len: int) -> tuple[Scenario, list[str]]:
         max_tokens = max(1, max_model_len // 4)
         notes.append(f"max_tokens {sc.max_tokens} -> {max_tokens}: the server's max_model_len is {max_model_len}")
     room = max(1, max_model_len - max_tokens - reserve)
+    if sc.prefix is not None and sc.prefix.tokens > 0:
+        keep = min(sc.prefix.tokens, room // 2)
+        if keep != sc.prefix.tokens:
+            notes.append(
+                f"shared prefix {sc.prefix.tokens} -> {keep} tokens: prefix + prompt + max_tokens ({max_tokens}) "
+                f"must fit the server's max_model_len {max_model_len}"
+            )
+            sc = dataclasses.replace(sc, prefix=dataclasses.replace(sc.prefix, tokens=keep))
+        room = max(1, room - keep)
+    if sc.trace is not None:  # each replayed request is fitted as it is sent
+        return sc, notes
     d = sc.prompt_tokens
     if d.max > room:
         lo = min(d.min, room)
@@ -507,7 +581,7 @@ def fit_context(sc: Scenario, max_model_len: int) -> tuple[Scenario, list[str]]:
             f"must fit the server's max_model_len {max_model_len}"
         )
         d = new
-    if not notes:
+    if not notes or (max_tokens == sc.max_tokens and d == sc.prompt_tokens):
         return sc, notes
     slo = dict(sc.slo)
     if "output_tokens_per_s" in slo and max_tokens != sc.max_tokens:
@@ -562,4 +636,10 @@ def to_yaml(sc: Scenario) -> str:
         doc["slo"] = {k: round(v, 4) for k, v in sc.slo.items()}
     if sc.goodput:
         doc["goodput"] = dict(sc.goodput)
+    if sc.prefix is not None:
+        doc["prefix"] = {"share": sc.prefix.share, "tokens": sc.prefix.tokens, "count": sc.prefix.count}
+    if sc.trace is not None:
+        doc["trace"] = {"file": sc.trace.source, "block_tokens": sc.trace.block_tokens}
+        for key in ("phases", "prompt_tokens", "max_tokens"):
+            doc.pop(key, None)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

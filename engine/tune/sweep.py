@@ -1,0 +1,208 @@
+"""`tune sweep`: each combination of the grid served by serve's own supervisor, its capacity
+measured, then stopped. Results are appended as JSON lines as they come, so a sweep stopped by
+Ctrl-C or a crash continues with --resume and repeats nothing measured.
+
+A combination ends as one of:
+- skipped: the memory plan (or the profile schema, or doctor) says it cannot run: never started;
+- crashed: the engine exited or never got ready (the supervisor's diagnosis is kept), or died
+  under load: a result like any other, the sweep goes on;
+- measured: its capacity, as `tune capacity` finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from engine.errors import AscendctlError, BadInput
+from engine.tune.grid import Combination
+
+DONE = ("measured", "skipped", "crashed")
+
+
+@dataclass
+class SweepSetup:
+    profile: str  # name or path, as given
+    sets: Sequence[str]
+    model: str | None
+    scenario: str
+    targets: Mapping[str, float]
+    by: str
+    results: Path
+    ready_timeout: float = 900.0
+    grace: float = 20.0
+    meta: dict[str, Any] = field(default_factory=dict)  # what a resumed sweep must share with the first run
+
+
+def read_results(path: Path) -> list[dict]:
+    """The lines written so far; a torn last line (a kill mid-write) is ignored."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and doc.get("status") in DONE:
+            out.append(doc)
+    return out
+
+
+def check_resume(path: Path, resume: bool, meta: Mapping[str, Any]) -> list[dict]:
+    """The results to keep. BadInput when the file holds a sweep of another setup, or when it
+    holds results and --resume was not given (they would be mixed with a new sweep's)."""
+    done = read_results(path)
+    if done and not resume:
+        raise BadInput(
+            f"{path} already holds {len(done)} results of a sweep",
+            "add --resume to continue it, or give another --results FILE",
+        )
+    for doc in done:
+        theirs = doc.get("setup") or {}
+        for key, value in meta.items():
+            if theirs.get(key) != value:
+                raise BadInput(
+                    f"{path} holds a sweep with another {key} ({theirs.get(key)!r}, now {value!r})",
+                    "resume with the same flags, or give another --results FILE",
+                )
+    return done
+
+
+def append_result(path: Path, doc: Mapping[str, Any]) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(doc, default=str) + "\n")
+        f.flush()
+
+
+def result_doc(setup: SweepSetup, combo: Combination, status: str, **more) -> dict:
+    return {
+        "id": combo.id,
+        "combination": dict(combo.settings),
+        "status": status,
+        "setup": setup.meta,
+        "planned": dict(combo.planned),
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **more,
+    }
+
+
+class Engine:
+    """The narrow view of a supervised engine that the sweep needs (serve's Supervisor behind it;
+    a test double in unit tests)."""
+
+    def start(self) -> bool: ...  # started and ready
+
+    def alive(self) -> bool: ...
+
+    def failure(self) -> dict: ...  # exit code, diagnosis, run directory
+
+    def shutdown(self) -> None: ...
+
+
+@dataclass
+class Sweeper:
+    setup: SweepSetup
+    combos: Sequence[Combination]
+    launch: Callable[[Combination], Engine]  # a supervised engine for the combination, not started
+    measure: Callable[[Combination, str], dict]  # capacity doc of the engine at url (raises Interrupted)
+    url: str
+    progress: Callable[[str], None]
+    stop: threading.Event = field(default_factory=threading.Event)
+    done: list[dict] = field(default_factory=list)
+    estimate_s: float = 300.0  # a first guess at one combination, until one has been timed
+
+    def run(self) -> tuple[list[dict], bool]:
+        """Every combination not done yet. Returns all results and whether it was interrupted."""
+        from engine.tune.search import Interrupted
+
+        results = list(self.done)
+        have = {d["id"] for d in results}
+        todo = [c for c in self.combos if c.id not in have]
+        n = len(self.combos)
+        if have:
+            self.progress(f"resuming: {len(have)} of {n} combinations already done, {len(todo)} to go")
+        timed: list[float] = []
+        for combo in todo:
+            pos = f"[{combo.index + 1}/{n}] {combo.label}"
+            if self.stop.is_set():
+                return results, True
+            if combo.skipped:
+                doc = result_doc(self.setup, combo, "skipped", reason=combo.skipped)
+                append_result(self.setup.results, doc)
+                results.append(doc)
+                self.progress(f"{pos}: skipped, never started: {combo.skipped}")
+                continue
+            left = sum(1 for c in todo if not c.skipped and c.id not in {d["id"] for d in results}) - 1
+            per = sum(timed) / len(timed) if timed else self.estimate_s
+            self.progress(f"{pos}: starting the engine (ETA of the sweep ~{(left + 1) * per / 60:.0f} min)")
+            t0 = time.monotonic()
+            engine = self.launch(combo)
+            try:
+                ready = engine.start()
+                if self.stop.is_set():
+                    return results, True
+                if not ready:
+                    doc = result_doc(self.setup, combo, "crashed", when="start-up", **engine.failure())
+                else:
+                    self.progress(f"{pos}: ready; measuring its capacity")
+                    try:
+                        cap = self.measure(combo, self.url)
+                    except Interrupted:
+                        return results, True
+                    except AscendctlError:  # unreachable mid-search: a crash if the engine is gone
+                        if engine.alive():
+                            raise
+                        cap = None
+                    if not engine.alive():
+                        doc = result_doc(self.setup, combo, "crashed", when="under load", **engine.failure())
+                    else:
+                        doc = result_doc(self.setup, combo, "measured", capacity=cap)
+            finally:
+                engine.shutdown()
+            if self.stop.is_set() and doc["status"] != "measured":
+                return results, True
+            timed.append(time.monotonic() - t0)
+            append_result(self.setup.results, doc)
+            results.append(doc)
+            self.progress(f"{pos}: {describe(doc)} (took {timed[-1]:.0f} s; {left} combinations to start)")
+        return results, False
+
+
+def describe(doc: Mapping[str, Any]) -> str:
+    status = doc["status"]
+    if status == "skipped":
+        return f"skipped: {doc.get('reason')}"
+    if status == "crashed":
+        why = doc.get("diagnosis") or f"exit code {doc.get('exit_code')}"
+        return f"crashed at {doc.get('when')}: {why}"
+    cap = doc.get("capacity") or {}
+    if cap.get("capacity") is None:
+        return "measured: the targets held at no load tried"
+    band = f" ± {cap['band']:g}" if cap.get("band") else ""
+    return f"measured: capacity {cap['capacity']:g}{band} {cap.get('unit', '')}"
+
+
+def best(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The measured combination with the highest capacity (ties: more output tokens/s at it)."""
+
+    def key(doc):
+        cap = doc["capacity"]
+        at = cap.get("at_capacity") or {}
+        return (cap.get("capacity") or 0.0, (at.get("figures") or {}).get("output_tokens_per_s") or 0.0)
+
+    measured = [d for d in results if d["status"] == "measured" and (d.get("capacity") or {}).get("capacity")]
+    return max(measured, key=key) if measured else None
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indexes of the points not dominated in both coordinates (higher is better in each)."""
+    out = []
+    for i, (x, y) in enumerate(points):
+        if not any((x2 >= x and y2 >= y) and (x2 > x or y2 > y) for j, (x2, y2) in enumerate(points) if j != i):
+            out.append(i)
+    return out

@@ -90,6 +90,12 @@ def parse_view(view: str, text: str) -> dict[int, ChipView]:
     return out
 
 
+def health_codes(view: ChipView | None) -> tuple[str, ...]:
+    """The error codes of a `-t health` answer (`NA`: none)."""
+    codes = (view.text.get("error_codes") or "") if view is not None else ""
+    return () if codes.strip() in ("", "NA") else tuple(codes.split())
+
+
 # ---- hccn_tool -------------------------------------------------------------------------------
 
 
@@ -213,6 +219,7 @@ __all__ = [
     "ViewAnswer",
     "ViewPoller",
     "chip_of",
+    "health_codes",
     "intervals",
     "nic_views",
     "npu_views",

@@ -17,6 +17,7 @@ from ascendctl.style import NA, age, clean, num, plain, seconds, severity_style
 from engine.runs import short_name
 from engine.severity import Severity
 from engine.severity import rank as severity_rank
+from engine.telemetry.faults import chip_mark
 from engine.telemetry.logmarks import MarkedLine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds
@@ -76,7 +77,7 @@ def devices_table(snap: Snapshot) -> Text:
     name_w = max([4] + [len(d.name) for d in snap.devices])
     out.append(
         f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
-        f"{'util%':>5} {'aicpu%':>6} {'power':>6} {'temp':>5} {'procs':>5}",
+        f"{'util%':>5} {'aicpu%':>6} {'power':>6} {'temp':>5} {'procs':>5}  fault",
         style="bold underline",
     )
     for d in snap.devices:
@@ -94,6 +95,10 @@ def devices_table(snap: Snapshot) -> Text:
         out.append(f" {num(d.util_pct):>5} {num(d.aicpu_pct):>6} {num(d.power_w, '{:.0f}', 'W'):>6} ")
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
+        # A chip with an active fault code: what to do about it (the action class of its code).
+        mark = chip_mark(d)
+        if mark is not None:
+            out.append(f"  {clean(mark[0])}", style=severity_style(Severity(mark[1])))
     if src is not None and not src.ok:
         since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
         out.append(f"\n{src.name} DOWN ({since}): {clean(src.error)}", style=severity_style(Severity.ERROR))

@@ -1,25 +1,21 @@
 """The device views beside `npu-smi info`: `npu-smi info -t <type> -i <npu>` (ECC, memory with the
-HBM temperature, common with the AI Core's current frequency, voltage, board, temperature, power)
-and hccn_tool's per-NIC views (`-link`, `-net_health`, `-stat`, `-optical`), each polled on its
-own interval (views.yaml).
+HBM temperature, common with the AI Core's current frequency, voltage, board, health, temperature,
+power), each polled on its own interval (views.yaml, which also gives hccn_tool's per-NIC views
+theirs; those are parsed by engine/netcheck/hccn.py, the parsers netcheck uses).
 
 Parsers are driven by views.yaml's key table: a key the table does not know is kept, as printed,
-in `unknown`, never dropped; a value npu-smi prints as `NA` is None (shown N/A). hccn_tool's
-answers go through engine/netcheck/hccn.py, the parsers netcheck uses.
+in `unknown`, never dropped; a value npu-smi prints as `NA` is None (shown N/A).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import time
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping
 
 from engine.data import load_yaml
 from engine.devices.npu_smi import parse_key_values
-from engine.errors import Unreachable
-from engine.system.runner import Runner, SubprocessRunner
 
 # Keys every card-level answer prints around the chip blocks: not figures of the view.
 _FRAME_KEYS = frozenset({"NPU ID", "Chip ID", "Chip Count", "Chip Name", "Total Count", "Card Count"})
@@ -96,47 +92,7 @@ def health_codes(view: ChipView | None) -> tuple[str, ...]:
     return () if codes.strip() in ("", "NA") else tuple(codes.split())
 
 
-# ---- hccn_tool -------------------------------------------------------------------------------
-
-
-def parse_stat(text: str) -> dict[str, int | None]:
-    """`hccn_tool -i N -stat -g`: every `name:count` line under `packet statistics:`, all of
-    them (npu-exporter exports some; the rest stay in the JSON view). A count that is not a
-    number is None."""
-    out: dict[str, int | None] = {}
-    for line in text.splitlines():
-        key, sep, value = line.strip().partition(":")
-        if not sep or not key or " " in key or not value.strip():
-            continue
-        number = _number(value)
-        out[key] = None if number is None else int(number)
-    return out
-
-
-@dataclass(frozen=True)
-class NicView:
-    """One NIC's answer to one hccn_tool view."""
-
-    word: str | None = None  # link: UP / DOWN; net_health: Success, Init, Fault...
-    counters: Mapping[str, int | None] = field(default_factory=dict)  # stat
-    optical: Mapping[str, float | str | None] = field(default_factory=dict)
-
-
-def parse_nic_view(view: str, text: str) -> NicView:
-    from engine.netcheck import hccn  # netcheck's parsers (its package imports doctor's model)
-
-    if view == "link":
-        return NicView(word=hccn.link_status(text))
-    if view == "net_health":
-        return NicView(word=hccn.net_health(text))
-    if view == "stat":
-        return NicView(counters=parse_stat(text))
-    if view == "optical":
-        return NicView(optical=hccn.optical_values(text))
-    raise ValueError(f"unknown hccn_tool view {view!r}")
-
-
-# ---- polling ---------------------------------------------------------------------------------
+# ---- keys ---------------------------------------------------------------------------------
 
 
 def chip_of(key: str) -> tuple[int, int] | None:
@@ -145,86 +101,13 @@ def chip_of(key: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2) or 0)) if m else None
 
 
-@dataclass(frozen=True)
-class ViewAnswer:
-    """What one poll of one view found: by device key (npu views) or NIC index (hccn_tool), the
-    cards or NICs whose query failed (with npu-smi's or hccn_tool's line), and when."""
-
-    view: str
-    chips: Mapping[str, ChipView] = field(default_factory=dict)
-    nics: Mapping[int, NicView] = field(default_factory=dict)
-    failed: Mapping[str, str] = field(default_factory=dict)
-    time: float = 0.0
-
-
-class ViewPoller:
-    """Runs one view over the NPUs (or their NICs) the device poll found. A card whose query
-    fails keeps its place in `failed`: one unsupported card must not blank the others."""
-
-    def __init__(
-        self,
-        runner: Runner | None = None,
-        npu_smi: str = "npu-smi",
-        hccn_tool: str | None = "hccn_tool",
-        timeout: float = 5.0,
-    ) -> None:
-        self.runner = runner or SubprocessRunner()
-        self.npu_smi = npu_smi
-        self.hccn_tool = hccn_tool
-        self.timeout = timeout
-
-    def _run(self, argv: Sequence[str]) -> str:
-        result = self.runner.run(list(argv), timeout=self.timeout)
-        text = result.stdout
-        if not result.ok and not text.strip():
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise Unreachable(f"`{' '.join(argv)}` exited with {result.returncode}: {last}", "run it by hand")
-        return text
-
-    def poll_npus(self, view: str, keys: Iterable[str]) -> ViewAnswer:
-        cards: dict[int, list[tuple[int, str]]] = {}
-        for key in keys:
-            where = chip_of(key)
-            if where is not None:
-                cards.setdefault(where[0], []).append((where[1], key))
-        chips: dict[str, ChipView] = {}
-        failed: dict[str, str] = {}
-        for npu, members in sorted(cards.items()):
-            try:
-                answer = parse_view(view, self._run([self.npu_smi, "info", "-t", view, "-i", str(npu)]))
-            except Unreachable as exc:
-                failed[f"npu{npu}"] = exc.cause
-                continue
-            for chip, key in members:
-                if chip in answer:
-                    chips[key] = answer[chip]
-        return ViewAnswer(view, chips=chips, failed=failed, time=time.time())
-
-    def poll_nics(self, view: str, nics: Iterable[int]) -> ViewAnswer:
-        if self.hccn_tool is None:
-            return ViewAnswer(view, time=time.time())
-        out: dict[int, NicView] = {}
-        failed: dict[str, str] = {}
-        for nic in sorted(set(nics)):
-            try:
-                out[nic] = parse_nic_view(view, self._run([self.hccn_tool, "-i", str(nic), f"-{view}", "-g"]))
-            except Unreachable as exc:
-                failed[f"nic{nic}"] = exc.cause
-        return ViewAnswer(view, nics=out, failed=failed, time=time.time())
-
-
 __all__ = [
     "ChipView",
-    "NicView",
-    "ViewAnswer",
-    "ViewPoller",
     "chip_of",
     "health_codes",
     "intervals",
     "nic_views",
     "npu_views",
-    "parse_nic_view",
-    "parse_stat",
     "parse_view",
     "view_table",
 ]

@@ -26,9 +26,9 @@ from typing import Any, Callable, Mapping, Sequence
 import httpx
 
 from engine.devices.sample import DeviceSample
-from engine.devices.views import ViewAnswer, ViewPoller
 from engine.devices.views import intervals as view_intervals
 from engine.errors import AscendctlError, Unreachable
+from engine.exporter.deviceviews import ViewAnswer, ViewPoller
 from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.jsonsafe import loads
@@ -251,7 +251,7 @@ class Exporter:
         return answer
 
     def _poll_nic_view(self, poller: ViewPoller, view: str) -> ViewAnswer:
-        from engine.devices.faults import npu_id
+        from engine.telemetry.faults import npu_id
 
         dev = self._device_group
         nics = [int(npu_id(d)) for d in (dev.value or ()) if d.kind == "npu" and npu_id(d).isdigit()] if dev else []

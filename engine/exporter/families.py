@@ -9,17 +9,16 @@ Every family carries a `host` label, so one Prometheus can tell the hosts of a f
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from engine.data import load_yaml
-from engine.devices.faults import chip_faults, npu_id
 from engine.devices.sample import DeviceSample
 from engine.devices.views import health_codes
 from engine.exporter.collect import ExporterState
 from engine.severity import rank
-from engine.system.proctree import tree_pids
+from engine.telemetry.faults import chip_faults, held_npus, npu_id
 
 # Device health as npu-exporter writes it.
 _HEALTH_CODE = {True: 1.0, False: 0.0, None: -1.0}
@@ -293,12 +292,11 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         labels=["engine", "reason", "host"],
     )
 
-    npus_by_pid = _npus_by_pid(state.devices)
     for view in views:
         name = engine_name(view.label)
         extra = state.engines.get(view.label)
         up.add_metric([name, host], 1.0 if view.status.ok else 0.0)
-        npus = _engine_npus(extra.pid if extra else None, npus_by_pid)
+        npus = held_npus(extra.pid if extra else None, state.devices)
         ctr = view.container
         if ctr is not None:
             given = ",".join(str(n) for n in ctr.npus) if ctr.npus is not None else ""
@@ -346,22 +344,6 @@ def engine_name(label: str) -> str:
     """The engine label: the run id, or the URL given without its scheme and any user:password@
     (no credential ever lands in a label)."""
     return label.rsplit("@", 1)[-1]
-
-
-def _npus_by_pid(devices: Iterable[DeviceSample]) -> dict[int, set[str]]:
-    out: dict[int, set[str]] = {}
-    for d in devices:
-        for p in d.procs:
-            out.setdefault(p.pid, set()).add(str(d.device_id if d.device_id is not None else d.key))
-    return out
-
-
-def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]:
-    """The NPUs held by the engine's process tree (npu-smi's process table joined on pid)."""
-    if pid is None or not npus_by_pid:
-        return []
-    held = set().union(*(npus_by_pid.get(p, set()) for p in tree_pids(pid)))
-    return sorted(held, key=lambda k: (len(k), k))
 
 
 # -- diagnostics, doctor, sources ------------------------------------------------------------

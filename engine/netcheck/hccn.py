@@ -140,6 +140,20 @@ def optical_values(text: str) -> dict[str, float | str | None]:
     return out
 
 
+def stat_counters(text: str) -> dict[str, int | None]:
+    """`hccn_tool -i N -stat -g`: every `name:count` line under `packet statistics:`, all of them
+    (the exporter writes those npu-exporter names; the others are kept). A count that is not a
+    whole number is None."""
+    out: dict[str, int | None] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        if not sep or not key or " " in key or not value.strip():
+            continue
+        number = _number(value.strip()) if re.fullmatch(r"\s*-?\d+\s*", value) else None
+        out[key] = None if number is None else int(number)
+    return out
+
+
 def _number(value: str | None) -> float | None:
     m = re.match(r"\s*(-?\d+(?:\.\d+)?)", value or "")
     return float(m.group(1)) if m else None

@@ -10,15 +10,17 @@ from pathlib import Path
 import pytest
 from helpers import FAULTY_VIEWS, FIXTURES, fake_hccn_tool, fake_npu_smi, recorded_nic_answers
 
-from engine.devices.faults import chip_faults, fault_line, worst
 from engine.devices.sample import DeviceSample
 from engine.devices.sources import NpuSmiSource
-from engine.devices.views import intervals, parse_nic_view, parse_stat, parse_view
+from engine.devices.views import intervals, parse_view
 from engine.exporter.collect import Exporter
+from engine.exporter.deviceviews import parse_nic_view
 from engine.exporter.families import families
 from engine.netcheck.hccn import optical_values
+from engine.netcheck.hccn import stat_counters as parse_stat
 from engine.system.recorded import read_transcript
 from engine.system.runner import SubprocessRunner
+from engine.telemetry.faults import chip_faults, fault_line, worst
 
 NPU_SMI = FIXTURES / "npu_smi"
 NETCHECK = FIXTURES / "netcheck"
@@ -195,3 +197,39 @@ def test_a_view_npu_smi_refuses_leaves_the_others_and_says_so(tmp_path):
     assert "npu_chip_info_hbm_ecc_double_bit_error_cnt" not in s and "npu_chip_info_voltage" in s
     # no hccn_tool on this host: no NIC views at all, not six sources down
     assert not any(k.startswith("hccn_tool") for k in sources)
+
+
+ISOLATE = DeviceSample("npu3", "npu", "910B2", health="Critical", error_codes=("80E18402",), device_id=3)
+
+
+def test_the_devices_panel_marks_a_faulty_chip_with_its_action():
+    from ascendctl.tui.render import devices_table
+    from engine.telemetry.snapshot import Snapshot, SourceStatus
+
+    fine = DeviceSample("npu4", "npu", "910B2", health="OK", device_id=4)
+    text = devices_table(Snapshot(0.0, 1, (ISOLATE, fine), SourceStatus("npu-smi", True))).plain
+    rows = {line.split()[0]: line for line in text.splitlines()[2:]}
+    assert rows["npu3"].endswith("isolate (SeparateNPU) 0x80E18402")
+    assert "SeparateNPU" not in rows["npu4"]
+
+
+def test_an_engine_on_a_faulty_npu_is_told_it_must_move():
+    from engine.telemetry.faults import engine_fault_lines
+    from engine.telemetry.rules import RuleEngine
+    from engine.telemetry.snapshot import EngineView, SourceStatus
+    from engine.telemetry.thresholds import Thresholds
+
+    npus = tuple(str(n) for n in range(8))
+    engine = EngineView(url="http://127.0.0.1:8000", label="run-1", status=SourceStatus("run-1", True), npus=npus)
+    other = EngineView(url="http://127.0.0.1:8001", label="run-2", status=SourceStatus("run-2", True), npus=("9",))
+    rows = [
+        r
+        for r in RuleEngine(Thresholds.defaults()).evaluate(0.0, [ISOLATE], {}, [engine, other])
+        if r.id == "device-fault"
+    ]
+    assert [(r.subject, r.severity) for r in rows] == [("npu3", "critical"), ("run-1", "critical")]
+    line = "NPU 3: 0x80E18402 HBM multi-bit ECC -> isolate this NPU (SeparateNPU); the engine on NPUs 0-7 must move"
+    assert rows[1].cause.startswith(line)
+    # the engine screen's "faults" line; none for an engine on healthy NPUs
+    assert engine_fault_lines(engine.npus, [ISOLATE]) == [line]
+    assert engine_fault_lines(other.npus, [ISOLATE]) == []

@@ -65,6 +65,14 @@ def worst(faults: Sequence[ChipFault]) -> ChipFault | None:
     return min(acted, key=lambda f: f.rank) if acted else None
 
 
+def chip_mark(d: DeviceSample) -> tuple[str, str] | None:
+    """What the devices panel writes beside a faulty chip: ("isolate (SeparateNPU)", severity)."""
+    f = worst(chip_faults(d)) if d.kind == "npu" and d.error_codes else None
+    if f is None:
+        return None
+    return f"{f.fault.verb} ({f.fault.action}) {f.fault.code}", SEVERITY.get(f.fault.verb, "warning")
+
+
 def npu_ranges(ids: Iterable[str]) -> str:
     """ "0-7", "0-3,6": numeric ids as ranges, others as they are."""
     nums = sorted({int(i) for i in ids if str(i).isdigit()})
@@ -84,6 +92,26 @@ def npu_ranges(ids: Iterable[str]) -> str:
     return ",".join(parts + words)
 
 
+def held_npus(pid: int | None, devices: Sequence[DeviceSample]) -> list[str]:
+    """The NPUs (npu-exporter ids) whose process table lists a process of `pid`'s tree."""
+    if pid is None or not any(d.procs for d in devices):
+        return []
+    from engine.system.proctree import tree_pids
+
+    pids = tree_pids(pid)
+    held = {npu_id(d) for d in devices if any(p.pid in pids for p in d.procs)}
+    return sorted(held, key=lambda k: (len(k), k))
+
+
+def engine_fault_lines(npus: Sequence[str] | None, devices: Sequence[DeviceSample]) -> list[str]:
+    """The faults of the NPUs an engine uses, one line each, most urgent first: the engine
+    screen's "faults" line and the engine's diagnostic."""
+    if not npus:
+        return []
+    found = [worst(chip_faults(d)) for d in devices if d.kind == "npu" and npu_id(d) in npus]
+    return [fault_line(f, npus) for f in sorted((f for f in found if f is not None), key=lambda f: f.rank)]
+
+
 def _consequences() -> Mapping[str, str]:
     return load_yaml("engine.devices", "views.yaml")["engine_consequence"]
 
@@ -100,4 +128,19 @@ def fault_line(f: ChipFault, engine_npus: Sequence[str] | None = None) -> str:
     return line
 
 
-__all__ = ["VERB_ORDER", "ChipFault", "chip_faults", "fault_line", "npu_id", "npu_ranges", "worst"]
+# Diagnostic severity of a fault, by its verb.
+SEVERITY = {"isolate": "critical", "reset-npu": "critical", "restart-engine": "error", "unknown": "warning"}
+
+__all__ = [
+    "SEVERITY",
+    "VERB_ORDER",
+    "ChipFault",
+    "chip_faults",
+    "chip_mark",
+    "engine_fault_lines",
+    "fault_line",
+    "held_npus",
+    "npu_id",
+    "npu_ranges",
+    "worst",
+]

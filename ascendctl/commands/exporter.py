@@ -47,7 +47,10 @@ def exporter(
         None, "--set", help="Override one threshold, e.g. --set pending_requests=32."
     ),
     interval: Optional[List[str]] = typer.Option(
-        None, "--interval", metavar="GROUP=SECONDS", help="Collection interval of devices, engines, plogs, doctor or a device view (ecc, common, link...)."
+        None,
+        "--interval",
+        metavar="GROUP=SECONDS",
+        help="Collection interval of devices, engines, plogs, doctor or a device view (ecc, common, link...).",
     ),
     web_config: Optional[Path] = typer.Option(
         None, "--web-config", metavar="FILE", help="TLS and basic auth (Prometheus exporter-toolkit format)."

@@ -41,7 +41,8 @@ def triage(
         None,
         "--explain",
         metavar="CODE",
-        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id.",
+        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100), a device fault code "
+        "(0x80E18402) or a rule id.",
     ),
     list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
     rules_file: Optional[str] = typer.Option(
@@ -86,6 +87,22 @@ def triage(
         "fail_on": fail_on,
         "failed": bool(failing),
         "issues": report.issues,
+        # The NPUs' own fault codes, each with MindCluster's action class and what on-call does
+        # (verb): the issues of kind "device", in short.
+        "device_faults": [
+            {
+                "npu": i.npu,
+                "code": i.code,
+                "action": i.action,
+                "verb": i.verb,
+                "title": i.title,
+                "count": i.count,
+                "first_seen": i.first_seen,
+                "last_seen": i.last_seen,
+                "sources": i.sources,
+            }
+            for i in report.device_faults()
+        ],
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
@@ -111,13 +128,17 @@ def triage(
 
 def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
-    its npu-smi output and manifest are not logs."""
-    from engine.bundle.layout import bundle_dir, bundle_logs
+    its manifest and recorded commands are not logs. Its npu-smi transcript is read for the fault
+    codes of `npu-smi info -t health`."""
+    from engine.bundle.layout import NPU_INFO_FILE, bundle_dir, bundle_logs
 
     out: list[str] = []
     for p in paths:
         top = None if p == "-" else bundle_dir(p)
         out.extend(bundle_logs(top) if top is not None else [p])
+        # the npu-smi transcript is no log, but its `-t health` answers carry the NPUs' fault codes
+        if top is not None and (top / NPU_INFO_FILE).is_file() and not (top / NPU_INFO_FILE).is_symlink():
+            out.append(str(top / NPU_INFO_FILE))
     return out
 
 
@@ -169,6 +190,14 @@ def _render(console: Any, report: Any, top: int) -> None:
         # Warnings and info-level issues are events too: not "error events".
         f"{report.events:,} event{'s' if report.events != 1 else ''}"
     )
+    faults = report.device_faults()
+    if faults:
+        # What on-call decides first: which NPU to isolate, reset or leave alone.
+        console.print("[bold]Device faults[/] (the NPUs' own codes, and what to do):")
+        for i in faults:
+            times = f"  ({i.count}x)" if i.count > 1 else ""
+            console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
+        console.print()
     if report.root_cause() is None:
         console.print(
             "No known issue found."
@@ -314,10 +343,36 @@ def _explain(out: Any, what: str, rules: Any) -> None:
 
             out.emit(data, render_rule)
             return
+    if _explain_device_code(out, what):
+        return
     raise BadInput(
         f"{what!r} is not a known code or rule id",
         "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)",
     )
+
+
+def _explain_device_code(out: Any, what: str) -> bool:
+    """A device fault code (0x80E18402, or its eight hex digits): MindCluster's action and ours."""
+    import re
+
+    from rich.text import Text
+
+    if not re.fullmatch(r"(?:0[xX][0-9A-Fa-f]{1,9}|[0-9A-Fa-f]{8,9})", what.strip()):
+        return False
+    from engine.triage.faultcodes import device_fault
+
+    fault = device_fault(what)
+
+    def render(console: Any) -> None:
+        console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {fault.name}" if fault.name else "")))
+        console.print(Text("  action:   ") + plain(f"{fault.action} ({fault.verb}): {fault.means}"))
+        console.print(Text("  meaning:  ") + plain(fault.meaning or "N/A (no description in our table)"))
+        console.print(Text("  fix:      ") + plain(fault.todo, style="bold"))
+        if fault.source:
+            console.print(Text("  see:      ") + plain(fault.source))
+
+    out.emit({"device_fault": fault, "means": fault.means, "todo": fault.todo}, render)
+    return True
 
 
 def _list(out: Any, rules: Any) -> None:

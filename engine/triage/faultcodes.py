@@ -52,6 +52,11 @@ class DeviceFault:
         return str(_tables()["actions"][self.action]["severity"])
 
     @property
+    def means(self) -> str:
+        """What the code's action class means (MindCluster's definition, in our words)."""
+        return str(_tables()["actions"][self.action]["means"])
+
+    @property
     def todo(self) -> str:
         """What to do, as a phrase: the code's own fix, else its class's ("isolate this NPU")."""
         return self.fix or str(_tables()["actions"][self.action]["do"])
@@ -140,9 +145,29 @@ def device_fault(code: str | int) -> DeviceFault:
     )
 
 
+def triage_severity(action: str) -> str:
+    """The severity triage gives a device fault of this class (critical ... info)."""
+    return str(_tables()["actions"][action]["triage"])
+
+
+def triage_explains() -> tuple[str, ...]:
+    """Rule ids a serious device fault is the cause behind (faultcodes.yaml `explains`)."""
+    return tuple(str(r) for r in _tables().get("explains") or ())
+
+
 def all_faults() -> list[DeviceFault]:
     """Every code MindCluster's table lists, once each, in code order."""
     return [device_fault(v) for v in sorted(_by_value())]
 
 
-__all__ = ["ACTIONS", "VERBS", "DeviceFault", "action_verbs", "all_faults", "class_codes", "device_fault"]
+__all__ = [
+    "ACTIONS",
+    "VERBS",
+    "DeviceFault",
+    "action_verbs",
+    "all_faults",
+    "class_codes",
+    "device_fault",
+    "triage_explains",
+    "triage_severity",
+]

@@ -27,8 +27,15 @@ class IssueSummary:
     example: str  # the first line that matched, without the log prefix
     sources: tuple[str, ...] = ()  # the first few inputs it was seen in
     kind: str = "rule"  # "rule": a known problem; "code": an ACL / CANN / torch_npu code explained;
-    #                     "symptom": a consequence (engine died, start-up failed) of another issue
+    #                     "symptom": a consequence (engine died, start-up failed) of another issue;
+    #                     "device": a device fault code an NPU reported (npu-smi health, device logs)
     generic: str = ""  # why it names no cause (a catch-all code such as EZ9999, a wrapper); "" when specific
+    # A device fault only: the NPU (None when the text does not say), the code ("0x80E18402"),
+    # MindCluster's action class and what on-call does (engine/triage/faultcodes.py).
+    npu: int | None = None
+    code: str | None = None
+    action: str | None = None
+    verb: str | None = None
 
     def names_cause(self) -> bool:
         """A specific cause: not a consequence, not a catch-all code or wrapper."""
@@ -73,6 +80,10 @@ class TriageReport:
         if severity_rank(top.severity) < severity_rank("error") and self.root_line is not None:
             return None
         return top
+
+    def device_faults(self) -> list[IssueSummary]:
+        """The device fault codes seen (kind "device"), in the report's order."""
+        return [i for i in self.issues if i.kind == "device"]
 
     def at_or_above(self, severity: str) -> list[IssueSummary]:
         floor = severity_rank(severity)

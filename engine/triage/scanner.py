@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from engine.system.follow import MAX_LINE
 from engine.triage.codes import CodeInfo, find_codes
+from engine.triage.devicefaults import DeviceCodeReader, fault_id
 from engine.triage.formats import ERROR_LEVELS, Parsed, Stamp, parse_line
 from engine.triage.matcher import RuleIndex
 from engine.triage.miner import TemplateMiner
@@ -83,6 +84,7 @@ class _Hit:
     explains: tuple[str, ...] = ()
     generic: str = ""
     seq: int = 0  # the event it was first seen in (scan order): earlier errors are likelier causes
+    device: tuple[int | None, str, str, str] | None = None  # a device fault: (npu, code, action, verb)
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Scanner:
         # SIGINT / SIGTERM it is stopped with): they name no issue and no root line.
         self._stopped: set[str] = set()
         self._shutdown_events = 0
+        self._device = DeviceCodeReader()  # device fault codes (npu-smi health, device-OS logs, dmesg)
         self.lines = 0
         self.events = 0
         self.bytes = 0
@@ -203,6 +206,9 @@ class Scanner:
         if self._raw_open.get(source):
             self._expire(source, n)
         p = parse_line(line)
+        faults = self._device.read(line, source)
+        if faults:
+            self._record_device(faults, p, source)
         k = (source, p.key)
         ev = self._open.get(k)
         if ev is not None:
@@ -385,6 +391,39 @@ class Scanner:
             if source and source not in acc.sources and len(acc.sources) < MAX_SOURCES:
                 acc.sources.append(source)
 
+    def _record_device(self, faults: list[tuple[int | None, int]], p: Parsed, source: str) -> None:
+        """Device fault codes a line shows: one issue per (NPU, code), named with its action."""
+        from engine.triage.faultcodes import device_fault, triage_explains, triage_severity
+
+        self.events += 1
+        for npu, value in faults:
+            hid = fault_id(npu, value)
+            acc = self._hits.get(hid)
+            if acc is None:
+                fault = device_fault(value)
+                where = f"NPU {npu}" if npu is not None else "NPU ?"
+                severity = triage_severity(fault.action)
+                acc = self._hits[hid] = _Hit(
+                    kind="device",
+                    title=f"{where}: {fault.headline()}",
+                    severity=severity,
+                    cause=fault.meaning or fault.means,
+                    fix=fault.todo,
+                    links=(fault.source,) if fault.source else (),
+                    example=p.payload.strip()[:EXAMPLE_CHARS],
+                    explains=triage_explains() if severity_rank(severity) >= _ERROR else (),
+                    device=(npu, fault.code, fault.action, fault.verb),
+                )
+                acc.seq = self.events
+            acc.count += 1
+            if p.stamp is not None:
+                if acc.first is None or p.stamp.before(acc.first):
+                    acc.first = p.stamp
+                if acc.last is None or acc.last.before(p.stamp):
+                    acc.last = p.stamp
+            if source and source not in acc.sources and len(acc.sources) < MAX_SOURCES:
+                acc.sources.append(source)
+
     # -- output ----------------------------------------------------------------------------
     def report(self) -> TriageReport:
         """A snapshot: events still open count as if they ended now."""
@@ -417,6 +456,10 @@ class Scanner:
                 sources=tuple(h.sources),
                 kind=h.kind,
                 generic=h.generic,
+                npu=h.device[0] if h.device else None,
+                code=h.device[1] if h.device else None,
+                action=h.device[2] if h.device else None,
+                verb=h.device[3] if h.device else None,
             )
             for hid, h in self._hits.items()
         ]

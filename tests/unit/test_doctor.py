@@ -66,6 +66,8 @@ EXPECTED = {
     "vllm-ascend-6509-910b2-cann850-image": ("ok", {}),
     "vllm-ascend-4148-310p3-v0.11.0rc1-image": ("ok", {}),
     "vllm-ascend-1047-910prob-unsupported": ("errors", {"devices.chip": "error"}),
+    # healthy-910b with NPU 0 in Alarm and a real health answer (PROVENANCE.md): codes to reset for
+    "npu-fault-heartbeat-910b": ("errors", {"devices.health": "error", "devices.faults": "error"}),
 }
 REPORTS = sorted(n for n in EXPECTED if n.startswith("vllm-ascend-"))
 

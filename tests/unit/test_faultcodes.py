@@ -102,3 +102,14 @@ def test_the_headline_on_call_reads():
     # a listed code without a written meaning still gets its class's action
     bare = device_fault("A4025021")
     assert (bare.action, bare.meaning, bare.title) == ("NotHandle", None, "0xA4025021")
+
+
+def test_what_a_device_fault_explains_are_rules_that_exist():
+    from engine.triage.faultcodes import triage_explains, triage_severity
+    from engine.triage.rules import load_rules
+
+    ids = {r.id for r in load_rules()}
+    assert triage_explains() and set(triage_explains()) <= ids
+    assert [triage_severity(a) for a in ACTIONS] == [
+        "critical", "critical", "critical", "error", "error", "error", "warning", "info"
+    ]  # fmt: skip

@@ -198,6 +198,12 @@ def _view_families(state: ExporterState) -> Iterator[Metric]:
             value = chip.values.get(row["field"]) if chip is not None else None
             if value is not None:
                 out.add(row["npu"], row["help"], _npu_labels(d, state.host), value)
+    board = state.views.get("board")
+    for d in npus if board is not None else ():
+        serial = board.chips[d.key].text.get("serial_number") if d.key in board.chips else None
+        if serial:  # `-t board` of the card; npu-exporter's info gauge (NA when not configured)
+            labels = {**_npu_labels(d, state.host), "serial_number": serial}
+            out.add("npu_chip_info_serial_number", "The chip's serial number (npu-smi -t board), value 1.", labels, 1.0)
     by_id = {npu_id(d): d for d in npus}
     for row in nic_metrics():
         answer = state.views.get(row["view"])

@@ -178,6 +178,9 @@ def test_exporter_writes_the_views_under_npu_exporter_names(tmp_path):
         "verb": "restart-engine",
         "host": "node1",
     }
+    assert next(x for x in s["npu_chip_info_serial_number"] if x.labels["id"] == "5").labels["serial_number"] == (
+        "1025C9048791"
+    )
     sources = {x.labels["source"]: x.value for x in s["ascendctl_source_up"]}
     assert sources["npu-smi -t ecc"] == 1 and sources["hccn_tool -stat"] == 1
 

@@ -236,3 +236,19 @@ def test_an_engine_on_a_faulty_npu_is_told_it_must_move():
     # the engine screen's "faults" line; none for an engine on healthy NPUs
     assert engine_fault_lines(engine.npus, [ISOLATE]) == [line]
     assert engine_fault_lines(other.npus, [ISOLATE]) == []
+
+
+def test_an_unknown_code_goes_out_with_action_unknown():
+    from engine.exporter.collect import ExporterState
+
+    odd = DeviceSample("npu0", "npu", "910B2", health="Warning", error_codes=("DEADBEEF",), device_id=0)
+    samples = [s for fam in families(ExporterState("node1", (odd,))) for s in fam.samples]
+    fault = next(s for s in samples if s.name == "ascendctl_device_fault")
+    assert (fault.labels["code"], fault.labels["action"], fault.labels["verb"]) == ("0xDEADBEEF", "unknown", "unknown")
+    assert next(s for s in samples if s.name == "npu_chip_info_error_code").value == 0xDEADBEEF
+
+
+def test_a_views_interval_is_set_on_the_command_line():
+    from ascendctl.commands.exporter import _intervals
+
+    assert _intervals(["ecc=300", "link=10"]) == {"ecc": 300.0, "link": 10.0}

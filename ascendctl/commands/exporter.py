@@ -20,7 +20,7 @@ HELP = (
     "codes in the plogs, doctor checks, source health).\n\n"
     "Engines: the live runs `ascendctl serve` started, plus any URLs given. Collection runs in the background "
     "(devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s, each device view on its own: "
-    "ECC every 60 s, links every 30 s...; --interval GROUP=SECONDS); a "
+    "ECC every 120 s, links every 60 s...; --interval GROUP=SECONDS); a "
     "scrape never waits on npu-smi.\n\n"
     f"  ascendctl exporter                                serve on {DEFAULT_LISTEN}\n\n"
     "  ascendctl exporter dashboard > ascendctl.json     the Grafana dashboard\n\n"

@@ -42,6 +42,10 @@ RECORDED = {
         "ecc",
         {"hbm_double_bit_error_cnt": 0, "hbm_double_bit_isolated_pages_cnt": 0, "ddr_single_bit_error_cnt": 0},
     ),
+    "ecc/e2_950_doc.txt": (  # newer drivers: no DDR, the pages the next reset isolates
+        "ecc",
+        {"hbm_double_bit_isolated_pages_cnt": 0, "hbm_double_bit_next_isolated_pages_cnt": 0},
+    ),
     "power/p1_910b.txt": ("power", {"power_w": 103.5}),
     "power/p2_950_doc.txt": ("power", {"power_w": 296.5}),
     "temp/t1_910b.txt": ("temp", {"temperature_c": 39}),  # not the MCU's LM75 sensors

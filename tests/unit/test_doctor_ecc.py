@@ -40,3 +40,21 @@ def test_pages_near_the_limit_warn_and_at_the_limit_name_isolation():
     worn = ecc_verdict({"NPU 3 chip 0": 64}, limits)
     assert worn.status.value == "error" and "isolate this NPU" in worn.fix
     assert ecc_verdict({"NPU 0 chip 0": 15}, limits).status.value == "ok"
+
+
+def test_newer_drivers_answer_is_read_and_pages_pending_the_next_reset_count(tmp_path):
+    # The newer form (no DDR, no Chip ID; Atlas 350 npu-smi reference) is read on every NPU.
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "healthy-910b", root)
+    newer = (FIXTURES / "npu_smi" / "ecc" / "e2_950_doc.txt").read_text()
+    for npu in range(8):
+        (root / ".recorded" / "commands" / f"npu-smi_info_-t_ecc_-i_{npu}.out").write_text(newer)
+    check = _ecc(run_doctor(root))
+    assert check.status.value == "ok" and "8 chip(s)" in check.summary
+    # Next-isolated pages are isolated at the chip's next reset: a reset must not surprise anyone.
+    limits = ecc_limits()
+    assert ecc_verdict({"NPU 3 chip 0": 10}, limits, {"NPU 3 chip 0": 0}).status.value == "ok"
+    soon = ecc_verdict({"NPU 3 chip 0": 10}, limits, {"NPU 3 chip 0": 8})
+    assert soon.status.value == "warning" and "NPU 3 chip 0: 10 (+8 at the next reset)" in soon.summary
+    over = ecc_verdict({"NPU 3 chip 0": 60}, limits, {"NPU 3 chip 0": 4})
+    assert over.status.value == "error" and "isolate this NPU" in over.fix

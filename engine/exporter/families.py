@@ -131,6 +131,7 @@ def _device_families(state: ExporterState) -> Iterator[Metric]:
 # -- faults and the device views --------------------------------------------------------------
 
 _ERROR_CODE_SERIES = 10  # npu-exporter: the first ten codes, as _error_code and _error_code_1.._9
+_ERROR_CODE_HELP = "The chip's error code (the decimal of npu-smi's hex code; 0: its health view lists none)."
 
 
 def _chip_codes(state: ExporterState, d: DeviceSample) -> tuple[str, ...]:
@@ -150,16 +151,20 @@ def _fault_families(state: ExporterState) -> Iterator[Metric]:
         "faultCode.json; unknown when the table does not list it) and what on-call does (verb).",
         labels=["id", "code", "action", "verb", "host"],
     )
+    health = state.views.get("health")
     for d in npus:
         labels = _npu_labels(d, state.host)
         listed = _chip_codes(state, d)
+        if not listed and health is not None and d.key in health.chips:
+            # the chip's health view answered and lists no code: npu-exporter writes 0
+            codes.add("npu_chip_info_error_code", _ERROR_CODE_HELP, labels, 0.0)
         for i, code in enumerate(listed[:_ERROR_CODE_SERIES]):
             try:
                 value = float(int(code, 16))
             except ValueError:
                 continue
             name = "npu_chip_info_error_code" + (f"_{i}" if i else "")
-            codes.add(name, "The chip's error code (the decimal of npu-smi's hex code).", labels, value)
+            codes.add(name, _ERROR_CODE_HELP, labels, value)
         for f in chip_faults(d, listed):
             fault.add_metric([f.npu_id, f.fault.code, f.fault.action, f.fault.verb, state.host], 1.0)
     yield from codes.by_name.values()

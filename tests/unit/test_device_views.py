@@ -256,3 +256,28 @@ def test_a_views_interval_is_set_on_the_command_line():
     from ascendctl.commands.exporter import _intervals
 
     assert _intervals(["ecc=300", "link=10"]) == {"ecc": 300.0, "link": 10.0}
+
+
+def test_a_chip_whose_health_view_lists_no_code_has_error_code_0_as_npu_exporter_writes(tmp_path):
+    bin_dir = tmp_path / "bin"
+    fake_npu_smi(bin_dir, views={**FAULTY_VIEWS, "health": "health/h1_chip_ok.txt"})
+    runner = SubprocessRunner(path=f"{bin_dir}:/usr/bin:/bin")
+    exp = Exporter(
+        devices=NpuSmiSource(runner, program=str(bin_dir / "npu-smi")),
+        with_runs=False,
+        doctor=False,
+        plogs=False,
+        host="node1",
+    )
+    try:
+        s = _samples(exp)
+    finally:
+        exp.close()
+    assert {x.value for x in s["npu_chip_info_error_code"]} == {0.0}
+    assert len(s["npu_chip_info_error_code"]) == 8  # every chip of the recorded table
+    assert "npu_chip_info_error_code_1" not in s and "ascendctl_device_fault" not in s
+    # without a health answer (the view not polled yet), no figure: never a guessed 0
+    from engine.exporter.collect import ExporterState
+
+    fine = DeviceSample("npu0", "npu", "910B2", health="OK", device_id=0)
+    assert not [x for fam in families(ExporterState("node1", (fine,))) for x in fam.samples if "error_code" in x.name]

@@ -152,8 +152,9 @@ def latency(scrapes: int) -> None:
     )
 
 
-def _cpu_of(argv: list[str], env: dict, url: str, seconds: float, interval: float = 15.0) -> float:
-    """CPU share of one core of `argv` (and its children) while scraped every `interval` s."""
+def _cpu_of(argv: list[str], env: dict, url: str, seconds: float, interval: float = 15.0) -> tuple[float, float]:
+    """CPU share of one core of `argv` itself and of its children (the tools it runs) while
+    scraped every `interval` s."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
@@ -168,15 +169,16 @@ def _cpu_of(argv: list[str], env: dict, url: str, seconds: float, interval: floa
         time.sleep(10)  # past start-up (imports, first polls, doctor's first run)
         p = psutil.Process(proc.pid)
 
-        def cpu() -> float:
+        def cpu() -> tuple[float, float]:
             t = p.cpu_times()
-            return t.user + t.system + t.children_user + t.children_system
+            return t.user + t.system, t.children_user + t.children_system
 
-        c0, w0 = cpu(), time.monotonic()
+        (own0, kids0), w0 = cpu(), time.monotonic()
         while time.monotonic() - w0 < seconds:
             httpx.get(url, timeout=5)
             time.sleep(interval)
-        return 100 * (cpu() - c0) / (time.monotonic() - w0)
+        (own1, kids1), wall = cpu(), time.monotonic() - w0
+        return 100 * (own1 - own0) / wall, 100 * (kids1 - kids0) / wall
     finally:
         proc.terminate()
         try:
@@ -225,8 +227,10 @@ def cpu(seconds: float, no_views: bool = False) -> None:
                 e.terminate()
     views = "device views off" if no_views else "the device views and 16 NICs on their intervals"
     print(f"CPU over {seconds:.0f} s, scraped every 15 s (4 engines, 16 NPU dies via npu-smi every 5 s, {views}):")
-    print(f"  ascendctl exporter       {ours:5.2f}% of one core   goal <= 1% -> {'met' if ours <= 1 else 'NOT met'}")
-    print(f"  prometheus_client alone  {base:5.2f}% of one core")
+    total = sum(ours)
+    print(f"  ascendctl exporter       {total:5.2f}% of one core   goal <= 1% -> {'met' if total <= 1 else 'NOT met'}")
+    print(f"    itself {ours[0]:5.2f}%, the replayed npu-smi and hccn_tool it runs {ours[1]:5.2f}%")
+    print(f"  prometheus_client alone  {sum(base):5.2f}% of one core")
 
 
 def main() -> None:

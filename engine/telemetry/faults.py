@@ -66,11 +66,11 @@ def worst(faults: Sequence[ChipFault]) -> ChipFault | None:
 
 
 def chip_mark(d: DeviceSample) -> tuple[str, str] | None:
-    """What the devices panel writes beside a faulty chip: ("isolate (SeparateNPU)", severity)."""
+    """What the devices panel writes beside a faulty chip: ("isolate 0x80E18402 (SeparateNPU)", severity)."""
     f = worst(chip_faults(d)) if d.kind == "npu" and d.error_codes else None
     if f is None:
         return None
-    return f"{f.fault.verb} ({f.fault.action}) {f.fault.code}", SEVERITY.get(f.fault.verb, "warning")
+    return f"{f.fault.verb} {f.fault.code} ({f.fault.action})", SEVERITY.get(f.fault.verb, "warning")
 
 
 def npu_ranges(ids: Iterable[str]) -> str:

@@ -284,7 +284,7 @@ async def test_the_engine_screen_shows_the_faults_of_the_npus_its_engine_uses(ru
     app = TopApp(collector.poll, interval=None)
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app, 1)
-        assert "restart-engine (RestartBusiness) 0x80E01801" in text_of(app, "#devices")
+        assert "restart-engine 0x80E01801 (RestartBusiness)" in text_of(app, "#devices")
         await pilot.press("enter")
         header = text_of(app.screen, "#engine-header")
         assert "faults: NPU 0: 0x80E01801" in header

@@ -216,7 +216,7 @@ def test_the_devices_panel_marks_a_faulty_chip_with_its_action():
     fine = DeviceSample("npu4", "npu", "910B2", health="OK", device_id=4)
     text = devices_table(Snapshot(0.0, 1, (ISOLATE, fine), SourceStatus("npu-smi", True))).plain
     rows = {line.split()[0]: line for line in text.splitlines()[2:]}
-    assert rows["npu3"].endswith("isolate (SeparateNPU) 0x80E18402")
+    assert rows["npu3"].endswith("isolate 0x80E18402 (SeparateNPU)")
     assert "SeparateNPU" not in rows["npu4"]
 
 

@@ -190,22 +190,77 @@ def fake_tiny_model(out: Path) -> Path:
 
 
 NPU_SMI = FIXTURES / "npu_smi"
+NETCHECK = FIXTURES / "netcheck"
+
+
+# The device views the fake npu-smi answers (`info -t <view> -i N`): one recording each, the
+# same for every card. `health` is a chip with an error code (recorded: a Warning with 80E01801).
+FAULTY_VIEWS = {
+    "ecc": "ecc/e1_faultdiag_doc.txt",
+    "common": "common/c2_910b_20cores.txt",
+    "memory": "memory/m1_910b_32g.txt",
+    "volt": "volt/v1_200ia2_card_doc.txt",
+    "board": "board/b1_910b_card_25.5.1.txt",
+    "health": "health/h2_warning.txt",
+}
 
 
 def fake_npu_smi(
-    bin_dir: Path, info: str = "info/s02_910b2_25.2.0_vllm_dp.txt", usages: str = "usages/u2_910b_25.5.1.txt"
+    bin_dir: Path,
+    info: str = "info/s02_910b2_25.2.0_vllm_dp.txt",
+    usages: str = "usages/u2_910b_25.5.1.txt",
+    views: dict[str, str] | None = None,
 ) -> Path:
     """An `npu-smi` on PATH that replays recorded outputs: `info` prints the `info` recording,
-    `info -t usages -i N` the `usages` one, anything else fails as npu-smi does. While the file
-    `<bin_dir>/hang` exists it hangs instead (a driver that stopped answering)."""
+    `info -t usages -i N` the `usages` one, `info -t <view> -i N` the `views` one, anything else
+    fails as npu-smi does. While the file `<bin_dir>/hang` exists it hangs instead (a driver that
+    stopped answering)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     tool = bin_dir / "npu-smi"
+    cases = "".join(f'"info -t {view} -i "*) exec cat "{NPU_SMI / path}";; ' for view, path in (views or {}).items())
     tool.write_text(
         "#!/bin/sh\n"
         f'[ -e "{bin_dir}/hang" ] && exec sleep 600\n'
         f'if [ "$*" = "info" ]; then exec cat "{NPU_SMI / info}"; fi\n'
-        f'case "$*" in "info -t usages -i "*) exec cat "{NPU_SMI / usages}";; esac\n'
+        f'case "$*" in "info -t usages -i "*) exec cat "{NPU_SMI / usages}";; {cases}esac\n'
         'echo "Usage: npu-smi info <watch|proc|...>" >&2; exit 1\n'
+    )
+    tool.chmod(0o755)
+    return tool
+
+
+def recorded_nic_answers(nics: int = 8) -> dict[tuple[int, str], str]:
+    """hccn_tool answers recorded on real hosts, by (NIC, view), for NICs 0..nics-1 (NIC i answers
+    with the recording of NIC i % 8): `-stat` of FaultDiag's "after" transcript (NICs 5 and 6 count
+    RoCE error packets), `-link` and `-net_health` of the multi-node guide (UP, Success), `-optical`
+    of FaultDiag's 910A transcript (a module reported not present, lane 1 receiving 0.0054 mW)."""
+    from engine.system.recorded import read_transcript
+
+    after = read_transcript((NETCHECK / "faultdiag-worker0-8nic-after/.recorded/npu_info_before.txt").read_text())
+    kg = read_transcript((NETCHECK / "faultdiag-kg-parse-910a/.recorded/npu_info_before.txt").read_text())
+    guide = NETCHECK / "multinode-guide-910b/.recorded/commands"
+    out = {}
+    for nic in range(nics):
+        rec = nic % 8
+        out[(nic, "stat")] = after[f"hccn_tool_-i_{rec}_-stat_-g"]
+        out[(nic, "link")] = (guide / f"hccn_tool_-i_{rec}_-link_-g.out").read_text()
+        out[(nic, "net_health")] = (guide / f"hccn_tool_-i_{rec}_-net_health_-g.out").read_text()
+        out[(nic, "optical")] = kg["hccn_tool_-i_0_-optical_-g"]
+    return out
+
+
+def fake_hccn_tool(bin_dir: Path, answers: dict[tuple[int, str], str]) -> Path:
+    """An `hccn_tool` on PATH answering `-i N -<view> -g` from `answers`; anything else fails."""
+    store = bin_dir / "hccn-answers"
+    store.mkdir(parents=True, exist_ok=True)
+    for (nic, view), text in answers.items():
+        (store / f"{nic}_{view}").write_text(text)
+    tool = bin_dir / "hccn_tool"
+    tool.write_text(
+        "#!/bin/sh\n"
+        f'f="{store}/$2_${{3#-}}"\n'
+        '[ "$1" = "-i" ] && [ "$4" = "-g" ] && [ -f "$f" ] && exec cat "$f"\n'
+        'echo "hccn_tool: invalid parameter" >&2; exit 1\n'
     )
     tool.chmod(0o755)
     return tool

@@ -19,7 +19,8 @@ HELP = (
     "to ready / restarts / stall, planned vs actual KV blocks, active diagnostics, known-issue events, CANN error "
     "codes in the plogs, doctor checks, source health).\n\n"
     "Engines: the live runs `ascendctl serve` started, plus any URLs given. Collection runs in the background "
-    "(devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s; --interval GROUP=SECONDS); a "
+    "(devices and engines every 5 s, CANN plogs every 30 s, doctor every 300 s, each device view on its own: "
+    "ECC every 120 s, links every 60 s...; --interval GROUP=SECONDS); a "
     "scrape never waits on npu-smi.\n\n"
     f"  ascendctl exporter                                serve on {DEFAULT_LISTEN}\n\n"
     "  ascendctl exporter dashboard > ascendctl.json     the Grafana dashboard\n\n"
@@ -46,7 +47,10 @@ def exporter(
         None, "--set", help="Override one threshold, e.g. --set pending_requests=32."
     ),
     interval: Optional[List[str]] = typer.Option(
-        None, "--interval", metavar="GROUP=SECONDS", help="Collection interval of devices, engines, plogs or doctor."
+        None,
+        "--interval",
+        metavar="GROUP=SECONDS",
+        help="Collection interval of devices, engines, plogs, doctor or a device view (ecc, common, link...).",
     ),
     web_config: Optional[Path] = typer.Option(
         None, "--web-config", metavar="FILE", help="TLS and basic auth (Prometheus exporter-toolkit format)."

@@ -21,6 +21,7 @@ from ascendctl.tui.engines import engine_key
 from ascendctl.tui.panel import TextPanel
 from engine.i18n import N_, _
 from engine.runs import RunInfo, load_run
+from engine.telemetry.faults import engine_fault_lines
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
 from engine.telemetry.runprofile import RunProfile, run_directory, run_profile
@@ -107,6 +108,10 @@ class EngineScreen(Screen[None]):
         head.append(f"  {clean(e.url)}", style="dim")
         if self.run is not None and self.run.phase:
             head.append("  " + _("phase {phase}").format(phase=_(clean(self.run.phase))))
+        # The faults of the NPUs this engine uses, with what to do (engine/telemetry/faults.py).
+        devices = self.snapshot.devices if self.snapshot is not None else ()
+        for line in engine_fault_lines(e.npus, devices):
+            head.append("\n" + _("faults:") + " " + clean(line), style="bold red")
         if self.gone:
             head.append(
                 "  " + _("GONE: not in the latest snapshot (its run ended or it was removed)"), style="bold red"

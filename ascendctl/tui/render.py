@@ -18,6 +18,7 @@ from engine.i18n import N_, _
 from engine.runs import short_name
 from engine.severity import Severity
 from engine.severity import rank as severity_rank
+from engine.telemetry.faults import chip_mark
 from engine.telemetry.logmarks import MarkedLine
 from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds
@@ -105,13 +106,13 @@ def devices_table(snap: Snapshot) -> Text:
     )
     # Column heads in the messages' language, padded by terminal columns (a Chinese character
     # takes two); each translation fits the width of its column's figures.
-    dev, name = _("dev"), _("name")
+    dev, name, fault = _("dev"), _("name"), _("fault")
     key_w = max([cells(dev)] + [len(d.key) for d in snap.devices])
     name_w = max([cells(name)] + [len(d.name) for d in snap.devices])
     out.append(
         f"{ljust_cells(dev, key_w)}  {ljust_cells(name, name_w)}  {ljust_cells(_('health'), 8)} "
         f"{ljust_cells(_('memory GiB'), 22)} {'BW%':>4} {_rjust(_('util%'), 5)} {'aicpu%':>6} "
-        f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}",
+        f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}  {fault}",
         style="bold underline",
     )
     for d in snap.devices:
@@ -129,6 +130,10 @@ def devices_table(snap: Snapshot) -> Text:
         out.append(f" {num(d.util_pct):>5} {num(d.aicpu_pct):>6} {num(d.power_w, '{:.0f}', 'W'):>6} ")
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
+        # A chip with an active fault code: what to do about it (the action class of its code).
+        mark = chip_mark(d)
+        if mark is not None:
+            out.append(f"  {clean(mark[0])}", style=severity_style(Severity(mark[1])))
     if src is not None and not src.ok:
         since = _never_or_last_ok(src)
         down = _("{source} DOWN ({since}): {error}").format(source=src.name, since=since, error=clean(src.error))

@@ -38,6 +38,7 @@ CHECK_MODULES = (
     "cann_checks",
     "stack_checks",
     "device_checks",
+    "ecc_checks",
     "system_checks",
     "container_checks",
     "limits",

@@ -8,11 +8,15 @@ kills a hung tool's whole process group.
 Groups: `devices` (npu-smi info and per-card usages, or nvidia-smi, or the host), `engines`
 (the live `ascendctl serve` runs plus the URLs given: /metrics, the log tail's known issues, the
 threshold rules, all through the same Collector `top` uses), `plogs` (CANN error codes in the
-plogs), `doctor` (every check, slowly).
+plogs), `doctor` (every check, slowly). On an Ascend host each view beside `npu-smi info` is a
+group of its own (`ecc`, `common`, `memory`, `volt`, `board`, `health`, and hccn_tool's `link`,
+`net_health`, `stat`, `optical`), on the interval engine/devices/views.yaml gives it: ECC counters
+and links move slowly and are asked less often than utilisation.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,7 +26,9 @@ from typing import Any, Callable, Mapping, Sequence
 import httpx
 
 from engine.devices.sample import DeviceSample
+from engine.devices.views import intervals as view_intervals
 from engine.errors import AscendctlError, Unreachable
+from engine.exporter.deviceviews import ViewAnswer, ViewPoller
 from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.jsonsafe import loads
@@ -32,7 +38,14 @@ from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
 
-DEFAULT_INTERVALS: Mapping[str, float] = {"devices": 5.0, "engines": 5.0, "plogs": 30.0, "doctor": 300.0}
+DEFAULT_INTERVALS: Mapping[str, float] = {
+    "devices": 5.0,
+    "engines": 5.0,
+    "plogs": 30.0,
+    "doctor": 300.0,
+    # the device views (views.yaml), by view name
+    **{name.split(":", 1)[1]: seconds for name, seconds in view_intervals().items()},
+}
 
 
 @dataclass
@@ -120,6 +133,7 @@ class ExporterState:
     doctor: Any = None  # engine.doctor.DoctorReport
     plog_codes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (code, kind) -> lines
     statuses: tuple[GroupStatus, ...] = ()
+    views: Mapping[str, ViewAnswer] = field(default_factory=dict)  # the device views' latest answers
 
 
 class _LatestDevices:
@@ -153,6 +167,7 @@ class Exporter:
         # A total deadline per engine page; as in top, an engine busy serving can take seconds
         # to answer, and a slow answer must not fire the engine-down alert.
         timeout: float = 10.0,
+        views: bool = True,
     ) -> None:
         import socket
 
@@ -187,6 +202,10 @@ class Exporter:
             self._devices = _LatestDevices(self._device_group, getattr(devices, "name", "devices"))
         else:
             self._devices = None
+        self._view_groups: list[_Group] = []
+        if views and self._device_group is not None and getattr(devices, "name", "") == "npu-smi":
+            self._view_groups = self._make_view_groups(devices)
+            self._groups += self._view_groups
         self._groups.append(_Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines"))
         self._plog_group = None
         if plogs:
@@ -200,6 +219,46 @@ class Exporter:
         )
         if self._doctor_group is not None:
             self._groups.append(self._doctor_group)
+
+    def _make_view_groups(self, devices: Any) -> list[_Group]:
+        """One group per device view: npu-smi's through the devices source's own runner and
+        program, hccn_tool's only where the tool is installed (a 310P host has none)."""
+        from engine.devices.views import nic_views, npu_views
+        from engine.netcheck import find_tool
+        from engine.system.host import Host
+
+        runner = getattr(devices, "runner", None)
+        hccn = find_tool(Host(runner=runner)) if runner is not None else None
+        poller = ViewPoller(runner, npu_smi=getattr(devices, "program", "npu-smi"), hccn_tool=hccn)
+        groups = []
+        for view in npu_views():
+            work = functools.partial(self._poll_npu_view, poller, view)
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"npu-smi -t {view}"))
+        for view in nic_views() if hccn else ():
+            work = functools.partial(self._poll_nic_view, poller, view)
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"hccn_tool -{view}"))
+        return groups
+
+    def _npu_keys(self) -> list[str]:
+        dev = self._device_group
+        return [d.key for d in (dev.value or ()) if d.kind == "npu"] if dev is not None else []
+
+    def _poll_npu_view(self, poller: ViewPoller, view: str) -> ViewAnswer:
+        keys = self._npu_keys()
+        answer = poller.poll_npus(view, keys)
+        if keys and not answer.chips and answer.failed:
+            raise Unreachable(next(iter(answer.failed.values())), f"run `npu-smi info -t {view} -i 0` by hand")
+        return answer
+
+    def _poll_nic_view(self, poller: ViewPoller, view: str) -> ViewAnswer:
+        from engine.telemetry.faults import npu_id
+
+        dev = self._device_group
+        nics = [int(npu_id(d)) for d in (dev.value or ()) if d.kind == "npu" and npu_id(d).isdigit()] if dev else []
+        answer = poller.poll_nics(view, nics)
+        if nics and not answer.nics and answer.failed:
+            raise Unreachable(next(iter(answer.failed.values())), f"run `hccn_tool -i 0 -{view} -g` by hand")
+        return answer
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -240,6 +299,7 @@ class Exporter:
             doctor=self._doctor_group.value if self._doctor_group is not None else None,
             plog_codes=dict(self._plog_group.value or {}) if self._plog_group is not None else {},
             statuses=tuple(g.status for g in self._groups),
+            views={g.name: g.value for g in self._view_groups if g.value is not None},
         )
 
     # -- the engines group -------------------------------------------------------------------

@@ -9,15 +9,16 @@ Every family carries a `host` label, so one Prometheus can tell the hosts of a f
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator
+from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from engine.data import load_yaml
 from engine.devices.sample import DeviceSample
+from engine.devices.views import health_codes
 from engine.exporter.collect import ExporterState
 from engine.severity import rank
-from engine.system.proctree import tree_pids
+from engine.telemetry.faults import chip_faults, held_npus, npu_id
 
 # Device health as npu-exporter writes it.
 _HEALTH_CODE = {True: 1.0, False: 0.0, None: -1.0}
@@ -28,11 +29,23 @@ def device_metrics() -> tuple[dict, ...]:
     return tuple(load_yaml("engine.exporter", "devices.yaml")["metrics"])
 
 
+@functools.lru_cache(maxsize=1)
+def view_metrics() -> tuple[dict, ...]:
+    return tuple(load_yaml("engine.exporter", "devices.yaml")["views"])
+
+
+@functools.lru_cache(maxsize=1)
+def nic_metrics() -> tuple[dict, ...]:
+    return tuple(load_yaml("engine.exporter", "devices.yaml")["nics"])
+
+
 def families(state: ExporterState, collected: bool = True, sources: bool = True) -> Iterator[Metric]:
     """Every family of a scrape: what the groups collected (which changes only when a group runs
     again: the server renders it once per change) and the sources' health (ages change with time)."""
     if collected:
         yield from _device_families(state)
+        yield from _fault_families(state)
+        yield from _view_families(state)
         yield from _engine_families(state)
         yield from _diagnostic_families(state)
         yield from _plog_families(state)
@@ -54,10 +67,24 @@ def _value(d: DeviceSample, name: str) -> float | None:
 
 
 def _npu_labels(d: DeviceSample, host: str) -> dict[str, str]:
-    labels = {"id": str(d.device_id if d.device_id is not None else d.key.removeprefix("npu")), "model_name": d.name}
+    labels = {"id": npu_id(d), "model_name": d.name}
     if d.bus:
         labels["pcie_bus_info"] = d.bus
     return {**labels, "host": host}
+
+
+class _Families:
+    """Gauges by name, each created with the label names of its first sample; a later chip that
+    lacks one (no PCIe bus) gets it empty, as npu-exporter writes a label it has no value for."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, GaugeMetricFamily] = {}
+
+    def add(self, name: str, help_text: str, labels: dict[str, str], value: float) -> None:
+        family = self.by_name.get(name)
+        if family is None:
+            family = self.by_name[name] = GaugeMetricFamily(name, help_text, labels=list(labels))
+        family.add_metric([labels.get(k, "") for k in family._labelnames], value)
 
 
 def _cuda_labels(d: DeviceSample, host: str) -> dict[str, str]:
@@ -99,6 +126,113 @@ def _device_families(state: ExporterState) -> Iterator[Metric]:
                 if p.memory_mb is not None:
                     procs.add_metric([labels["id"], labels["model_name"], str(p.pid), state.host], p.memory_mb)
         yield procs
+
+
+# -- faults and the device views --------------------------------------------------------------
+
+_ERROR_CODE_SERIES = 10  # npu-exporter: the first ten codes, as _error_code and _error_code_1.._9
+_ERROR_CODE_HELP = "The chip's error code (the decimal of npu-smi's hex code; 0: its health view lists none)."
+
+
+def _chip_codes(state: ExporterState, d: DeviceSample) -> tuple[str, ...]:
+    health = state.views.get("health")
+    extra = health_codes(health.chips.get(d.key)) if health is not None else ()
+    return tuple(dict.fromkeys((*d.error_codes, *extra)))
+
+
+def _fault_families(state: ExporterState) -> Iterator[Metric]:
+    npus = [d for d in state.devices if d.kind == "npu"]
+    if not npus:
+        return
+    codes = _Families()
+    fault = GaugeMetricFamily(
+        "ascendctl_device_fault",
+        "An active device fault code of the chip (value 1): its action class (MindCluster's "
+        "faultCode.json; unknown when the table does not list it) and what on-call does (verb).",
+        labels=["id", "code", "action", "verb", "host"],
+    )
+    health = state.views.get("health")
+    for d in npus:
+        labels = _npu_labels(d, state.host)
+        listed = _chip_codes(state, d)
+        if not listed and health is not None and d.key in health.chips:
+            # the chip's health view answered and lists no code: npu-exporter writes 0
+            codes.add("npu_chip_info_error_code", _ERROR_CODE_HELP, labels, 0.0)
+        for i, code in enumerate(listed[:_ERROR_CODE_SERIES]):
+            try:
+                value = float(int(code, 16))
+            except ValueError:
+                continue
+            name = "npu_chip_info_error_code" + (f"_{i}" if i else "")
+            codes.add(name, _ERROR_CODE_HELP, labels, value)
+        for f in chip_faults(d, listed):
+            fault.add_metric([f.npu_id, f.fault.code, f.fault.action, f.fault.verb, state.host], 1.0)
+    yield from codes.by_name.values()
+    yield fault
+
+
+_LINK = {"UP": 1.0, "DOWN": 0.0}
+_NET_OK = {"Success", "Init"}  # npu-exporter's GetNetworkHealthy: both count as healthy
+
+
+def _nic_value(view: str, row: dict, nic) -> float | None:
+    if view == "link":
+        return _LINK.get((nic.word or "").upper(), -1.0)
+    if view == "net_health":
+        return -1.0 if nic.word is None else 1.0 if nic.word in _NET_OK else 0.0
+    if view == "stat":
+        value = nic.counters.get(row["key"])
+        return None if value is None else float(value)
+    value = nic.optical.get(row["key"])
+    if row["key"] == "present":
+        return None if value is None else 0.0 if str(value).lower() == "not present" else 1.0
+    return None if value is None or isinstance(value, str) else float(value)
+
+
+def _view_families(state: ExporterState) -> Iterator[Metric]:
+    if not state.views:
+        return
+    npus = [d for d in state.devices if d.kind == "npu"]
+    out = _Families()
+    for row in view_metrics():
+        answer = state.views.get(row["view"])
+        if answer is None:
+            continue
+        for d in npus:
+            chip = answer.chips.get(d.key)
+            value = chip.values.get(row["field"]) if chip is not None else None
+            if value is not None:
+                out.add(row["npu"], row["help"], _npu_labels(d, state.host), value)
+    board = state.views.get("board")
+    for d in npus if board is not None else ():
+        serial = board.chips[d.key].text.get("serial_number") if d.key in board.chips else None
+        if serial:  # `-t board` of the card; npu-exporter's info gauge (NA when not configured)
+            labels = {**_npu_labels(d, state.host), "serial_number": serial}
+            out.add("npu_chip_info_serial_number", "The chip's serial number (npu-smi -t board), value 1.", labels, 1.0)
+    by_id = {npu_id(d): d for d in npus}
+    for row in nic_metrics():
+        answer = state.views.get(row["view"])
+        if answer is None:
+            continue
+        for index, nic in sorted(answer.nics.items()):
+            value = _nic_value(row["view"], row, nic)
+            if value is None:
+                continue
+            d = by_id.get(str(index))
+            labels = _npu_labels(d, state.host) if d is not None else {"id": str(index), "host": state.host}
+            out.add(row["npu"], row["help"], labels, value)
+    unknown = GaugeMetricFamily(
+        "ascendctl_device_view_unknown_field",
+        "A key a device view printed that this ascendctl does not know (value 1): shown, never dropped.",
+        labels=["id", "view", "field", "host"],
+    )
+    for view, answer in sorted(state.views.items()):
+        for key, chip in answer.chips.items():
+            d = next((x for x in npus if x.key == key), None)
+            for field_name in chip.unknown:
+                unknown.add_metric([npu_id(d) if d else key, view, field_name, state.host], 1.0)
+    yield from out.by_name.values()
+    yield unknown
 
 
 # -- engines ---------------------------------------------------------------------------------
@@ -169,12 +303,11 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         labels=["engine", "reason", "host"],
     )
 
-    npus_by_pid = _npus_by_pid(state.devices)
     for view in views:
         name = engine_name(view.label)
         extra = state.engines.get(view.label)
         up.add_metric([name, host], 1.0 if view.status.ok else 0.0)
-        npus = _engine_npus(extra.pid if extra else None, npus_by_pid)
+        npus = held_npus(extra.pid if extra else None, state.devices)
         ctr = view.container
         if ctr is not None:
             given = ",".join(str(n) for n in ctr.npus) if ctr.npus is not None else ""
@@ -222,22 +355,6 @@ def engine_name(label: str) -> str:
     """The engine label: the run id, or the URL given without its scheme and any user:password@
     (no credential ever lands in a label)."""
     return label.rsplit("@", 1)[-1]
-
-
-def _npus_by_pid(devices: Iterable[DeviceSample]) -> dict[int, set[str]]:
-    out: dict[int, set[str]] = {}
-    for d in devices:
-        for p in d.procs:
-            out.setdefault(p.pid, set()).add(str(d.device_id if d.device_id is not None else d.key))
-    return out
-
-
-def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]:
-    """The NPUs held by the engine's process tree (npu-smi's process table joined on pid)."""
-    if pid is None or not npus_by_pid:
-        return []
-    held = set().union(*(npus_by_pid.get(p, set()) for p in tree_pids(pid)))
-    return sorted(held, key=lambda k: (len(k), k))
 
 
 # -- diagnostics, doctor, sources ------------------------------------------------------------

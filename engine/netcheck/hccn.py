@@ -112,6 +112,48 @@ def optical(text: str) -> Optical:
     )
 
 
+# `-optical -g` keys npu-exporter exports (its collector_for_optical.go reads them with spaces as
+# `_`): the module's presence, temperature (C), supply voltage (mV), and per-lane power (mW).
+# Modules with one lane print `Tx Power` / `Rx Power` without a number: lane 0.
+_OPTICAL_LANE = re.compile(r"(Tx|Rx) Power(\d*)")
+
+
+def optical_values(text: str) -> dict[str, float | str | None]:
+    """The figures of `-optical -g`: `present` (the word as printed), `temperature`, `vcc`,
+    `tx_power_N` / `rx_power_N`; a value printed as `not supported` or `NA` is None."""
+    out: dict[str, float | str | None] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            continue
+        if key == "present":
+            out["present"] = value
+        elif key == "temperature":
+            out["temperature"] = _number(value)
+        elif key == "Vcc":
+            out["vcc"] = _number(value)
+        else:
+            m = _OPTICAL_LANE.fullmatch(key)
+            if m:
+                out[f"{m.group(1).lower()}_power_{m.group(2) or '0'}"] = _number(value)
+    return out
+
+
+def stat_counters(text: str) -> dict[str, int | None]:
+    """`hccn_tool -i N -stat -g`: every `name:count` line under `packet statistics:`, all of them
+    (the exporter writes those npu-exporter names; the others are kept). A count that is not a
+    whole number is None."""
+    out: dict[str, int | None] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        if not sep or not key or " " in key or not value.strip():
+            continue
+        number = _number(value.strip()) if re.fullmatch(r"\s*-?\d+\s*", value) else None
+        out[key] = None if number is None else int(number)
+    return out
+
+
 def _number(value: str | None) -> float | None:
     m = re.match(r"\s*(-?\d+(?:\.\d+)?)", value or "")
     return float(m.group(1)) if m else None

@@ -278,6 +278,7 @@ class Collector:
         local = [s for s in self._engines if not s.target.remote]
         engines = [self._poll_engine(state, now, fetched[id(state)]) for state in local]
         engines = self._add_containers(local, engines)
+        engines = [_with_npus(view, state.pid, devices) for state, view in zip(local, engines)]
         # Cards are judged against the engines' own memory budget, so the engines are polled first.
         budget = hbm_budget(engines, self.thresholds)
         levels = {d.key: device_levels(d, self.thresholds, budget) for d in devices}
@@ -413,6 +414,17 @@ def _container_usage(runtime: str) -> Mapping[str, Any]:
     from engine.system.host import Host
 
     return container_usage(Host(), runtime)
+
+
+def _with_npus(view: EngineView, pid: int | None, devices: list[DeviceSample]) -> EngineView:
+    """The view with the NPUs its engine uses: its process tree on npu-smi's process table, else
+    the devices its container was given."""
+    from engine.telemetry.faults import held_npus
+
+    npus = held_npus(pid, devices)
+    if not npus and view.container is not None and view.container.npus is not None:
+        npus = [str(n) for n in view.container.npus]
+    return replace(view, npus=tuple(npus)) if npus else view
 
 
 def is_exporter(url: str, timeout: float = 1.0) -> bool:

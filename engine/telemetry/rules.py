@@ -44,7 +44,7 @@ class RuleEngine:
         engines: Sequence[EngineView],
     ) -> list[Diagnostic]:
         t = self.thresholds
-        out: list[Diagnostic] = []
+        out: list[Diagnostic] = _fault_diagnostics(devices, engines)
         for d in devices:
             levels = device_levels.get(d.key, {})
             health = levels.get("health")
@@ -221,6 +221,31 @@ class RuleEngine:
                 )
             )
         return out
+
+
+def _fault_diagnostics(devices: Sequence[DeviceSample], engines: Sequence[EngineView]) -> list[Diagnostic]:
+    """A row per chip with an active fault code (its most urgent), and one per engine on it: the
+    code, what it means, what to do, and that the engine must move (engine/telemetry/faults.py)."""
+    from engine.telemetry.faults import SEVERITY, chip_faults, fault_line, npu_id, worst
+
+    out = []
+    for d in devices:
+        if d.kind != "npu" or not d.error_codes:
+            continue
+        f = worst(chip_faults(d))
+        if f is None:
+            continue
+        users = [e for e in engines if e.npus and npu_id(d) in e.npus]
+        severity = SEVERITY.get(f.fault.verb, "warning")
+        fix = f.fault.todo + (f" ({f.fault.source})" if f.fault.source else "")
+        title = f"{d.key}: fault {f.fault.code} ({f.fault.action})"
+        line = fault_line(f, users[0].npus if users else None)
+        cause = line + (f": {f.fault.meaning}" if f.fault.meaning else "")
+        out.append(Diagnostic("device-fault", severity, d.key, title, cause, fix))
+        for e in users:
+            cause = fault_line(f, e.npus) + (f": {f.fault.meaning}" if f.fault.meaning else "")
+            out.append(Diagnostic("device-fault", severity, e.label, title, cause, fix))
+    return out
 
 
 def _health_fix(d: DeviceSample, health: Severity) -> str:

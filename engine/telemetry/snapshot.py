@@ -81,6 +81,9 @@ EngineView = dataclasses.make_dataclass(
         ("rss_mb", float | None, field(default=None)),
         # The container of an engine that runs in one (None for a host engine). Last, as above.
         ("container", ContainerView | None, field(default=None)),
+        # The NPUs the engine uses (npu-exporter ids): its process tree joined on npu-smi's process
+        # table, else its container's devices. None when unknown. Last, as above.
+        ("npus", tuple[str, ...] | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,

@@ -26,16 +26,19 @@ def test_rules_are_prometheus_rules_with_the_profile_thresholds(capsys):
     assert pending["expr"].endswith("> 48")
 
 
-def test_dashboard_is_grafana_json_with_the_three_rows(capsys):
+def test_dashboard_is_grafana_json_with_its_rows(capsys):
     assert main(["exporter", "dashboard"]) == 0
     board = json.loads(capsys.readouterr().out)
     rows = [p["title"] for p in board["panels"] if p["type"] == "row"]
-    assert rows == ["NPUs", "Engines", "Diagnostics"]
+    assert rows == ["NPUs", "Faults", "HBM ECC", "Links", "Engines", "Diagnostics"]
     names = [v["name"] for v in board["templating"]["list"]]
     assert names == ["datasource", "host", "engine", "chip"]
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
     assert any("npu_chip_info_hbm_bandwidth_utilization" in e for e in exprs)
     assert any("vllm:time_to_first_token_seconds_bucket" in e for e in exprs)
+    assert any("ascendctl_device_fault" in e for e in exprs)
+    assert any("npu_chip_info_hbm_ecc_double_bit_isolated_pages_cnt" in e for e in exprs)
+    assert any("npu_chip_info_link_status" in e for e in exprs)
 
 
 def test_once_prints_one_scrape_of_a_recorded_engine(capsys):

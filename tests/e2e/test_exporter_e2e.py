@@ -1,7 +1,8 @@
 """The exporter end to end: a real Prometheus scrapes `ascendctl exporter`, which watches a live
-vLLM CPU engine (as a run `ascendctl serve` recorded) and replays recorded npu-smi tables through a
-fake npu-smi on PATH. Every PromQL query of the shipped dashboard and every alert's probe must
-return series from that Prometheus."""
+vLLM CPU engine (as a run `ascendctl serve` recorded) and replays recorded npu-smi tables and
+views and hccn_tool answers (faulty ones: an error code, RoCE errors) through fakes on PATH. Every
+PromQL query of the shipped dashboard and every alert's probe must return series from that
+Prometheus, and Prometheus fires the fault's alert from the shipped rules."""
 
 from __future__ import annotations
 
@@ -16,9 +17,19 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import FIXTURES, ROOT, fake_npu_smi, free_port, require_tool, stop_group
+from helpers import (
+    FAULTY_VIEWS,
+    FIXTURES,
+    ROOT,
+    fake_hccn_tool,
+    fake_npu_smi,
+    free_port,
+    recorded_nic_answers,
+    require_tool,
+    stop_group,
+)
 
-from engine.exporter.alerts import alerts
+from engine.exporter.alerts import alerts, rules_yaml
 from engine.exporter.dashboard import queries
 from engine.triage import load_rules
 
@@ -84,7 +95,10 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
     state = Path(os.environ["ASCENDCTL_STATE_DIR"])
     run_id = _run_record(state, vllm_server, tiny_model)
     bin_dir = tmp_path / "bin"
-    fake_npu_smi(bin_dir)
+    # npu-smi's table, usages and views, and hccn_tool's NICs, replayed from faulty recordings:
+    # every chip's health view carries 80E01801 (RestartBusiness), NICs 5 and 6 count RoCE errors.
+    fake_npu_smi(bin_dir, views=FAULTY_VIEWS)
+    fake_hccn_tool(bin_dir, recorded_nic_answers())
     exp_port, prom_port = free_port(), free_port()
     plogs = tmp_path / "ascend-log"
     (plogs / "debug" / "plog").mkdir(parents=True)
@@ -95,8 +109,9 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     config = tmp_path / "prometheus.yml"
+    (tmp_path / "rules.yml").write_text(rules_yaml())
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: ['rules.yml']\n"
         f"scrape_configs:\n  - job_name: ascendctl\n    static_configs:\n      - targets: ['127.0.0.1:{exp_port}']\n"
     )
     prom = subprocess.Popen(
@@ -164,6 +179,26 @@ def test_prometheus_gets_series_for_every_dashboard_query_and_alert(vllm_server,
         assert _query(prom_url, 'ascendctl_plog_error_codes_total{code="507051"}')
         blocks = {r["metric"]["source"] for r in _query(prom_url, "ascendctl_engine_kv_blocks")}
         assert blocks == {"planned", "actual"}
+
+        # The device views under npu-exporter's names, and the fault with its action class.
+        assert _query(prom_url, 'npu_chip_roce_tx_err_pkt_num{id="6"} == 77')
+        assert _query(prom_url, 'npu_chip_info_aicore_current_freq{id="0"} == 1800')
+        fault = _query(prom_url, 'ascendctl_device_fault{id="0"}')
+        assert fault and fault[0]["metric"]["action"] == "RestartBusiness"
+        assert fault[0]["metric"]["code"] == "0x80E01801" and fault[0]["metric"]["verb"] == "restart-engine"
+        # Prometheus itself, evaluating the shipped rules on those series, fires the class's alert.
+        deadline = time.monotonic() + 60
+        firing: list = []
+        while time.monotonic() < deadline and not firing:
+            alerts_now = httpx.get(f"{prom_url}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+            firing = [
+                a
+                for a in alerts_now
+                if a["labels"]["alertname"] == "AscendctlNpuFaultRestartEngine" and a["state"] == "firing"
+            ]
+            time.sleep(1)
+        assert firing, "AscendctlNpuFaultRestartEngine never fired"
+        assert not [a for a in alerts_now if a["labels"]["alertname"] == "AscendctlNpuFaultIsolate"]
     finally:
         stop.set()
         stop_group(exporter, grace=10)

@@ -253,3 +253,39 @@ async def test_the_engine_screen_names_a_hang_and_the_restart_it_caused(run):
         plan = text_of(app.screen, "#engine-plan")
         assert "restarts 1 (last: hang)" in plan
         assert "hung 1x, last: probe timed out 3x in 90 s; evidence in runs/x/hang-1" in plan
+
+
+async def test_the_engine_screen_shows_the_faults_of_the_npus_its_engine_uses(run):
+    """A container given NPUs 0 and 1; npu-smi (recorded) reports chip 0 unhealthy and its health
+    answer (recorded) the code 80E01801: the header's `faults:` line says what to do."""
+    from top_fakes import ReplayRunner, ScriptedScrape, npu_text
+
+    from engine.container.discover import ContainerEngine
+    from engine.container.inspect import ContainerEntry
+    from engine.devices import NpuSmiSource
+    from engine.telemetry import Collector, Thresholds
+    from engine.telemetry.collector import with_containers
+
+    entry = ContainerEntry("abc123", f"ascendctl-{RUN_ID}", RUN_ID, "cpu-tiny", URL, "running")
+    found = ContainerEngine("podman", entry, (0, 1), "quay.io/ascend/vllm-ascend:v0.13.0", run.log_path.as_posix())
+    runner = ReplayRunner(
+        npu_text("info/s16_310b4_alarm_trailing_spaces.txt"), health=npu_text("health/h2_warning.txt")
+    )
+    tick = iter(range(1_800_000_000, 1_900_000_000))
+    collector = Collector(
+        with_containers([], [], [found]),
+        NpuSmiSource(runner, usages=False),
+        Thresholds.defaults(),
+        scrape_fn=ScriptedScrape({URL: [IDLE, BUSY]}),
+        clock=lambda: float(next(tick)),
+        wall=lambda: float(next(tick)),
+        usage_fn=lambda runtime: {},
+    )
+    app = TopApp(collector.poll, interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 1)
+        assert "restart-engine 0x80E01801 (RestartBusiness)" in text_of(app, "#devices")
+        await pilot.press("enter")
+        header = text_of(app.screen, "#engine-header")
+        assert "faults: NPU 0: 0x80E01801" in header
+        assert "(RestartBusiness); that is the engine on NPUs 0-1" in header.replace("\n", " ")

@@ -19,10 +19,11 @@ from top_fakes import ReplayRunner, npu_text
 from engine.devices.sources import NpuSmiSource
 from engine.errors import BadInput, Unreachable
 from engine.exporter.collect import EngineExtra, Exporter, ExporterState
-from engine.exporter.families import _engine_npus, _npus_by_pid, families
+from engine.exporter.families import families
 from engine.exporter.server import ExporterServer, Renderer
 from engine.exporter.webconfig import load_web_config
 from engine.system.runner import SubprocessRunner
+from engine.telemetry.faults import held_npus
 
 SCRAPE = (FIXTURES / "vllm_seq" / "scrape_01.txt").read_text()
 
@@ -101,10 +102,9 @@ def test_openmetrics_keeps_vllm_names_as_vllm_writes_them():
 
 def test_an_engine_is_joined_to_the_npus_its_processes_hold():
     devices = _devices("info/s02_910b2_25.2.0_vllm_dp.txt")
-    by_pid = _npus_by_pid(devices)
-    assert _engine_npus(2759218, by_pid) == ["0"]
-    assert _engine_npus(None, by_pid) == []
-    assert _engine_npus(1, by_pid) == []  # pid 1 holds no NPU in the recording
+    assert held_npus(2759218, devices) == ["0"]
+    assert held_npus(None, devices) == []
+    assert held_npus(1, devices) == []  # pid 1 holds no NPU in the recording
 
 
 def test_scrape_lints_clean_with_promtool(tmp_path):

@@ -26,6 +26,7 @@ CASES = {
     "AscendctlNpuTemperatureHigh": ("npu_chip_info_temperature", CHIP, "95x20", "60x20", "10m", CHIP),
     "AscendctlEngineRestarting": ("ascendctl_engine_restarts_total", E, "0+1x10", "0x10", "9m", E),
     "AscendctlEngineHung": ("ascendctl_engine_hangs_total", E, "0x5 1x5", "2x10", "7m", E),
+    "AscendctlNpuLinkDown": ("npu_chip_info_link_status", CHIP, "0x10", "1x10", "5m", CHIP),
     "AscendctlSourceDown": ("ascendctl_source_up", {"source": "npu-smi", "host": "node1"}, "0x10", "1x10", "8m", None),
     "AscendctlDoctorCheckFailed": (
         "ascendctl_doctor_check_status",
@@ -123,8 +124,39 @@ def _tests(severity: dict[str, str]) -> list[dict]:
     return tests
 
 
+# A device fault by the verb of its action class: each alert fires on its own verb only.
+FAULT = {"id": "3", "code": "0x80E18402", "action": "SeparateNPU", "verb": "isolate", "host": "node1"}
+FAULT_ALERTS = {
+    "AscendctlNpuFaultIsolate": FAULT,
+    "AscendctlNpuFaultReset": {**FAULT, "code": "0x80E24E00", "action": "RestartNPU", "verb": "reset-npu"},
+    "AscendctlNpuFaultRestartEngine": {
+        **FAULT,
+        "code": "0x80E01801",
+        "action": "RestartBusiness",
+        "verb": "restart-engine",
+    },
+}
+
+
+def _fault_tests(severity: dict[str, str]) -> list[dict]:
+    tests = []
+    for alert, labels in FAULT_ALERTS.items():
+        series = [{"series": _series("ascendctl_device_fault", labels), "values": "1x5"}]
+        tests.append(_case(alert, series, "2m", {**labels, "severity": severity[alert]}))
+        for other, other_labels in FAULT_ALERTS.items():  # another class's fault: quiet
+            if other != alert:
+                quiet = [{"series": _series("ascendctl_device_fault", other_labels), "values": "1x5"}]
+                tests.append(_case(alert, quiet, "2m", None))
+        unknown = {**labels, "code": "0xDEADBEEF", "action": "unknown", "verb": "unknown"}
+        tests.append(
+            _case(alert, [{"series": _series("ascendctl_device_fault", unknown), "values": "1x5"}], "2m", None)
+        )
+    return tests
+
+
 def test_every_alert_has_a_firing_and_a_quiet_case():
-    tested = set(CASES) | {"AscendctlKvCachePressure", "AscendctlCriticalKnownIssue", "AscendctlMemoryLeak"}
+    tested = set(CASES) | set(FAULT_ALERTS)
+    tested |= {"AscendctlKvCachePressure", "AscendctlCriticalKnownIssue", "AscendctlMemoryLeak"}
     assert {a.name for a in alerts()} == tested
 
 
@@ -140,7 +172,7 @@ def test_every_alert_fires_and_stays_quiet_under_promtool(tmp_path):
     promtool = require_tool("promtool")
     (tmp_path / "rules.yml").write_text(rules_yaml())
     severity = {a.name: a.severity for a in alerts()}
-    doc = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": _tests(severity)}
+    doc = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": _tests(severity) + _fault_tests(severity)}
     (tmp_path / "test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
     result = subprocess.run([promtool, "test", "rules", str(tmp_path / "test.yml")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -93,8 +93,13 @@ def test_unhealthy_device_and_sustained_bandwidth_rules():
         npu_text("info/s16_310b4_alarm_trailing_spaces.txt"), health=npu_text("health/h2_warning.txt")
     )
     alarm = collector({}, NpuSmiSource(runner, usages=False), targets=[]).poll()
-    assert [(d.id, d.severity, d.subject) for d in alarm.diagnostics] == [("device-health", "critical", "npu0")]
+    assert [(d.id, d.severity, d.subject) for d in alarm.diagnostics] == [
+        ("device-health", "critical", "npu0"),
+        ("device-fault", "error", "npu0"),  # the code's action class: the engine on it must restart
+    ]
     assert "error codes 80E01801" in alarm.diagnostics[0].cause
+    assert alarm.diagnostics[1].cause.startswith("NPU 0: 0x80E01801 ")
+    assert "(RestartBusiness)" in alarm.diagnostics[1].cause
     assert alarm.device_levels["npu0"]["health"] is Severity.CRITICAL
     # HBM bandwidth 3% on the 950 recording: above a 2% threshold, but only once sustained.
     th = Thresholds.defaults().updated({"hbm_bw_pct": 2, "hbm_bw_sustain_s": 1.0})

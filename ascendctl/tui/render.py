@@ -106,13 +106,15 @@ def devices_table(snap: Snapshot) -> Text:
     )
     # Column heads in the messages' language, padded by terminal columns (a Chinese character
     # takes two); each translation fits the width of its column's figures.
-    dev, name, fault = _("dev"), _("name"), _("fault")
+    dev, name = _("dev"), _("name")
+    # The fault column only when a chip has a fault: a healthy table keeps its width.
+    fault = "  " + _("fault") if any(chip_mark(d) is not None for d in snap.devices) else ""
     key_w = max([cells(dev)] + [len(d.key) for d in snap.devices])
     name_w = max([cells(name)] + [len(d.name) for d in snap.devices])
     out.append(
         f"{ljust_cells(dev, key_w)}  {ljust_cells(name, name_w)}  {ljust_cells(_('health'), 8)} "
         f"{ljust_cells(_('memory GiB'), 22)} {'BW%':>4} {_rjust(_('util%'), 5)} {'aicpu%':>6} "
-        f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}  {fault}",
+        f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}{fault}",
         style="bold underline",
     )
     for d in snap.devices:

@@ -404,6 +404,9 @@ class HangMonitor:
         # probe_interval_s x probe_failures once it was up takes this rank down with it.
         self.group = False
         self.fixed_timeout: float | None = None  # the probe's timeout as given (`probe --timeout`)
+        # Probe at the first look (`ascendctl probe`, one look) instead of reading a baseline.
+        self.probe_first = False
+        self._unread_since: float | None = None  # since when the token counter cannot be read
         self._seen_up = False
         self._down_since: float | None = None
         self.last: Verdict = Verdict(False)
@@ -425,15 +428,46 @@ class HangMonitor:
         return parse_metrics(page.text)
 
     def _probe_due(self, now: float, tokens: float | None) -> bool:
-        if self.last_probe_at is not None and now - self.last_probe_at < self.limits.probe_interval_s:
+        """Is a probe due at this look? Only when the generation counter says no token flowed
+        since the last probe, and says it for sure:
+
+        - the first look of a watch only reads the counter (a watch starts on an engine that may
+          already be serving: a restart under load); `probe_first` (`ascendctl probe`) probes at once;
+        - a look that could not read the counter (/metrics slow or failing under load) is no
+          sign of silence: the probe waits until the counter has been unreadable for a whole
+          interval (an API server that answers nothing at all is probed then), and the count
+          taken at the last probe is kept, so the next reading still compares against it;
+        - a counter that went down (another engine behind the URL) is a new baseline;
+        - requests arriving while their first tokens are still prefilling: the probe waits for a
+          second look with the counter still (the progress part's stall, one tick old).
+        """
+        if tokens is None:
+            if self._unread_since is None:
+                self._unread_since = now
+        else:
+            self._unread_since = None
+        if self.last_probe_at is None:
+            if self.probe_first:
+                return True
+            self.last_probe_at, self.tokens_at_probe = now, tokens  # a baseline, no probe
+            return False
+        if now - self.last_probe_at < self.limits.probe_interval_s:
+            return False
+        if tokens is None:
+            since = now if self._unread_since is None else self._unread_since
+            return now - since >= self.limits.probe_interval_s
+        if self.tokens_at_probe is None or tokens < self.tokens_at_probe:
+            self.last_probe_at, self.tokens_at_probe = now, tokens  # a baseline (or a new engine)
             return False
         # Never while tokens flow: a token counted since the last probe (beyond the probe's own)
         # says the engine answers, and ends a streak of failed probes.
-        if tokens is not None and self.tokens_at_probe is not None and tokens - self.tokens_at_probe > 1:
+        if tokens - self.tokens_at_probe > 1:
             self.last_probe_at = now  # the engine proved itself: the next probe waits its interval
             self.tokens_at_probe = tokens
             self.failures = []
             return False
+        if self.progress.requests > 0 and self.progress.still_since == now and not self.failures:
+            return False  # requests just came in: their first tokens may be a prefill away
         return True
 
     def probe(self, now: float) -> ProbeResult:
@@ -498,7 +532,8 @@ class HangMonitor:
                 self.probe(now)
             except (Unreachable, BadInput) as exc:
                 notes.append(Evidence("probe", f"probe not sent: {exc.cause}", False))
-            self.tokens_at_probe = tokens
+            if tokens is not None:  # an unread counter keeps the count of the last reading
+                self.tokens_at_probe = tokens
         probe = self._probe_evidence()
         parts = [e for e in (probe, progress, process, device) if e is not None] + notes
         hung = self.judge(probe, progress, process, device) or (group is not None and group.hung)

@@ -23,7 +23,7 @@ from engine.runs import RunInfo, load_run
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
 from engine.telemetry.runprofile import RunProfile, run_directory, run_profile
-from engine.telemetry.snapshot import EngineView, Snapshot
+from engine.telemetry.snapshot import EngineView, ServeView, Snapshot
 
 NO_RUN = "no profile (engine not started by ascendctl serve)"
 
@@ -123,17 +123,15 @@ class EngineScreen(Screen[None]):
         else:
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
-                why = f" (last: {clean(run.restart_reason)})" if run.restart_reason else ""
+                # As the engine's row says it, from the snapshot's view (a replay has no run.json).
+                serve = self.engine.serve or ServeView.of(run)
                 out.append(
-                    f"  restarts {run.restarts}{why}  run {clean(run.run_id)}",
-                    style=severity_style("warning") if run.hangs else "dim",
+                    f"  {render.restarts_text(serve)}  run {clean(run.run_id)}",
+                    style=severity_style("warning") if serve.hangs else "dim",
                 )
-                if run.hangs:
-                    last = run.hangs[-1]
-                    out.append(
-                        f"\nhung {len(run.hangs)}x, last: {clean(last.summary)}; evidence in {clean(last.evidence_dir)}",
-                        style=severity_style("warning"),
-                    )
+                hung = render.hangs_text(serve)
+                if hung:
+                    out.append(f"\n{hung}", style=severity_style("warning"))
             out.append(f"\nmodel {clean(p.model)}")
             if p.served_name:
                 out.append(f" as {clean(p.served_name)}")

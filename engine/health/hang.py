@@ -5,8 +5,9 @@ profile's `diagnostics` section may override):
 
 - probe: a 1-token completion with the served model, sent every `hang_probe_interval_s` while no
   generated token was counted since the last probe (never while tokens flow). Its timeout is the
-  engine's own measured prefill (the largest time to first token it has reported, times four) and
-  never shorter than `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
+  engine's own measured prefill times four (the slowest of the last probes answered; with requests in flight,
+  also the largest time to first token it has reported) and never shorter than
+  `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
 - progress: requests running or waiting while the generation-token counter has not moved for
   `hang_progress_s` seconds.
 - process: the EngineCore / worker processes of the tree gone while the API server lives (a hang
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -41,7 +43,7 @@ from engine.httpread import client as httpread_client
 # The processes of a vLLM engine's tree, by the title vLLM gives them (setproctitle).
 _ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
 PROBE_PROMPT = "ping"
-# The probe's timeout: this many times the longest time to first token the engine reported.
+# The probe's timeout: this many times the engine's measured prefill (probe_timeout).
 PREFILL_FACTOR = 4.0
 
 
@@ -187,12 +189,15 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
     return failed(f"timed out after {timeout:g} s")
 
 
-def probe_timeout(limits: HangLimits, ttft_max_s: float | None) -> float:
-    """The engine's measured prefill (its longest time to first token) times PREFILL_FACTOR,
-    never below the floor."""
-    if ttft_max_s is None or not math.isfinite(ttft_max_s):
-        return limits.probe_timeout_s
-    return max(limits.probe_timeout_s, PREFILL_FACTOR * ttft_max_s)
+def probe_timeout(limits: HangLimits, ttft_max_s: float | None, probe_max_s: float | None = None) -> float:
+    """PREFILL_FACTOR times the engine's measured prefill, never below the floor. The prefill is
+    the slowest answer of the last probes (a short prompt's prefill on this engine) and, when given (the
+    caller passes it while requests are in flight, which the probe may queue behind), the
+    longest time to first token the engine has reported. Not that time when the engine has
+    nothing in flight: it includes the waits in the queue of a past busy hour, and would stretch
+    the time to find a hang for nothing."""
+    seen = [s for s in (ttft_max_s, probe_max_s) if s is not None and math.isfinite(s)]
+    return max([limits.probe_timeout_s] + [PREFILL_FACTOR * s for s in seen])
 
 
 def ttft_max(metrics: Any) -> float | None:
@@ -398,6 +403,7 @@ class HangMonitor:
         self.tokens_at_probe: float | None = None
         self.probes = 0
         self.last_result: ProbeResult | None = None
+        self.answers: deque[float] = deque(maxlen=10)  # seconds each of the last answered probes took
         self.last_metrics: Any = None
         self.last_metrics_text: str | None = None
         # A headless rank watching its group's API (node 0's): that API gone for
@@ -470,8 +476,15 @@ class HangMonitor:
             return False  # requests just came in: their first tokens may be a prefill away
         return True
 
+    def timeout_now(self) -> float:
+        """The probe's timeout at this look (probe_timeout): the longest time to first token
+        counts only while requests are in flight."""
+        busy = self.progress.requests > 0
+        slowest = max(self.answers) if self.answers else None
+        return probe_timeout(self.limits, ttft_max(self.last_metrics) if busy else None, slowest)
+
     def probe(self, now: float) -> ProbeResult:
-        timeout = self.fixed_timeout or probe_timeout(self.limits, ttft_max(self.last_metrics))
+        timeout = self.fixed_timeout or self.timeout_now()
         if self.model is None:
             self.model = served_model(self.client, self.url, min(timeout, 5.0), self.api_key)
         result = probe_once(self.client, self.url, self.model, timeout, self.api_key)
@@ -480,6 +493,7 @@ class HangMonitor:
         self.last_probe_at = self.clock()
         if result.ok:
             self.failures = []
+            self.answers.append(result.seconds)
         elif result.reached:
             self.failures.append((now, result.error or "failed"))
         return result

@@ -352,3 +352,45 @@ def test_verdict_json_round_trip():
     verdicts = _run(_monitor(engine, clock), clock, 120)
     data = json.loads(json.dumps(verdicts[-1].as_dict()))
     assert data["hung"] and data["parts"][0]["part"] == "probe"
+
+
+class AfterABusyHour(Engine):
+    """An engine whose TTFT histogram holds a busy hour: requests that waited 10 to 20 s in the
+    queue before their first token (the ten-minute saturated bench left exactly that)."""
+
+    def metrics(self):
+        ttft = (
+            'vllm:time_to_first_token_seconds_bucket{le="1.0"} 9000\n'
+            'vllm:time_to_first_token_seconds_bucket{le="10.0"} 13900\n'
+            'vllm:time_to_first_token_seconds_bucket{le="20.0"} 13979\n'
+            'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 13979\n'
+            "vllm:time_to_first_token_seconds_count 13979\nvllm:time_to_first_token_seconds_sum 40000\n"
+        )
+        return parse_metrics(
+            f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting {self.waiting}\n"
+            f"vllm:generation_tokens_total {self.tokens}\n" + ttft
+        )
+
+
+def test_the_queue_waits_of_a_busy_hour_do_not_stretch_the_probe_of_an_idle_engine():
+    """Stopped after a saturated hour with nothing in flight: the probe times out at the floor,
+    not at four times the 20 s the queue once made a request wait (80 s, and a verdict in six
+    minutes instead of two and a half). With requests in flight, that wait still counts."""
+    engine, clock = AfterABusyHour("timeout"), Clock()
+    monitor = _monitor(engine, clock)
+    verdicts = _run(monitor, clock, 160)
+    hung = next(v for v in verdicts if v.hung)
+    assert "probe timed out 3x" in hung.summary
+    assert monitor.failures[0][1] == "timed out after 10 s"
+    engine.running = 2
+    busy = _monitor(engine, clock)
+    _run(busy, clock, 40)
+    assert busy.failures and busy.failures[0][1] == "timed out after 80 s"
+
+
+def test_the_probe_timeout_follows_the_probes_own_answers():
+    engine, clock = Engine("ok"), Clock()
+    monitor = _monitor(engine, clock)
+    for seconds in (0.05, 3.0, 0.04):
+        monitor.answers.append(seconds)
+    assert monitor.timeout_now() == 12.0  # 4 x the slowest of the last answers, above the 10 s floor

@@ -41,7 +41,8 @@ def triage(
         None,
         "--explain",
         metavar="CODE",
-        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100) or a rule id.",
+        help="Explain an ACL code (507011), a CANN code (EZ9999), a torch_npu code (ERR00100), a device fault code "
+        "(0x80E18402) or a rule id.",
     ),
     list_: bool = typer.Option(False, "--list", help="List the known issues and code tables."),
     rules_file: Optional[str] = typer.Option(
@@ -86,12 +87,30 @@ def triage(
         "fail_on": fail_on,
         "failed": bool(failing),
         "issues": report.issues,
+        # The NPUs' own fault codes, each with MindCluster's action class and what on-call does
+        # (verb): the issues of kind "device", in short.
+        "device_faults": [
+            {
+                "npu": i.npu,
+                "code": i.code,
+                "action": i.action,
+                "verb": i.verb,
+                "title": i.title,
+                "count": i.count,
+                "first_seen": i.first_seen,
+                "last_seen": i.last_seen,
+                "sources": i.sources,
+            }
+            for i in report.device_faults()
+        ],
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
-        # The issue a one-line diagnosis names; null when only generic codes, consequences or
-        # warnings were found (then root_line is where to start reading).
-        "root_cause": root.id if (root := report.root_cause()) else None,
+        # root_cause: the issue a one-line diagnosis names; null when only generic codes,
+        # consequences or warnings were found (then root_line is where to start reading), or when
+        # the leading evidence is only a symptom: then `likely` lists the causes it can have
+        # ({issue, title, candidates: [{cause, rule, evidence}]}), else it is null.
+        **report.verdict(),
     }
     out.emit(data, lambda console: _render(console, report, top))
     for note in report.notes:
@@ -111,13 +130,17 @@ def triage(
 
 def _expand_bundles(paths: list[str]) -> list[str]:
     """An `ascendctl bundle` (archive or unpacked) stands for the logs it holds, not every file in it:
-    its npu-smi output and manifest are not logs."""
-    from engine.bundle.layout import bundle_dir, bundle_logs
+    its manifest and recorded commands are not logs. Its npu-smi transcript is read for the fault
+    codes of `npu-smi info -t health`."""
+    from engine.bundle.layout import NPU_INFO_FILE, bundle_dir, bundle_logs
 
     out: list[str] = []
     for p in paths:
         top = None if p == "-" else bundle_dir(p)
         out.extend(bundle_logs(top) if top is not None else [p])
+        # the npu-smi transcript is no log, but its `-t health` answers carry the NPUs' fault codes
+        if top is not None and (top / NPU_INFO_FILE).is_file() and not (top / NPU_INFO_FILE).is_symlink():
+            out.append(str(top / NPU_INFO_FILE))
     return out
 
 
@@ -169,12 +192,24 @@ def _render(console: Any, report: Any, top: int) -> None:
         # Warnings and info-level issues are events too: not "error events".
         f"{report.events:,} event{'s' if report.events != 1 else ''}"
     )
-    if report.root_cause() is None:
+    faults = report.device_faults()
+    if faults:
+        # What on-call decides first: which NPU to isolate, reset or leave alone.
+        console.print("[bold]Device faults[/] (the NPUs' own codes, and what to do):")
+        for i in faults:
+            times = f"  ({i.count}x)" if i.count > 1 else ""
+            console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
+        console.print()
+    likely = report.likely()
+    if likely is not None:
+        _render_likely(console, likely)
+    elif report.root_cause() is None:
         console.print(
             "No known issue found."
             if not report.issues
             else "No issue named with confidence: only generic codes, consequences or warnings matched."
         )
+    if report.root_cause() is None:
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
             console.print(Text.assemble(("Most likely root line: ", "bold"), plain(report.root_line[:300])))
@@ -248,6 +283,26 @@ def _render(console: Any, report: Any, top: int) -> None:
             console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
 
 
+def _render_likely(console: Any, issue: Any) -> None:
+    """'Likely one of' the causes a symptom can have, each with what decides for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(
+        Text.assemble(
+            ("Likely one of", "bold"),
+            plain(f" (what the log shows, {issue.id}, is only a symptom; no one cause is named):"),
+        )
+    )
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for n, c in enumerate(issue.likely, 1):
+        grid.add_row(f"  {n}.", plain(c.cause + (f" ({c.rule})" if c.rule else ""), style="bold"))
+        grid.add_row("", plain("decide by: " + c.evidence, style="dim"))
+    console.print(grid)
+
+
 def _explain(out: Any, what: str, rules: Any) -> None:
     from rich.text import Text
 
@@ -293,6 +348,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                         "fix",
                         "links",
                         "samples",
+                        "likely",
+                        "likely_when",
                     )
                 }
             }
@@ -307,6 +364,12 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                 )
                 console.print(Text("  cause: ") + plain(rule.cause))
                 console.print(Text("  fix:   ") + plain(rule.fix, style="bold"))
+                if rule.likely:
+                    when = " (after an error of the same process)" if rule.likely_when == "after-error" else ""
+                    console.print(Text(f"  a symptom: a report it leads says likely one of{when}:"))
+                    for c in rule.likely:
+                        console.print(Text("    - ") + plain(c.cause + (f" ({c.rule})" if c.rule else "")))
+                        console.print(Text("      decide by: ") + plain(c.evidence, style="dim"))
                 for p in rule.patterns:
                     console.print(Text("  match: ") + plain(p, style="dim"))
                 for link in rule.links:
@@ -314,10 +377,36 @@ def _explain(out: Any, what: str, rules: Any) -> None:
 
             out.emit(data, render_rule)
             return
+    if _explain_device_code(out, what):
+        return
     raise BadInput(
         f"{what!r} is not a known code or rule id",
         "ascendctl triage --list  (codes look like 507011, EZ9999, ERR00100)",
     )
+
+
+def _explain_device_code(out: Any, what: str) -> bool:
+    """A device fault code (0x80E18402, or its eight hex digits): MindCluster's action and ours."""
+    import re
+
+    from rich.text import Text
+
+    if not re.fullmatch(r"(?:0[xX][0-9A-Fa-f]{1,9}|[0-9A-Fa-f]{8,9})", what.strip()):
+        return False
+    from engine.triage.faultcodes import device_fault
+
+    fault = device_fault(what)
+
+    def render(console: Any) -> None:
+        console.print(Text.assemble(plain(fault.code, "bold"), plain(f"  {fault.name}" if fault.name else "")))
+        console.print(Text("  action:   ") + plain(f"{fault.action} ({fault.verb}): {fault.means}"))
+        console.print(Text("  meaning:  ") + plain(fault.meaning or "N/A (no description in our table)"))
+        console.print(Text("  fix:      ") + plain(fault.todo, style="bold"))
+        if fault.source:
+            console.print(Text("  see:      ") + plain(fault.source))
+
+    out.emit({"device_fault": fault, "means": fault.means, "todo": fault.todo}, render)
+    return True
 
 
 def _list(out: Any, rules: Any) -> None:

@@ -1,4 +1,4 @@
-"""doctor's checks of the NPUs themselves: device nodes, npu-smi, health, HBM and the chip."""
+"""doctor's checks of the NPUs themselves: device nodes, npu-smi, health, fault codes, HBM and the chip."""
 
 from __future__ import annotations
 
@@ -81,9 +81,114 @@ def check_health(ctx: Context) -> Outcome:
         listed = "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health or 'N/A'}" for c in bad[:4])
         return error(
             f"{len(bad)} chip(s) not healthy: {listed}",
-            f"npu-smi info -t health -i {bad[0].npu} -c {bad[0].chip} shows the error codes; reset or replace the card",
+            f"devices.faults names each chip's fault codes and the action (`npu-smi info -t health -i {bad[0].npu} "
+            f"-c {bad[0].chip}` shows them); reset or replace the card as it says",
         )
     return ok(f"all {len(table.chips)} chip(s) report Health OK")
+
+
+# What doctor says about a chip's active fault code, by MindCluster's action class: the chip must be
+# isolated or reset (error), the engine on it restarted or the chip watched (warning), nothing (ok).
+# The words per class live in engine/triage/faultcodes.yaml (`severity`, `do`).
+HEALTH_TIMEOUT = 8.0
+
+
+@check("devices.faults", "devices", "No NPU chip reports a fault code that needs action (npu-smi info -t health)")
+def check_faults(ctx: Context) -> Outcome:
+    table, s = _table(ctx)
+    if s is not None:
+        return s
+    from engine.triage.faultcodes import DeviceFault, device_fault
+
+    per_card: dict[int, int] = {}
+    for c in table.chips:
+        per_card[c.npu] = per_card.get(c.npu, 0) + 1
+    seen: list[tuple[str, int, int, DeviceFault]] = []  # (where, npu, chip, fault)
+    unread: list[str] = []
+    for c in table.chips:
+        if c.health == "OK":
+            continue  # a healthy chip has no active code; asking each one would cost a call per chip
+        where = f"NPU {c.npu}" if per_card[c.npu] == 1 else f"NPU {c.npu} chip {c.chip}"
+        codes = _health_codes(ctx, c.npu, c.chip)
+        if codes is None:
+            unread.append(f"{where} ({c.health or 'N/A'})")
+            continue
+        seen.extend((where, c.npu, c.chip, device_fault(code)) for code in codes)
+    if not seen and not unread:
+        return ok(f"no fault code: all {len(table.chips)} chip(s) report Health OK")
+    return fault_outcome(seen, unread)
+
+
+def fault_outcome(seen: list, unread: list[str]) -> Outcome:
+    """The verdict on the active codes `seen` [(where, npu, chip, DeviceFault)] and the unhealthy
+    chips whose codes could not be read: error when a chip must be isolated or reset, warning
+    when the engine on it must restart, it is sub-healthy or its code is unknown, ok otherwise."""
+    rank = {"error": 0, "warning": 1, "ok": 2}
+    seen = sorted(seen, key=lambda r: (rank[r[3].severity], r[1], r[2]))
+    listed = "; ".join(_fault_text(where, f) for where, _, _, f in seen[:6])
+    if len(seen) > 6:
+        listed += f"; {len(seen) - 6} more"
+    if unread:
+        listed = "; ".join(filter(None, [listed, "codes not readable for " + ", ".join(unread)]))
+    worst = seen[0][3].severity if seen else "warning"
+    if worst == "ok" and unread:
+        worst = "warning"
+    if worst == "ok":
+        return ok(listed)
+    fix = _fault_fix(seen) if seen and seen[0][3].severity != "ok" else ""
+    if unread and not fix:
+        fix = "run `npu-smi info -t health -i N -c C` for those chips and look their codes up with `ascendctl triage`"
+    return (error if worst == "error" else warn)(listed, fix)
+
+
+def _health_codes(ctx: Context, npu: int, chip: int) -> tuple[str, ...] | None:
+    """The chip's active codes from `npu-smi info -t health -i N -c C`; None when it cannot be read."""
+    from engine.devices.npu_smi import parse_health
+    from engine.errors import Unreachable
+    from engine.system.runner import ToolMissing, ToolTimeout
+
+    program = ctx.npu_smi_path or "npu-smi"
+    # The card's answer first (`-i N -t health`, FaultDiag's order, which a bundle records), then the
+    # chip's (`-t health -i N -c C`, as the device panel asks). A live npu-smi answers both.
+    for argv, card_level in (
+        ([program, "info", "-i", str(npu), "-t", "health"], True),
+        ([program, "info", "-t", "health", "-i", str(npu), "-c", str(chip)], False),
+    ):
+        try:
+            answer = parse_health(ctx.host.runner.run(argv, timeout=HEALTH_TIMEOUT).stdout)
+        except ToolMissing:
+            continue  # not recorded in this form (a recorded machine): try the other
+        except (ToolTimeout, Unreachable):
+            return None
+        if not answer:
+            continue
+        if card_level and chip in answer:
+            return answer[chip].error_codes
+        if card_level and len(answer) > 1:
+            continue  # a card of several chips whose blocks carry no Chip ID: ask the chip
+        # a one-chip card, or the chip-level answer: one block and no `Chip ID` line
+        return next(iter(answer.values())).error_codes
+    return None
+
+
+def _fault_text(where: str, fault) -> str:
+    """ "NPU 3: 0x80E18402 HBM multi-bit ECC -> isolate this NPU (SeparateNPU)" """
+    return f"{where}: {fault.headline()}"
+
+
+def _fault_fix(seen) -> str:
+    """One concrete step per NPU for its most serious code (the list is sorted worst first)."""
+    steps: dict[int, str] = {}
+    for _, npu, chip, fault in seen:
+        if npu in steps or fault.severity == "ok":
+            continue
+        steps[npu] = {
+            "isolate": f"take NPU {npu} out of service (ASCEND_RT_VISIBLE_DEVICES without it) and have it repaired",
+            "reset-npu": f"stop the engine on NPU {npu}, reset it with `npu-smi set -t reset -i {npu} -c {chip}`, start it again",
+            "restart-engine": f"restart the engine on NPU {npu}",
+            "watch": f"watch NPU {npu} and move the engine off it at the next window",
+        }.get(fault.verb, f"look NPU {npu}'s code {fault.code} up in the board's fault-code reference")
+    return "; ".join(steps.values())
 
 
 @check(

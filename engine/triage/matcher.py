@@ -19,6 +19,7 @@ import re
 from typing import Any, Sequence
 
 from engine.triage.codes import CODE_LITERALS, CODE_LOOSE, CODE_REGEXES, CodeInfo
+from engine.triage.devicefaults import DEVICE_LITERALS
 from engine.triage.rules import Rule
 
 ENGINES = ("hyperscan", "re2", "re")
@@ -180,7 +181,10 @@ class RuleIndex:
         self._order = {r.id: n for n, r in enumerate(self.rules)}
         # A code that a rule declares (`codes:`) is that rule's failure: see `named`.
         self._fold: dict[str, Rule] = {c: r for r in self.rules for c in r.codes}
-        literals = sorted(set(by_kw) | set(LEVEL_MARKERS) | set(CODE_LITERALS), key=lambda s: (-len(s), s))
+        # DEVICE_LITERALS: the lines that carry a device fault code, or the NPU an npu-smi answer is about
+        literals = sorted(
+            set(by_kw) | set(LEVEL_MARKERS) | set(CODE_LITERALS) | set(DEVICE_LITERALS), key=lambda s: (-len(s), s)
+        )
         self._literals = literals
         self.parts = [re.escape(s) for s in literals] + list(CODE_REGEXES)
         # Per pre-filter piece: the (keyword, rules) it stands for, and whether it can start an

@@ -6,12 +6,14 @@ hang to the verdict and from the verdict to ready again, and what the probes cos
 One `ascendctl serve -p cpu-tiny --restart on-failure` run (run it under the engine lock):
 
 1. idle for --idle seconds (default 3600): hang verdicts (goal 0), probes sent, and the CPU time
-   of the engine's process tree per minute;
+   of the engine's process tree per minute, against its own floor in the same minutes (the median
+   second: what the probes and the watch's /metrics reads add on top, per probe);
 2. the long-doc scenario of `ascendctl bench` for --long-doc seconds (default 0: skipped): its
    longest prefills (clamped to the profile's max_model_len); hang verdicts (goal 0);
 3. saturated for --load seconds (default 600): 16 streams against max_num_seqs 8, so the queue
    stays long while tokens flow; hang verdicts (goal 0), probes sent (goal 0), and when each was;
-4. the EngineCore is SIGSTOPped: seconds to the verdict, against the bound the thresholds give
+4. the EngineCore is SIGSTOPped once 4 streams' requests show in /metrics (running or waiting,
+   15 s at most): seconds to the verdict, against the bound the thresholds give
    (hang_probe_interval_s + hang_probe_failures x (interval + timeout) + a tick); seconds from the
    verdict to ready again, against the first start's time to ready in the same run (goal: the
    ratio <= 1.5: a restart costs a start, the grace period and the backoff).
@@ -30,6 +32,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -137,6 +140,20 @@ class ProbeTimes(threading.Thread):
             last = now
 
 
+def in_flight(url: str, timeout: float) -> bool:
+    """Wait until the engine's /metrics shows requests running or waiting (False at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            metrics = parse_metrics(httpx.get(url + "/metrics", timeout=10, trust_env=False).text)
+            if (metrics.running or 0) + (metrics.waiting or 0) > 0:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
 def tree_cpu(pid: int) -> float:
     total = 0.0
     try:
@@ -147,6 +164,20 @@ def tree_cpu(pid: int) -> float:
     except psutil.Error:
         pass
     return total
+
+
+def idle_seconds(pid: int, seconds: float) -> list[float]:
+    """The engine tree's CPU time in each second of an idle phase (psutil: nothing is asked of the
+    engine, so the sampling adds no load to what it measures)."""
+    per_second = []
+    end = time.monotonic() + seconds
+    last = tree_cpu(pid)
+    while time.monotonic() < end:
+        time.sleep(1.0)
+        now = tree_cpu(pid)
+        per_second.append(max(0.0, now - last))
+        last = now
+    return per_second
 
 
 def load(url: str, seconds: float, streams: int = 16) -> int:
@@ -197,7 +228,7 @@ def main() -> int:
             f"ascendctl probe (a fresh process, idle engine): exit {done.returncode} in {time.monotonic() - started:.2f} s: {done.stdout.strip()}"
         )
         before_req, before_cpu = probes_done(url), tree_cpu(pid)
-        time.sleep(args.idle)
+        seconds = idle_seconds(pid, args.idle)
         probes = probes_done(url) - before_req
         cpu = tree_cpu(pid) - before_cpu
         hangs_idle = len(serve.of("hung"))
@@ -205,6 +236,19 @@ def main() -> int:
             f"idle {args.idle:.0f} s: {hangs_idle} hang verdicts (goal 0); {probes:.0f} probes "
             f"({60 * probes / args.idle:.2f}/min); engine tree CPU {60 * cpu / args.idle:.2f} s/min"
         )
+        if seconds:
+            # The baseline, from the same minutes: the engine's CPU in its quiet seconds (the
+            # median second), against what the seconds with a probe or the watch's /metrics
+            # read add on top of it.
+            floor = statistics.median(seconds)
+            extra = sum(max(0.0, s - floor) for s in seconds)
+            added = extra / len(seconds)
+            per_probe = f", {extra / probes:.2f} s per probe" if probes else ""
+            ratio = f" (ratio to the floor {(floor + added) / floor:.2f})" if floor > 0 else ""
+            print(
+                f"  the idle engine's own floor (its median second): {60 * floor:.2f} s/min; the probes and the "
+                f"watch's /metrics reads add {60 * added:.2f} s/min{per_probe}{ratio}"
+            )
 
         before_req = probes_done(url)
         times = ProbeTimes(url)
@@ -223,7 +267,7 @@ def main() -> int:
         core = next(p for p in psutil.Process(pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline()))
         stopped = core.pid
         threading.Thread(target=load, args=(url, 30, 4), daemon=True).start()  # requests in flight
-        time.sleep(1)
+        in_flight(url, 15)  # the engine has taken them: the gauges show them when it stops
         os.kill(stopped, signal.SIGSTOP)
         hung_at = time.monotonic()
         # The probe's timeout in force (engine.health.hang.probe_timeout): the floor, or 4x the

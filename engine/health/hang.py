@@ -6,7 +6,7 @@ profile's `diagnostics` section may override):
 - probe: a 1-token completion with the served model, sent every `hang_probe_interval_s` while no
   generated token was counted since the last probe (never while tokens flow). Its timeout is the
   engine's own measured prefill times four (the slowest of the last probes answered; with requests in flight,
-  also the largest time to first token it has reported) and never shorter than
+  also the largest time to first token it has reported in the last ten minutes) and never shorter than
   `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
 - progress: requests running or waiting while the generation-token counter has not moved for
   `hang_progress_s` seconds.
@@ -45,6 +45,9 @@ _ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
 PROBE_PROMPT = "ping"
 # The probe's timeout: this many times the engine's measured prefill (probe_timeout).
 PREFILL_FACTOR = 4.0
+# The times to first token that count for it: those the engine reported in this window (a
+# saturated hour's queue waits of long ago say nothing of the engine now).
+TTFT_WINDOW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def probe_timeout(limits: HangLimits, ttft_max_s: float | None, probe_max_s: flo
     """PREFILL_FACTOR times the engine's measured prefill, never below the floor. The prefill is
     the slowest answer of the last probes (a short prompt's prefill on this engine) and, when given (the
     caller passes it while requests are in flight, which the probe may queue behind), the
-    longest time to first token the engine has reported. Not that time when the engine has
+    longest time to first token the engine has reported lately (HangMonitor.recent_ttft). Not that time when the engine has
     nothing in flight: it includes the waits in the queue of a past busy hour, and would stretch
     the time to find a hang for nothing."""
     seen = [s for s in (ttft_max_s, probe_max_s) if s is not None and math.isfinite(s)]
@@ -202,7 +205,12 @@ def probe_timeout(limits: HangLimits, ttft_max_s: float | None, probe_max_s: flo
 
 def ttft_max(metrics: Any) -> float | None:
     """The upper bound of the highest non-empty finite bucket of the TTFT histogram."""
-    hist = metrics.histogram("ttft") if metrics is not None else None
+    return top_bucket(metrics.histogram("ttft") if metrics is not None else None)
+
+
+def top_bucket(hist: Any) -> float | None:
+    """The upper bound of the highest non-empty finite bucket of a histogram (cumulative buckets,
+    as exposed, or the difference of two readings)."""
     if hist is None or not hist.count:
         return None
     previous = 0.0
@@ -405,6 +413,8 @@ class HangMonitor:
         self.last_result: ProbeResult | None = None
         self.answers: deque[float] = deque(maxlen=10)  # seconds each of the last answered probes took
         self.last_metrics: Any = None
+        # (time, TTFT histogram) of the looks of the last TTFT_WINDOW_S, the oldest one past it kept.
+        self._ttft_marks: deque[tuple[float, Any]] = deque()
         self.last_metrics_text: str | None = None
         # A headless rank watching its group's API (node 0's): that API gone for
         # probe_interval_s x probe_failures once it was up takes this rank down with it.
@@ -476,12 +486,34 @@ class HangMonitor:
             return False  # requests just came in: their first tokens may be a prefill away
         return True
 
+    def _mark_ttft(self, now: float, metrics: Any) -> None:
+        hist = metrics.histogram("ttft")
+        if hist is None:
+            return
+        marks = self._ttft_marks
+        if marks and hist.count < marks[-1][1].count:
+            marks.clear()  # a counter that went down: another engine behind the URL
+        marks.append((now, hist))
+        while len(marks) > 1 and now - marks[1][0] >= TTFT_WINDOW_S:
+            marks.popleft()
+
+    def recent_ttft(self) -> float | None:
+        """The longest time to first token the engine reported in the last TTFT_WINDOW_S (the
+        difference of the histogram between both ends); at a single look, all it has reported.
+        A stalled engine reports none, so its probe falls back to the floor."""
+        from engine.metrics.rates import histogram_delta
+
+        marks = self._ttft_marks
+        if len(marks) < 2:
+            return ttft_max(self.last_metrics)
+        return top_bucket(histogram_delta(marks[-1][1], marks[0][1]))
+
     def timeout_now(self) -> float:
-        """The probe's timeout at this look (probe_timeout): the longest time to first token
-        counts only while requests are in flight."""
+        """The probe's timeout at this look (probe_timeout): the longest time to first token of
+        the last TTFT_WINDOW_S counts only while requests are in flight."""
         busy = self.progress.requests > 0
         slowest = max(self.answers) if self.answers else None
-        return probe_timeout(self.limits, ttft_max(self.last_metrics) if busy else None, slowest)
+        return probe_timeout(self.limits, self.recent_ttft() if busy else None, slowest)
 
     def probe(self, now: float) -> ProbeResult:
         timeout = self.fixed_timeout or self.timeout_now()
@@ -520,6 +552,7 @@ class HangMonitor:
         try:
             metrics = self._scrape()
             self.last_metrics = metrics
+            self._mark_ttft(now, metrics)
         except (httpx.HTTPError, Unreachable, BadInput) as exc:
             notes.append(
                 Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)

@@ -375,17 +375,58 @@ class AfterABusyHour(Engine):
 def test_the_queue_waits_of_a_busy_hour_do_not_stretch_the_probe_of_an_idle_engine():
     """Stopped after a saturated hour with nothing in flight: the probe times out at the floor,
     not at four times the 20 s the queue once made a request wait (80 s, and a verdict in six
-    minutes instead of two and a half). With requests in flight, that wait still counts."""
+    minutes instead of two and a half)."""
     engine, clock = AfterABusyHour("timeout"), Clock()
     monitor = _monitor(engine, clock)
     verdicts = _run(monitor, clock, 160)
     hung = next(v for v in verdicts if v.hung)
     assert "probe timed out 3x" in hung.summary
     assert monitor.failures[0][1] == "timed out after 10 s"
+
+
+def test_the_queue_waits_of_a_busy_hour_do_not_stretch_the_probe_of_requests_stuck_now():
+    """Requests in flight on an engine that reports no first token any more (stuck): the busy
+    hour's 20 s waits are past, the probe times out at the floor and the verdict comes at the
+    defaults' pace (it took 80 s a probe when every wait the engine had ever reported counted)."""
+    engine, clock = AfterABusyHour("timeout"), Clock()
     engine.running = 2
-    busy = _monitor(engine, clock)
-    _run(busy, clock, 40)
-    assert busy.failures and busy.failures[0][1] == "timed out after 80 s"
+    monitor = _monitor(engine, clock)
+    verdicts = _run(monitor, clock, 160)
+    hung = next(v for v in verdicts if v.hung)
+    assert monitor.failures[0][1] == "timed out after 10 s"
+    assert "probe timed out 3x" in hung.summary and "2 requests running, no token for" in hung.summary
+
+
+class QueueWaitsNow(AfterABusyHour):
+    """Requests reaching their first token after 10 to 20 s in the queue, now: the TTFT
+    histogram's 20 s bucket grows at every look."""
+
+    def metrics(self):
+        self.slow = getattr(self, "slow", 13979) + 1
+        ttft = (
+            'vllm:time_to_first_token_seconds_bucket{le="1.0"} 9000\n'
+            'vllm:time_to_first_token_seconds_bucket{le="10.0"} 13900\n'
+            f'vllm:time_to_first_token_seconds_bucket{{le="20.0"}} {self.slow}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {self.slow}\n'
+            f"vllm:time_to_first_token_seconds_count {self.slow}\nvllm:time_to_first_token_seconds_sum 40000\n"
+        )
+        return parse_metrics(
+            f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting {self.waiting}\n"
+            f"vllm:generation_tokens_total {self.tokens}\n" + ttft
+        )
+
+
+def test_queue_waits_of_the_last_minutes_stretch_the_probe_while_requests_are_in_flight():
+    engine, clock = QueueWaitsNow("timeout"), Clock()
+    engine.running = 2
+    monitor = _monitor(engine, clock)
+    _run(monitor, clock, 40)
+    assert monitor.failures and monitor.failures[0][1] == "timed out after 80 s"
+    # One look (ascendctl probe) has no earlier reading: all the engine has reported counts.
+    once = _monitor(AfterABusyHour("ok"), clock)
+    once.tick()
+    once.progress.requests = 2
+    assert once.timeout_now() == 80.0
 
 
 def test_the_probe_timeout_follows_the_probes_own_answers():

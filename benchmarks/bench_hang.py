@@ -271,8 +271,9 @@ def main() -> int:
         os.kill(stopped, signal.SIGSTOP)
         hung_at = time.monotonic()
         # The probe's timeout in force (engine.health.hang.probe_timeout): the floor, or 4x the
-        # slowest answered probe; 4x the longest time to first token so far when the (frozen)
-        # gauges show requests in flight. The probes answered in well under a second here.
+        # slowest answered probe; 4x the longest time to first token of the last ten minutes when
+        # the (frozen) gauges show requests in flight. The bound takes the longest the engine ever
+        # reported, which is never shorter. The probes answered in well under a second here.
         time.sleep(TICK_S)
         metrics = parse_metrics(httpx.get(url + "/metrics", timeout=30, trust_env=False).text)
         busy = (metrics.running or 0) + (metrics.waiting or 0) > 0

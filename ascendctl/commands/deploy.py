@@ -86,6 +86,9 @@ def _k8s(
             output,
         )
         return
+    from engine.deploy.single import expected_load_s, startup_budget_s
+
+    load_s, how = expected_load_s(prof, model)
     documents = lws_manifest(
         prof,
         K8sOptions(
@@ -98,8 +101,10 @@ def _k8s(
             shm_size=shm_size,
             engine_version=vllm_version,
         ),
+        load_s,
     )
     _write(documents, f"# LeaderWorkerSet for profile {prof.name}, written by ascendctl deploy k8s\n", output)
+    out.info(f"the leader's startup probe allows {startup_budget_s(load_s)} s ({how})")
     secrets = sorted(
         {
             ref["valueFrom"]["secretKeyRef"]["key"]

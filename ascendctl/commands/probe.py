@@ -23,9 +23,9 @@ def register(app: typer.Typer) -> None:
             "in, tokens out) and, for a RUN of `ascendctl serve` on this host, its process tree (EngineCore "
             "gone while the API server lives). One failed probe says hung: a Kubernetes livenessProbe "
             "(failureThreshold) or a container HEALTHCHECK (--retries) counts failures in a row. The probe's "
-            "timeout is four times the engine's longest time to first token, never less than "
-            "hang_probe_timeout_s of thresholds.yaml (10 s), so give the livenessProbe a timeoutSeconds "
-            "above it. The API key is read from VLLM_API_KEY.\n\n" + EXIT_CODES
+            "timeout is hang_probe_timeout_s of thresholds.yaml (10 s), or, while requests are in flight, four "
+            "times the engine's longest time to first token if that is longer, so give the livenessProbe a "
+            "timeoutSeconds above it. The API key is read from VLLM_API_KEY.\n\n" + EXIT_CODES
         ),
     )(probe)
 
@@ -36,8 +36,8 @@ def probe(
         None,
         "--timeout",
         min=0.1,
-        help="Seconds the probe may take (default: four times the engine's longest time to first token, at least "
-        "hang_probe_timeout_s).",
+        help="Seconds the probe may take (default: hang_probe_timeout_s, or four times the engine's longest time "
+        "to first token while requests are in flight, if longer).",
     ),
     profile: Optional[str] = typer.Option(
         None, "--profile", "-p", help="Take the hang_* thresholds from this profile's diagnostics section."

@@ -25,7 +25,7 @@ from engine.telemetry.faults import engine_fault_lines
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
 from engine.telemetry.runprofile import RunProfile, run_directory, run_profile
-from engine.telemetry.snapshot import EngineView, Snapshot
+from engine.telemetry.snapshot import EngineView, ServeView, Snapshot
 
 NO_RUN = N_("no profile (engine not started by ascendctl serve)")
 
@@ -136,21 +136,15 @@ class EngineScreen(Screen[None]):
         else:
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
-                why = _(" (last: {reason})").format(reason=clean(run.restart_reason)) if run.restart_reason else ""
+                # As the engine's row says it, from the snapshot's view (a replay has no run.json).
+                serve = self.engine.serve or ServeView.of(run)
                 out.append(
-                    "  "
-                    + _("restarts {count}{why}  run {run}").format(count=run.restarts, why=why, run=clean(run.run_id)),
-                    style=severity_style("warning") if run.hangs else "dim",
+                    "  " + render.restarts_text(serve) + "  " + _("run {run}").format(run=clean(run.run_id)),
+                    style=severity_style("warning") if serve.hangs else "dim",
                 )
-                if run.hangs:
-                    last = run.hangs[-1]
-                    out.append(
-                        "\n"
-                        + _("hung {count}x, last: {summary}; evidence in {path}").format(
-                            count=len(run.hangs), summary=clean(last.summary), path=clean(last.evidence_dir)
-                        ),
-                        style=severity_style("warning"),
-                    )
+                hung = render.hangs_text(serve)
+                if hung:
+                    out.append(f"\n{hung}", style=severity_style("warning"))
             out.append(f"\nmodel {clean(p.model)}")
             if p.served_name:
                 out.append(f" as {clean(p.served_name)}")

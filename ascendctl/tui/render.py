@@ -219,6 +219,37 @@ def container_line(e: EngineView) -> list[Text]:
     ]
 
 
+def restarts_text(serve) -> str:
+    """`restarts 2 (last: hang)` of an engine.telemetry.ServeView."""
+    why = _(" (last: {reason})").format(reason=clean(serve.restart_reason)) if serve.restart_reason else ""
+    return _("restarts {count}{why}").format(count=serve.restarts, why=why)
+
+
+def hangs_text(serve) -> str | None:
+    """`hung 2x, last: <the verdict>; evidence in <dir>`; None for a run with no hang."""
+    if not serve.hangs:
+        return None
+    summary = clean(serve.last_hang or NA)
+    if serve.last_hang_evidence:
+        return _("hung {count}x, last: {summary}; evidence in {path}").format(
+            count=serve.hangs, summary=summary, path=clean(serve.last_hang_evidence)
+        )
+    return _("hung {count}x, last: {summary}").format(count=serve.hangs, summary=summary)
+
+
+def serve_lines(serve) -> list[Text]:
+    """What `ascendctl serve` did to the engine (engine.telemetry.ServeView): its restarts and why
+    the last, and its hangs with the last verdict and where the evidence is. Nothing for an
+    engine known only by its URL, or a run with neither."""
+    if serve is None or not (serve.restarts or serve.hangs):
+        return []
+    lines = [Text(f"  {restarts_text(serve)}", style=severity_style("warning") if serve.hangs else "dim")]
+    hung = hangs_text(serve)
+    if hung:
+        lines.append(Text(f"  {hung}", style=severity_style("warning")))
+    return lines
+
+
 def _window(span_s: float | None, window_s: float) -> str:
     """The time the latency figures cover: the window, or less while the scrapes do not span it
     yet (`top --once`: two scrapes a second apart), so `0 req` is never claimed for a minute."""
@@ -232,7 +263,7 @@ def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) 
     head = engine_head(e)
     if selected:
         head = Text.assemble(("▶ ", "bold"), head)
-    return Text("\n").join([head, *engine_figures(e, thresholds)])
+    return Text("\n").join([head, *engine_figures(e, thresholds), *serve_lines(getattr(e, "serve", None))])
 
 
 def engines_group(snap: Snapshot, selected: int | None = None) -> Text:

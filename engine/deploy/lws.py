@@ -13,6 +13,7 @@ from LWS_LEADER_ADDRESS, which LWS sets in every pod of a group with LWS_WORKER_
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, replace
@@ -135,9 +136,10 @@ def dns_name(text: str) -> str:
     return name[:50].strip("-")
 
 
-def lws_manifest(profile: Profile, options: K8sOptions) -> list[dict[str, Any]]:
+def lws_manifest(profile: Profile, options: K8sOptions, load_s: float | None = None) -> list[dict[str, Any]]:
     """The LeaderWorkerSet and the Service in front of its leaders. BadInput for a profile
-    without `nodes` or an unusable name."""
+    without `nodes` or an unusable name. `load_s`: the plan's weight-load time, which sizes the
+    leader's startup probe (engine.deploy.single.startup_budget_s)."""
     if profile.nodes is None:
         raise BadInput(
             f"profile {profile.name} has no `nodes` section: a LeaderWorkerSet is one group of several hosts",
@@ -151,7 +153,7 @@ def lws_manifest(profile: Profile, options: K8sOptions) -> list[dict[str, Any]]:
             "use lower-case letters, digits and '-', at most 50 characters (--name)",
         )
     resource = npu_resource(profile, options)
-    leader = _pod_spec(profile, options, resource, name, rank=0)
+    leader = _pod_spec(profile, options, resource, name, rank=0, load_s=load_s)
     worker = _pod_spec(profile, options, resource, name, rank=1)
     metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "ascendctl"}}
     if options.namespace:
@@ -281,7 +283,9 @@ def container_env(values: dict[str, str], secret: str, api_key: bool) -> list[di
     return env
 
 
-def _pod_spec(profile: Profile, options: K8sOptions, resource: str, name: str, rank: int) -> dict[str, Any]:
+def _pod_spec(
+    profile: Profile, options: K8sOptions, resource: str, name: str, rank: int, load_s: float | None = None
+) -> dict[str, Any]:
     nodes = profile.nodes
     assert nodes is not None
     data = facts()
@@ -311,6 +315,23 @@ def _pod_spec(profile: Profile, options: K8sOptions, resource: str, name: str, r
             "initialDelaySeconds": probe["initial_delay_s"],
             "periodSeconds": probe["period_s"],
             "failureThreshold": probe["failure_threshold"],
+        }
+        # A hung group keeps /health at 200: liveness asks for one token, as on one host, and a
+        # restart of the leader recreates the whole group (RecreateGroupOnPodRestart). The
+        # startup probe holds it off while the weights load.
+        from engine.deploy.single import liveness_script, startup_budget_s
+
+        startup, live = data["startup"], data["liveness"]
+        container["startupProbe"] = {
+            "httpGet": {"path": probe["path"], "port": profile.server.port},
+            "periodSeconds": startup["period_s"],
+            "failureThreshold": math.ceil(startup_budget_s(load_s) / startup["period_s"]),
+        }
+        container["livenessProbe"] = {
+            "exec": {"command": ["python3", "-c", liveness_script(profile)]},
+            "periodSeconds": live["period_s"],
+            "timeoutSeconds": live["timeout_s"] + 5,
+            "failureThreshold": live["failure_threshold"],
         }
     return {
         "hostNetwork": True,

@@ -97,6 +97,7 @@ def probe(
             return report(NOT_OPENAI, exc.cause)
         monitor = HangMonitor(t.url, limits, pid=t.pid, model=model, api_key=api_key, client=http)
         monitor.process.expect_core = True
+        monitor.probe_first = True  # one look: the probe now, not a baseline for later
         monitor.fixed_timeout = timeout
         verdict = monitor.tick()  # metrics, process tree, the probe
         if monitor.failures:  # metrics again: did a token come out while the probe waited?

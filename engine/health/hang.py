@@ -5,8 +5,9 @@ profile's `diagnostics` section may override):
 
 - probe: a 1-token completion with the served model, sent every `hang_probe_interval_s` while no
   generated token was counted since the last probe (never while tokens flow). Its timeout is the
-  engine's own measured prefill (the largest time to first token it has reported, times four) and
-  never shorter than `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
+  engine's own measured prefill times four (the slowest of the last probes answered; with requests in flight,
+  also the largest time to first token it has reported in the last ten minutes) and never shorter than
+  `hang_probe_timeout_s`. `hang_probe_failures` failures in a row are a hang.
 - progress: requests running or waiting while the generation-token counter has not moved for
   `hang_progress_s` seconds.
 - process: the EngineCore / worker processes of the tree gone while the API server lives (a hang
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -41,8 +43,11 @@ from engine.httpread import client as httpread_client
 # The processes of a vLLM engine's tree, by the title vLLM gives them (setproctitle).
 _ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
 PROBE_PROMPT = "ping"
-# The probe's timeout: this many times the longest time to first token the engine reported.
+# The probe's timeout: this many times the engine's measured prefill (probe_timeout).
 PREFILL_FACTOR = 4.0
+# The times to first token that count for it: those the engine reported in this window (a
+# saturated hour's queue waits of long ago say nothing of the engine now).
+TTFT_WINDOW_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -187,17 +192,25 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
     return failed(f"timed out after {timeout:g} s")
 
 
-def probe_timeout(limits: HangLimits, ttft_max_s: float | None) -> float:
-    """The engine's measured prefill (its longest time to first token) times PREFILL_FACTOR,
-    never below the floor."""
-    if ttft_max_s is None or not math.isfinite(ttft_max_s):
-        return limits.probe_timeout_s
-    return max(limits.probe_timeout_s, PREFILL_FACTOR * ttft_max_s)
+def probe_timeout(limits: HangLimits, ttft_max_s: float | None, probe_max_s: float | None = None) -> float:
+    """PREFILL_FACTOR times the engine's measured prefill, never below the floor. The prefill is
+    the slowest answer of the last probes (a short prompt's prefill on this engine) and, when given (the
+    caller passes it while requests are in flight, which the probe may queue behind), the
+    longest time to first token the engine has reported lately (HangMonitor.recent_ttft). Not that time when the engine has
+    nothing in flight: it includes the waits in the queue of a past busy hour, and would stretch
+    the time to find a hang for nothing."""
+    seen = [s for s in (ttft_max_s, probe_max_s) if s is not None and math.isfinite(s)]
+    return max([limits.probe_timeout_s] + [PREFILL_FACTOR * s for s in seen])
 
 
 def ttft_max(metrics: Any) -> float | None:
     """The upper bound of the highest non-empty finite bucket of the TTFT histogram."""
-    hist = metrics.histogram("ttft") if metrics is not None else None
+    return top_bucket(metrics.histogram("ttft") if metrics is not None else None)
+
+
+def top_bucket(hist: Any) -> float | None:
+    """The upper bound of the highest non-empty finite bucket of a histogram (cumulative buckets,
+    as exposed, or the difference of two readings)."""
     if hist is None or not hist.count:
         return None
     previous = 0.0
@@ -398,12 +411,18 @@ class HangMonitor:
         self.tokens_at_probe: float | None = None
         self.probes = 0
         self.last_result: ProbeResult | None = None
+        self.answers: deque[float] = deque(maxlen=10)  # seconds each of the last answered probes took
         self.last_metrics: Any = None
+        # (time, TTFT histogram) of the looks of the last TTFT_WINDOW_S, the oldest one past it kept.
+        self._ttft_marks: deque[tuple[float, Any]] = deque()
         self.last_metrics_text: str | None = None
         # A headless rank watching its group's API (node 0's): that API gone for
         # probe_interval_s x probe_failures once it was up takes this rank down with it.
         self.group = False
         self.fixed_timeout: float | None = None  # the probe's timeout as given (`probe --timeout`)
+        # Probe at the first look (`ascendctl probe`, one look) instead of reading a baseline.
+        self.probe_first = False
+        self._unread_since: float | None = None  # since when the token counter cannot be read
         self._seen_up = False
         self._down_since: float | None = None
         self.last: Verdict = Verdict(False)
@@ -425,19 +444,79 @@ class HangMonitor:
         return parse_metrics(page.text)
 
     def _probe_due(self, now: float, tokens: float | None) -> bool:
-        if self.last_probe_at is not None and now - self.last_probe_at < self.limits.probe_interval_s:
+        """Is a probe due at this look? Only when the generation counter says no token flowed
+        since the last probe, and says it for sure:
+
+        - the first look of a watch only reads the counter (a watch starts on an engine that may
+          already be serving: a restart under load); `probe_first` (`ascendctl probe`) probes at once;
+        - a look that could not read the counter (/metrics slow or failing under load) is no
+          sign of silence: the probe waits until the counter has been unreadable for a whole
+          interval (an API server that answers nothing at all is probed then), and the count
+          taken at the last probe is kept, so the next reading still compares against it;
+        - a counter that went down (another engine behind the URL) is a new baseline;
+        - requests arriving while their first tokens are still prefilling: the probe waits for a
+          second look with the counter still (the progress part's stall, one tick old).
+        """
+        if tokens is None:
+            if self._unread_since is None:
+                self._unread_since = now
+        else:
+            self._unread_since = None
+        if self.last_probe_at is None:
+            if self.probe_first:
+                return True
+            self.last_probe_at, self.tokens_at_probe = now, tokens  # a baseline, no probe
+            return False
+        if now - self.last_probe_at < self.limits.probe_interval_s:
+            return False
+        if tokens is None:
+            since = now if self._unread_since is None else self._unread_since
+            return now - since >= self.limits.probe_interval_s
+        if self.tokens_at_probe is None or tokens < self.tokens_at_probe:
+            self.last_probe_at, self.tokens_at_probe = now, tokens  # a baseline (or a new engine)
             return False
         # Never while tokens flow: a token counted since the last probe (beyond the probe's own)
         # says the engine answers, and ends a streak of failed probes.
-        if tokens is not None and self.tokens_at_probe is not None and tokens - self.tokens_at_probe > 1:
+        if tokens - self.tokens_at_probe > 1:
             self.last_probe_at = now  # the engine proved itself: the next probe waits its interval
             self.tokens_at_probe = tokens
             self.failures = []
             return False
+        if self.progress.requests > 0 and self.progress.still_since == now and not self.failures:
+            return False  # requests just came in: their first tokens may be a prefill away
         return True
 
+    def _mark_ttft(self, now: float, metrics: Any) -> None:
+        hist = metrics.histogram("ttft")
+        if hist is None:
+            return
+        marks = self._ttft_marks
+        if marks and hist.count < marks[-1][1].count:
+            marks.clear()  # a counter that went down: another engine behind the URL
+        marks.append((now, hist))
+        while len(marks) > 1 and now - marks[1][0] >= TTFT_WINDOW_S:
+            marks.popleft()
+
+    def recent_ttft(self) -> float | None:
+        """The longest time to first token the engine reported in the last TTFT_WINDOW_S (the
+        difference of the histogram between both ends); at a single look, all it has reported.
+        A stalled engine reports none, so its probe falls back to the floor."""
+        from engine.metrics.rates import histogram_delta
+
+        marks = self._ttft_marks
+        if len(marks) < 2:
+            return ttft_max(self.last_metrics)
+        return top_bucket(histogram_delta(marks[-1][1], marks[0][1]))
+
+    def timeout_now(self) -> float:
+        """The probe's timeout at this look (probe_timeout): the longest time to first token of
+        the last TTFT_WINDOW_S counts only while requests are in flight."""
+        busy = self.progress.requests > 0
+        slowest = max(self.answers) if self.answers else None
+        return probe_timeout(self.limits, self.recent_ttft() if busy else None, slowest)
+
     def probe(self, now: float) -> ProbeResult:
-        timeout = self.fixed_timeout or probe_timeout(self.limits, ttft_max(self.last_metrics))
+        timeout = self.fixed_timeout or self.timeout_now()
         if self.model is None:
             self.model = served_model(self.client, self.url, min(timeout, 5.0), self.api_key)
         result = probe_once(self.client, self.url, self.model, timeout, self.api_key)
@@ -446,6 +525,7 @@ class HangMonitor:
         self.last_probe_at = self.clock()
         if result.ok:
             self.failures = []
+            self.answers.append(result.seconds)
         elif result.reached:
             self.failures.append((now, result.error or "failed"))
         return result
@@ -472,6 +552,7 @@ class HangMonitor:
         try:
             metrics = self._scrape()
             self.last_metrics = metrics
+            self._mark_ttft(now, metrics)
         except (httpx.HTTPError, Unreachable, BadInput) as exc:
             notes.append(
                 Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)
@@ -498,7 +579,8 @@ class HangMonitor:
                 self.probe(now)
             except (Unreachable, BadInput) as exc:
                 notes.append(Evidence("probe", f"probe not sent: {exc.cause}", False))
-            self.tokens_at_probe = tokens
+            if tokens is not None:  # an unread counter keeps the count of the last reading
+                self.tokens_at_probe = tokens
         probe = self._probe_evidence()
         parts = [e for e in (probe, progress, process, device) if e is not None] + notes
         hung = self.judge(probe, progress, process, device) or (group is not None and group.hung)

@@ -32,7 +32,7 @@ from engine.severity import rank as severity_rank
 from engine.system.proctree import tree_rss_mib
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
-from engine.telemetry.snapshot import ContainerView, Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.snapshot import ContainerView, Diagnostic, EngineView, ServeView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels, hbm_budget
 
 HISTORY_LEN = 60
@@ -191,6 +191,11 @@ class _EngineState:
         self.history: dict[str, deque] = {k: deque(maxlen=HISTORY_LEN) for k in HISTORY_KEYS}
         self.log = LogTail(target.log_path) if target.log_path else None
         self.pid = target.pid  # `serve --restart` starts a new engine: see Collector._engine_rss
+        # The run directory of an engine `ascendctl serve` started (its log's folder): its run.json
+        # says the restarts and hangs; read again only when it changed.
+        self.run_dir = Path(target.log_path).parent if target.log_path else None
+        self.run_seen: tuple[int, int] | None = None
+        self.serve: ServeView | None = None
 
 
 class Collector:
@@ -390,6 +395,7 @@ class Collector:
             pending_threshold=state.target.pending_threshold,
             hbm_budget=state.target.hbm_budget,
             rss_mb=self._engine_rss(state) if metrics is not None else None,
+            serve=_serve_view(state),
         )
         if pool is not None:
             view = replace(view, kv=pool)
@@ -407,6 +413,32 @@ class Collector:
                 state.pid = run.pid
                 rss = self._rss(state.pid)
         return rss
+
+
+def _serve_view(state: _EngineState) -> ServeView | None:
+    """The restarts and hangs the engine's run.json records; the last view while it is unchanged
+    (or, for a moment, unreadable: serve rewrites it by renaming a new file over it)."""
+    from engine.runs import RUN_FILE, read_run
+
+    if state.run_dir is None:
+        return None
+    try:
+        st = (state.run_dir / RUN_FILE).stat()
+    except OSError:
+        return state.serve
+    seen = (st.st_mtime_ns, st.st_size)
+    if seen != state.run_seen:
+        run = read_run(state.run_dir)
+        if run is not None:
+            view = ServeView.of(run)
+            # What the monitor saw can quote a URL: masked here, as every text the collector serves.
+            state.serve = replace(
+                view,
+                last_hang=redact_text(view.last_hang) if view.last_hang else None,
+                last_hang_evidence=redact_text(view.last_hang_evidence) if view.last_hang_evidence else None,
+            )
+            state.run_seen = seen
+    return state.serve
 
 
 def _container_usage(runtime: str) -> Mapping[str, Any]:

@@ -55,6 +55,37 @@ class ContainerView:
     image: str | None = None
 
 
+@dataclass(frozen=True)
+class ServeView:
+    """What `ascendctl serve` recorded of the run that serves an engine (its run.json): how many
+    times it restarted the engine and why last, and the hangs its monitor found, the last one's
+    verdict on one line with where its evidence was saved."""
+
+    run_id: str
+    restarts: int = 0
+    restart_reason: str | None = None  # hang | exit | not ready
+    hangs: int = 0
+    last_hang: str | None = None  # the verdict's evidence on one line
+    last_hang_at: float | None = None  # wall-clock time of that verdict
+    last_hang_action: str | None = None  # restart | stop | report
+    last_hang_evidence: str | None = None  # the hang-N folder of the run directory
+
+    @classmethod
+    def of(cls, run: Any) -> "ServeView":
+        """From an engine.runs.RunInfo."""
+        last = run.hangs[-1] if run.hangs else None
+        return cls(
+            run.run_id,
+            run.restarts,
+            run.restart_reason,
+            len(run.hangs),
+            last.summary if last else None,
+            last.at if last else None,
+            last.action if last else None,
+            last.evidence_dir if last else None,
+        )
+
+
 # One engine at one tick: its status, a field per figure the catalog puts on the view
 # (running, waiting, preemptions...), the KV pool, the rates, the sparkline series (history keys
 # of the catalog) so that a replay draws the same lines as the live view, and the levels.
@@ -84,6 +115,9 @@ EngineView = dataclasses.make_dataclass(
         # The NPUs the engine uses (npu-exporter ids): its process tree joined on npu-smi's process
         # table, else its container's devices. None when unknown. Last, as above.
         ("npus", tuple[str, ...] | None, field(default=None)),
+        # Restarts and hangs of the run `ascendctl serve` keeps for this engine (None for an
+        # engine known only by its URL). Last, as above.
+        ("serve", ServeView | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,
@@ -138,6 +172,7 @@ __all__ = [
     "KvPool",
     "Levels",
     "Percentiles",
+    "ServeView",
     "Snapshot",
     "SourceStatus",
 ]

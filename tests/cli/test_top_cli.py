@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 
 import pytest
 from top_fakes import FIXTURES, MetricsServer, seq_bodies
@@ -295,3 +296,51 @@ def test_replay_opens_the_dashboard_at_the_speed_asked(tmp_path, monkeypatch):
     replay = opened["replay"]
     assert opened["charts"] and replay.speed == 60.0 and replay.start == snaps[0].time
     assert opened["seqs"] == list(range(1, 41))
+
+
+def _hung_run(server_url: str, run_id: str = "run-60"):
+    """A serve run whose monitor found its engine hung twice and restarted it each time."""
+    from engine.runs import HangRecord
+
+    run = runs_dir() / run_id
+    run.mkdir(parents=True)
+    hangs = [
+        HangRecord(1.0, "probe timed out 3x in 90 s", str(run / "hang-1"), "restart", stacks=4),
+        HangRecord(
+            2.0,
+            "probe timed out 3x in 95 s; 4 requests running, no token for 97 s; EngineCore pid 4711 stopped (SIGSTOP)",
+            str(run / "hang-2"),
+            "restart",
+            stacks=4,
+        ),
+    ]
+    info = RunInfo(
+        run_id, str(run), os.getpid(), server_url, "cpu-tiny", started_at=time.time(), restarts=2, hangs=hangs
+    )
+    write_run(replace(info, restart_reason="hang"))
+    return run
+
+
+def test_once_shows_the_restarts_and_the_last_hang_of_a_served_run(server, capsys):
+    run = _hung_run(server.url)
+    assert main(["top", "--once", "--interval", "0.1", "--no-devices"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines at the terminal's width
+    assert "restarts 2 (last: hang)" in out
+    assert "hung 2x, last: probe timed out 3x in 95 s; 4 requests running, no token for 97 s" in out
+    assert f"evidence in {run / 'hang-2'}" in out
+
+
+def test_json_carries_the_restarts_and_the_last_hang_verdict(server, capsys):
+    run = _hung_run(server.url)
+    assert main(["top", "--json", "--once", "--interval", "0.1", "--no-devices"]) == 0
+    serve = json.loads(capsys.readouterr().out)["engines"][0]["serve"]
+    assert serve["run_id"] == "run-60" and serve["restarts"] == 2 and serve["restart_reason"] == "hang"
+    assert serve["hangs"] == 2 and serve["last_hang"].startswith("probe timed out 3x in 95 s")
+    assert serve["last_hang_action"] == "restart" and serve["last_hang_evidence"] == str(run / "hang-2")
+    # an engine given by URL alone has no run: null, not zeros that would claim a clean record
+    other = MetricsServer([IDLE, BUSY])
+    try:
+        assert main(["top", other.url, "--json", "--once", "--interval", "0.1", "--no-devices"]) == 0
+    finally:
+        other.close()
+    assert json.loads(capsys.readouterr().out)["engines"][0]["serve"] is None

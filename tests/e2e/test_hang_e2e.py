@@ -1,8 +1,9 @@
 """A hang on the real vLLM CPU engine: SIGSTOP of its EngineCore keeps /health at 200 while every
 completion waits. `serve --restart on-failure` finds it, saves a py-spy stack dump in the run
-directory, stops the group and restarts it, and the load's later requests succeed again.
+directory, stops the group and restarts it, and the load's later requests succeed again; then the
+new EngineCore is SIGKILLed and the group comes back once more.
 
-One engine, two start-ups (about a minute and a half of both cores): the thresholds are shortened
+One engine, three start-ups (about two minutes of both cores): the thresholds are shortened
 with --set so the verdict comes in seconds, not minutes."""
 
 from __future__ import annotations
@@ -105,6 +106,25 @@ def test_sigstop_of_enginecore_is_found_dumped_and_restarted(tiny_model, tmp_pat
         info = json.loads((run_dir / "run.json").read_text())
         assert info["restarts"] == 1 and info["restart_reason"] == "hang" and len(info["hangs"]) == 1
         print(f"hang found in {found_in:.1f} s; ready again {back_at - hung_at - found_in:.1f} s after the verdict")
+
+        # The restarted engine's EngineCore SIGKILLed while the API server lives: found (the hang
+        # watch's "gone", or the API server ending on its own), and the group restarted again.
+        engine_pid = [e for e in events if e.get("event") == "started"][1]["pid"]
+        core = next(
+            p for p in psutil.Process(engine_pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline())
+        )
+        killed_at = time.monotonic()
+        os.kill(core.pid, signal.SIGKILL)
+        wait_event("ready", 3, 420)
+        again_at = time.monotonic()
+        time.sleep(5)
+        later = [ok for t, ok in load.results if t > again_at + 1]
+        assert later and all(later), load.results[-10:]
+        info = json.loads((run_dir / "run.json").read_text())
+        assert info["restarts"] == 2 and info["restart_reason"] in ("hang", "exit"), info
+        print(
+            f"EngineCore SIGKILLed: restarted as {info['restart_reason']!r}, ready again {again_at - killed_at:.1f} s later"
+        )
     finally:
         load.stop.set()
         if proc.poll() is None:

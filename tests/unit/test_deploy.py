@@ -103,6 +103,15 @@ def test_one_group_of_the_layouts_hosts_with_the_npus_mounts_and_shm():
     probe = container(leader)["readinessProbe"]["httpGet"]
     assert probe == {"path": "/health", "port": 8004}
     assert "readinessProbe" not in container(worker)  # headless: no API server
+    # A hung group keeps /health at 200: the leader's liveness asks for one token (a restart of
+    # the leader recreates the group), held off by a startup probe while the weights load.
+    live = container(leader)["livenessProbe"]
+    assert live["exec"]["command"][:2] == ["python3", "-c"]
+    assert "http://127.0.0.1:8004/v1/completions" in live["exec"]["command"][2]
+    assert "'max_tokens': 1" in live["exec"]["command"][2]
+    assert container(leader)["startupProbe"]["httpGet"] == {"path": "/health", "port": 8004}
+    assert "livenessProbe" not in container(worker) and "startupProbe" not in container(worker)
+    assert lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert service["spec"]["selector"] == {
         "leaderworkerset.sigs.k8s.io/name": lws["metadata"]["name"],
         "role": "leader",

@@ -99,7 +99,7 @@ def test_requests_stuck_and_probes_timing_out_make_a_hang_that_names_what_was_se
 
 def test_a_completion_that_always_fails_with_health_ok_is_a_hang():
     engine, clock = Engine("500"), Clock()
-    verdicts = _run(_monitor(engine, clock), clock, 90)
+    verdicts = _run(_monitor(engine, clock), clock, 120)  # the first look reads a baseline
     assert verdicts[-1].hung and "probe failed (HTTP 500) 3x" in verdicts[-1].summary
 
 
@@ -146,7 +146,7 @@ def test_a_saturated_queue_with_tokens_flowing_is_never_probed_nor_a_hang():
     monitor = _monitor(engine, clock)
     verdicts = _run(monitor, clock, 600, each=flow)
     assert not any(v.hung for v in verdicts)
-    assert engine.probes <= 1  # the first look only, before any token was seen
+    assert engine.probes == 0  # not even at the first look: it reads the counter only
 
 
 def test_an_idle_engine_is_probed_on_the_interval_and_never_hung():
@@ -157,7 +157,77 @@ def test_an_idle_engine_is_probed_on_the_interval_and_never_hung():
 
     verdicts = _run(_monitor(engine, clock), clock, 3600, each=probe_token)
     assert not any(v.hung for v in verdicts)
-    assert engine.probes == 3600 // 30
+    assert engine.probes == 3600 // 30 - 1  # the first look reads the counter; a probe 30 s later
+
+
+class Flaky(Engine):
+    """An engine whose /metrics fails at the looks listed (under load a page can take longer
+    than the monitor's deadline), and whose probes generate their one token."""
+
+    def __init__(self, fail_at: set[int]) -> None:
+        super().__init__("ok")
+        self.fail_at = fail_at
+        self.looks = 0
+
+    def metrics(self):
+        self.looks += 1
+        if self.looks in self.fail_at:
+            raise httpx.ReadTimeout("/metrics took too long")
+        return super().metrics()
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        self.tokens += 1
+        return super().handler(request)
+
+
+def test_a_saturated_phase_after_idle_probes_is_never_probed_even_when_metrics_fail():
+    """The sequence of the ten-minute saturated bench: idle (probed on the interval), then 16
+    streams with tokens flowing, and /metrics too slow to answer at some looks. A look that cannot
+    read the counter is no proof of silence; the look after must still compare with the count of
+    the last probe (not with nothing), and requests that just came in get a second look."""
+    engine, clock = Flaky(fail_at=set()), Clock()
+    monitor = _monitor(engine, clock)
+    _run(monitor, clock, 120)  # idle: probes answered
+    idle_probes = engine.probes
+    assert idle_probes >= 3
+    looks = engine.looks
+    # the load starts 1 s before a look, with the first tokens still prefilling at that look
+    engine.running, engine.waiting = 8, 8
+    monitor.tick()
+    clock.now += 5
+    engine.fail_at = {looks + n for n in (2, 9, 10, 16, 40, 41, 42, 43, 44)}  # 25 s at most
+
+    def flow():
+        engine.tokens += 400
+
+    verdicts = _run(monitor, clock, 600, each=flow)
+    assert not any(v.hung for v in verdicts)
+    assert engine.probes == idle_probes, f"{engine.probes - idle_probes} probes while tokens flowed"
+
+
+def test_metrics_unreadable_for_a_whole_interval_is_probed_and_a_wedged_server_found():
+    """An API server that answers nothing at all (its /metrics neither): the probe waits one
+    interval for the counter, then goes out, and its failures make the verdict."""
+    engine, clock = Flaky(fail_at=set(range(1, 1000))), Clock()
+    engine.answer = "timeout"
+    monitor = _monitor(engine, clock)
+    verdicts = _run(monitor, clock, 200)
+    first = next(i for i, v in enumerate(verdicts) if any(e.part == "probe" for e in v.parts))
+    assert first * 5 >= 30  # not before the counter was unreadable for an interval
+    hung = next(v for v in verdicts if v.hung)
+    assert "probe timed out 3x in 60 s" in hung.summary and "/metrics unreadable" in hung.summary
+
+
+def test_a_restart_under_load_is_not_probed_at_the_first_look_but_one_look_is():
+    engine, clock = Engine("timeout"), Clock()  # a probe would time out: it must not be sent
+    engine.running, engine.waiting, engine.tokens = 8, 8, 5000
+    monitor = _monitor(engine, clock)
+    assert not monitor.tick().parts or all(e.part != "probe" for e in monitor.last.parts)
+    assert engine.probes == 0
+    once = _monitor(engine, clock)
+    once.probe_first = True  # `ascendctl probe`: one look, the probe in it
+    once.tick()
+    assert engine.probes == 1
 
 
 def _npu(rel: str):
@@ -279,6 +349,89 @@ def test_a_profile_refuses_a_zero_hang_threshold(tmp_path):
 
 def test_verdict_json_round_trip():
     engine, clock = Engine("timeout"), Clock()
-    verdicts = _run(_monitor(engine, clock), clock, 90)
+    verdicts = _run(_monitor(engine, clock), clock, 120)
     data = json.loads(json.dumps(verdicts[-1].as_dict()))
     assert data["hung"] and data["parts"][0]["part"] == "probe"
+
+
+class AfterABusyHour(Engine):
+    """An engine whose TTFT histogram holds a busy hour: requests that waited 10 to 20 s in the
+    queue before their first token (the ten-minute saturated bench left exactly that)."""
+
+    def metrics(self):
+        ttft = (
+            'vllm:time_to_first_token_seconds_bucket{le="1.0"} 9000\n'
+            'vllm:time_to_first_token_seconds_bucket{le="10.0"} 13900\n'
+            'vllm:time_to_first_token_seconds_bucket{le="20.0"} 13979\n'
+            'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 13979\n'
+            "vllm:time_to_first_token_seconds_count 13979\nvllm:time_to_first_token_seconds_sum 40000\n"
+        )
+        return parse_metrics(
+            f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting {self.waiting}\n"
+            f"vllm:generation_tokens_total {self.tokens}\n" + ttft
+        )
+
+
+def test_the_queue_waits_of_a_busy_hour_do_not_stretch_the_probe_of_an_idle_engine():
+    """Stopped after a saturated hour with nothing in flight: the probe times out at the floor,
+    not at four times the 20 s the queue once made a request wait (80 s, and a verdict in six
+    minutes instead of two and a half)."""
+    engine, clock = AfterABusyHour("timeout"), Clock()
+    monitor = _monitor(engine, clock)
+    verdicts = _run(monitor, clock, 160)
+    hung = next(v for v in verdicts if v.hung)
+    assert "probe timed out 3x" in hung.summary
+    assert monitor.failures[0][1] == "timed out after 10 s"
+
+
+def test_the_queue_waits_of_a_busy_hour_do_not_stretch_the_probe_of_requests_stuck_now():
+    """Requests in flight on an engine that reports no first token any more (stuck): the busy
+    hour's 20 s waits are past, the probe times out at the floor and the verdict comes at the
+    defaults' pace (it took 80 s a probe when every wait the engine had ever reported counted)."""
+    engine, clock = AfterABusyHour("timeout"), Clock()
+    engine.running = 2
+    monitor = _monitor(engine, clock)
+    verdicts = _run(monitor, clock, 160)
+    hung = next(v for v in verdicts if v.hung)
+    assert monitor.failures[0][1] == "timed out after 10 s"
+    assert "probe timed out 3x" in hung.summary and "2 requests running, no token for" in hung.summary
+
+
+class QueueWaitsNow(AfterABusyHour):
+    """Requests reaching their first token after 10 to 20 s in the queue, now: the TTFT
+    histogram's 20 s bucket grows at every look."""
+
+    def metrics(self):
+        self.slow = getattr(self, "slow", 13979) + 1
+        ttft = (
+            'vllm:time_to_first_token_seconds_bucket{le="1.0"} 9000\n'
+            'vllm:time_to_first_token_seconds_bucket{le="10.0"} 13900\n'
+            f'vllm:time_to_first_token_seconds_bucket{{le="20.0"}} {self.slow}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {self.slow}\n'
+            f"vllm:time_to_first_token_seconds_count {self.slow}\nvllm:time_to_first_token_seconds_sum 40000\n"
+        )
+        return parse_metrics(
+            f"vllm:num_requests_running {self.running}\nvllm:num_requests_waiting {self.waiting}\n"
+            f"vllm:generation_tokens_total {self.tokens}\n" + ttft
+        )
+
+
+def test_queue_waits_of_the_last_minutes_stretch_the_probe_while_requests_are_in_flight():
+    engine, clock = QueueWaitsNow("timeout"), Clock()
+    engine.running = 2
+    monitor = _monitor(engine, clock)
+    _run(monitor, clock, 40)
+    assert monitor.failures and monitor.failures[0][1] == "timed out after 80 s"
+    # One look (ascendctl probe) has no earlier reading: all the engine has reported counts.
+    once = _monitor(AfterABusyHour("ok"), clock)
+    once.tick()
+    once.progress.requests = 2
+    assert once.timeout_now() == 80.0
+
+
+def test_the_probe_timeout_follows_the_probes_own_answers():
+    engine, clock = Engine("ok"), Clock()
+    monitor = _monitor(engine, clock)
+    for seconds in (0.05, 3.0, 0.04):
+        monitor.answers.append(seconds)
+    assert monitor.timeout_now() == 12.0  # 4 x the slowest of the last answers, above the 10 s floor

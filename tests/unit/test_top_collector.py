@@ -377,3 +377,27 @@ def test_the_device_panel_shows_ai_cpu():
     header, row = console.export_text().splitlines()[1:3]
     column = header.index("aicpu%")
     assert row[column : column + 6].strip() == "12"
+
+
+def test_a_runs_restarts_and_last_hang_survive_a_recording_and_follow_run_json(tmp_path):
+    """The collector reads the run's run.json (again when serve rewrites it), and a recording
+    replays the same restarts and hang verdict."""
+    import dataclasses
+
+    from engine.runs import HangRecord, RunInfo, write_run
+
+    run = tmp_path / "run-1"
+    run.mkdir()
+    info = RunInfo("run-1", str(run), None, "http://e:8000", "cpu-tiny")
+    write_run(info)
+    target = Target("http://e:8000", "run-1", str(run / "engine.log"))
+    c = Collector([target], scrape_fn=ScriptedScrape({"http://e:8000": [IDLE, BUSY]}), clock=Ticks())
+    assert c.poll().engines[0].serve.restarts == 0
+    hang = HangRecord(5.0, "probe timed out 3x in 90 s", str(run / "hang-1"), "restart", stacks=4)
+    write_run(dataclasses.replace(info, restarts=1, restart_reason="hang", hangs=[hang]))
+    snap = c.poll()
+    serve = snap.engines[0].serve
+    assert (serve.restarts, serve.restart_reason, serve.hangs) == (1, "hang", 1)
+    assert serve.last_hang == "probe timed out 3x in 90 s" and serve.last_hang_at == 5.0
+    back = Snapshot.from_dict(json.loads(snap.to_json()))
+    assert back.engines[0].serve == serve

@@ -4,7 +4,7 @@ on the engine it started."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 if TYPE_CHECKING:
     from engine.devices.sources import DeviceSource
@@ -44,8 +44,10 @@ def run_dashboard(
     thresholds: "Thresholds | None" = None,
     devices: "DeviceSource | None | bool" = True,
     record: Path | None = None,
+    quit_when: Callable[[], bool] | None = None,
 ) -> None:
-    """Open the dashboard on `urls` (or on the live runs) until the user quits.
+    """Open the dashboard on `urls` (or on the live runs) until the user quits, or until
+    `quit_when()` is true (the demo: its engine was told to stop).
 
     `devices`: True picks npu-smi / nvidia-smi / the host automatically, False polls none, or a
     DeviceSource to use. Blocks; raises BadInput on a bad URL or thresholds.
@@ -57,19 +59,26 @@ def run_dashboard(
     collector = make_collector(urls, thresholds, source)
     recorder = open_recorder(record)
     try:
-        run_app(lambda: poll_and_record(collector, recorder), interval, thresholds)
+        run_app(lambda: poll_and_record(collector, recorder), interval, thresholds, quit_when=quit_when)
     finally:
         collector.close()
         if recorder is not None:
             recorder.close()
 
 
-def run_app(feed, interval: float | None, thresholds: "Thresholds", replay=None, charts: bool = False) -> None:
+def run_app(
+    feed,
+    interval: float | None,
+    thresholds: "Thresholds",
+    replay=None,
+    charts: bool = False,
+    quit_when: Callable[[], bool] | None = None,
+) -> None:
     """The dashboard on `feed` (a callable giving the next snapshot), or on a `replay`
-    (engine.telemetry.replay.Replay, played at its speed)."""
+    (engine.telemetry.replay.Replay, played at its speed); it quits on `q` or once `quit_when()`."""
     from ascendctl.tui.app import TopApp
 
-    TopApp(feed, interval, thresholds, replay=replay, charts=charts).run()
+    TopApp(feed, interval, thresholds, replay=replay, charts=charts, quit_when=quit_when).run()
 
 
 def resolve_thresholds(profile: str | None, path: Path | None, sets: Sequence[str]) -> "Thresholds":

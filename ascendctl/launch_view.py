@@ -88,6 +88,8 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     if diag.root_error:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
         console.print(f"  [bold]cause:[/] {safe(cause)}", soft_wrap=True)
+    for line in diag.likely_lines():  # a symptom leads: the causes it can have, not one name
+        console.print(f"  {line}", markup=False, soft_wrap=True)
     for finding in diag.findings:
         console.print(
             f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {safe(finding.title)}",
@@ -200,6 +202,13 @@ class LaunchView:
                     "root_error": diagnosis.root_error if diagnosis else None,
                     # the known issues triage found in the log tail (ids), so a script sees why
                     "issues": [finding.id for finding in diagnosis.findings] if diagnosis else [],
+                    # when the leading finding is only a symptom: the causes it can have
+                    "likely": [
+                        {"cause": c.cause, "rule": c.rule or None, "evidence": c.evidence}
+                        for c in diagnosis.likely.likely
+                    ]
+                    if diagnosis and diagnosis.likely
+                    else None,
                 }
             )
             return

@@ -195,14 +195,15 @@ def _dashboard(sup: Supervisor, load_model: str | None) -> None:
     load = BackgroundLoad(sup.url, load_model) if load_model is not None else contextlib.nullcontext()
     try:
         with load:
-            run_dashboard([sup.url])
+            # a SIGTERM (or SIGHUP) closes it as `q` does: the terminal is given back at once
+            run_dashboard([sup.url], quit_when=lambda: sup.stopping)
     finally:
         closed.set()
 
 
 def _stop_under_dashboard(sup: Supervisor, closed) -> None:
     """A SIGTERM while the dashboard owns the terminal: stop the engine's process group at once
-    (no orphan may outlive us). The dashboard then shows the engine down until the user quits."""
+    (no orphan may outlive us), while the dashboard quits on its own (`quit_when`)."""
     while not closed.is_set():
         if sup.wait_for_stop(0.5):
             sup.stop(sup.stop_signal)

@@ -106,9 +106,11 @@ def triage(
         "unknown": report.unknown[:top],
         "unknown_total": len(report.unknown),
         "root_line": report.root_line,
-        # The issue a one-line diagnosis names; null when only generic codes, consequences or
-        # warnings were found (then root_line is where to start reading).
-        "root_cause": root.id if (root := report.root_cause()) else None,
+        # root_cause: the issue a one-line diagnosis names; null when only generic codes,
+        # consequences or warnings were found (then root_line is where to start reading), or when
+        # the leading evidence is only a symptom: then `likely` lists the causes it can have
+        # ({issue, title, candidates: [{cause, rule, evidence}]}), else it is null.
+        **report.verdict(),
     }
     out.emit(data, lambda console: _render(console, report, top))
     for note in report.notes:
@@ -198,12 +200,16 @@ def _render(console: Any, report: Any, top: int) -> None:
             times = f"  ({i.count}x)" if i.count > 1 else ""
             console.print(Text.assemble("  ", plain(i.title, style=severity_style(i.severity)), plain(times, "dim")))
         console.print()
-    if report.root_cause() is None:
+    likely = report.likely()
+    if likely is not None:
+        _render_likely(console, likely)
+    elif report.root_cause() is None:
         console.print(
             "No known issue found."
             if not report.issues
             else "No issue named with confidence: only generic codes, consequences or warnings matched."
         )
+    if report.root_cause() is None:
         if report.root_line:
             # The first error of the process that failed last: where to start reading.
             console.print(Text.assemble(("Most likely root line: ", "bold"), plain(report.root_line[:300])))
@@ -277,6 +283,26 @@ def _render(console: Any, report: Any, top: int) -> None:
             console.print(f"[dim]… {len(report.unknown) - top} more (--top N, or --json)[/]")
 
 
+def _render_likely(console: Any, issue: Any) -> None:
+    """'Likely one of' the causes a symptom can have, each with what decides for it."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(
+        Text.assemble(
+            ("Likely one of", "bold"),
+            plain(f" (what the log shows, {issue.id}, is only a symptom; no one cause is named):"),
+        )
+    )
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for n, c in enumerate(issue.likely, 1):
+        grid.add_row(f"  {n}.", plain(c.cause + (f" ({c.rule})" if c.rule else ""), style="bold"))
+        grid.add_row("", plain("decide by: " + c.evidence, style="dim"))
+    console.print(grid)
+
+
 def _explain(out: Any, what: str, rules: Any) -> None:
     from rich.text import Text
 
@@ -322,6 +348,8 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                         "fix",
                         "links",
                         "samples",
+                        "likely",
+                        "likely_when",
                     )
                 }
             }
@@ -336,6 +364,12 @@ def _explain(out: Any, what: str, rules: Any) -> None:
                 )
                 console.print(Text("  cause: ") + plain(rule.cause))
                 console.print(Text("  fix:   ") + plain(rule.fix, style="bold"))
+                if rule.likely:
+                    when = " (after an error of the same process)" if rule.likely_when == "after-error" else ""
+                    console.print(Text(f"  a symptom: a report it leads says likely one of{when}:"))
+                    for c in rule.likely:
+                        console.print(Text("    - ") + plain(c.cause + (f" ({c.rule})" if c.rule else "")))
+                        console.print(Text("      decide by: ") + plain(c.evidence, style="dim"))
                 for p in rule.patterns:
                     console.print(Text("  match: ") + plain(p, style="dim"))
                 for link in rule.links:

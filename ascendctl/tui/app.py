@@ -85,6 +85,10 @@ class HelpScreen(ModalScreen[None]):
         yield Static(body, id="help")
 
 
+# How often the dashboard asks `quit_when` (a stop of the demo's engine): quick to notice, cheap.
+QUIT_CHECK_S = 0.2
+
+
 class TopApp(App[None]):
     CSS_PATH = "top.tcss"
     TITLE = "ascendctl top"
@@ -113,10 +117,14 @@ class TopApp(App[None]):
         save_dir: Path | None = None,
         replay: Replay | None = None,
         charts: bool = False,
+        quit_when: Callable[[], bool] | None = None,
     ) -> None:
         """`interval` None: poll once at start and then only on `r` (tests drive it that way).
-        With `replay`, frames come from it (at its speed) and `feed` is not used."""
+        With `replay`, frames come from it (at its speed) and `feed` is not used. `quit_when`:
+        asked a few times a second; once it is true the app quits as on `q` (the demo's engine
+        was told to stop: a SIGTERM must not leave the dashboard holding the terminal)."""
         super().__init__()
+        self.quit_when = quit_when
         self.feed = feed if replay is None else self._replay_feed
         self.replay = replay
         if replay is not None:
@@ -156,6 +164,12 @@ class TopApp(App[None]):
         self._apply_view()
         self._poller.start()
         self._start_poll()
+        if self.quit_when is not None:
+            self.set_interval(QUIT_CHECK_S, self._quit_if_asked)
+
+    def _quit_if_asked(self) -> None:
+        if self.quit_when is not None and self.quit_when():
+            self.exit()
 
     def on_unmount(self) -> None:
         self._poll_stop.set()

@@ -525,6 +525,7 @@ class _Builder:
             return
         report = scan_paths([str(self.stage.top / m) for m in self.logs])
         data = _plain(dataclasses.asdict(report))
+        data.update(_plain(report.verdict()))  # root_cause, likely: as `ascendctl triage --json` says them
         top = str(self.stage.top) + "/"
         data["inputs"] = [i.replace(top, "") for i in data["inputs"]]
         data["unreadable"] = [i.replace(top, "") for i in data["unreadable"]]
@@ -595,6 +596,8 @@ class _Builder:
                         raise PermissionError(
                             13, "Permission denied" if not os.access(local, os.R_OK) else "unreadable"
                         )
+                    if machine.startswith("/proc/") and machine.endswith("/cmdline"):
+                        raw = raw.replace(b"\0", b"\n")  # NUL-separated words: text, one word a line
                     if b"\0" not in raw[:8192]:
                         data = self.text(raw.decode("utf-8", "surrogateescape"))
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ _KEEP_IPS = re.compile(r"^(?:127\.|0\.0\.0\.0$|255\.255\.255\.)")
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 # Not inside a longer dotted number (firmware "7.7.0.1.231"), nor a pinned version (`pkg==1.2.0.1`).
-_IP = rf"(?<![\w.])(?<!==)(?<!~=){_OCTET}(?:\.{_OCTET}){{3}}(?!\.?\d)(?![\w])"
+_IP = rf"(?<![\w.])(?<!==)(?<!~=){_OCTET}(?:\.{_OCTET}){{3}}(?!\.?\w)"
 # IPv6 candidates (full or with ::), checked with the ipaddress module before they are replaced:
 # clock times (09:28:34) and MACs look alike and are not addresses.
 _IP6 = r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])"

@@ -52,6 +52,20 @@ class Weights:
 
 def read_header(path: Path) -> dict[str, dict]:
     """The tensor entries of one safetensors file (the `__metadata__` entry left out)."""
+    blob = header_bytes(path)
+    try:
+        header = json.loads(blob.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise BadInput(
+            f"{path}: the safetensors header is not valid JSON", "re-download the model; the file is damaged"
+        )
+    if not isinstance(header, dict):
+        raise BadInput(f"{path}: the safetensors header is not a mapping", "re-download the model")
+    return {k: v for k, v in header.items() if k != "__metadata__"}
+
+
+def header_bytes(path: Path) -> bytes:
+    """The raw JSON header of one safetensors file, as stored (what `doctor --compare` hashes)."""
     try:
         with open(path, "rb") as f:
             raw = f.read(8)
@@ -71,15 +85,7 @@ def read_header(path: Path) -> dict[str, dict]:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}", "check the model directory and its permissions")
     if len(blob) < length:
         raise BadInput(f"{path}: the safetensors header is cut short", "re-download the model; the file is truncated")
-    try:
-        header = json.loads(blob.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise BadInput(
-            f"{path}: the safetensors header is not valid JSON", "re-download the model; the file is damaged"
-        )
-    if not isinstance(header, dict):
-        raise BadInput(f"{path}: the safetensors header is not a mapping", "re-download the model")
-    return {k: v for k, v in header.items() if k != "__metadata__"}
+    return blob
 
 
 def model_files(model_dir: Path) -> list[Path]:

@@ -71,13 +71,25 @@ def _init_within(ray: Any, seconds: float, **kwargs: Any) -> None:
         raise box["error"]
 
 
-def node_report() -> dict[str, Any]:
-    """Doctor's report of the node this runs on, with netcheck's under facts["netcheck"]."""
+def node_report(drift: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Doctor's report of the node this runs on, with netcheck's under facts["netcheck"], and
+    with `drift` (options: model_dir, full_hash) what `doctor --compare` compares under facts["drift"]."""
     from engine.doctor import run_doctor
     from engine.netcheck import run_netcheck
 
     root = os.environ.get(ROOT_ENV) or None
     report = run_doctor(root).to_dict()
+    if drift is not None:
+        from engine.doctor.drift import snapshot
+        from engine.system.host import Host
+
+        if root:
+            from engine.system.recorded import recorded_host
+
+            host, env_known = recorded_host(root)
+        else:
+            host, env_known = Host(), True
+        report["facts"]["drift"] = snapshot(host, report, env_known=env_known, **drift)
     try:
         net = run_netcheck(root).to_dict()
         report["facts"]["netcheck"] = {
@@ -91,7 +103,9 @@ def node_report() -> dict[str, Any]:
     return report
 
 
-def run_cluster(address: str | None = None, timeout: float = 300.0) -> list[dict[str, Any]]:
+def run_cluster(
+    address: str | None = None, timeout: float = 300.0, drift: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """One report per alive node of the Ray cluster at `address` (default: RAY_ADDRESS, else the
     local one `ray start` joined). Raises Unreachable when Ray is missing or no cluster answers."""
     try:
@@ -138,7 +152,7 @@ def run_cluster(address: str | None = None, timeout: float = 300.0) -> list[dict
             task.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False),
                 name=f"ascendctl-doctor@{n.get('NodeManagerAddress', '?')}",
-            ).remote()
+            ).remote(drift)
             for n in nodes
         ]
         try:

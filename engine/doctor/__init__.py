@@ -41,6 +41,7 @@ CHECK_MODULES = (
     "container_checks",
     "limits",
     "profile_checks",
+    "perf_checks",
 )
 
 
@@ -124,6 +125,7 @@ def _facts(ctx: Context) -> dict[str, Any]:
         if t is not None
         else None,
         "glibc": safe(lambda: ctx.glibc),
+        "perf": ctx.__dict__.get("perf_facts") or None,
     }
 
 
@@ -139,6 +141,8 @@ def host_name(host: Host, live: bool) -> str:
 
 
 def _selects(check: Check, name: str) -> bool:
+    if name.endswith(".*"):  # `--check perf.*`: the group, as a shell user writes it
+        name = name[:-2]
     return check.id == name or check.id.startswith(name + ".") or check.category == name
 
 
@@ -171,9 +175,23 @@ def run_checks(ctx: Context, only: list[str] | None = None) -> list[CheckResult]
     return [_run_one(c, ctx) for c in chosen]
 
 
-def _headline(ctx: Context, checks: list[CheckResult]) -> str:
-    errors = sum(1 for c in checks if c.status is Status.ERROR)
-    warns = sum(1 for c in checks if c.status is Status.WARN)
+# The perf group says how fast the host can serve: its findings do not make it "not ready", unless
+# it runs alone (`--check perf`), as a tuning gate.
+ADVISORY = ("perf",)
+
+
+def _advisory(only: list[str] | None) -> tuple[str, ...]:
+    if only and all(n.split(".")[0] in ADVISORY for n in only):
+        return ()
+    return ADVISORY
+
+
+def _headline(ctx: Context, checks: list[CheckResult], advisory: tuple[str, ...] = ()) -> str:
+    errors = sum(1 for c in checks if c.status is Status.ERROR and c.category not in advisory)
+    warns = sum(1 for c in checks if c.status is Status.WARN and c.category not in advisory)
+    tuning = sum(
+        1 for c in checks if c.status is not Status.OK and c.status is not Status.SKIP and c.category in advisory
+    )
     where = {"cpu": "no NPU: CPU engine", "cuda": "CUDA GPU host", "ascend": "Ascend NPU host"}[ctx.platform]
     if errors:
         state = f"{errors} error(s), {warns} warning(s): not ready to serve"
@@ -181,6 +199,8 @@ def _headline(ctx: Context, checks: list[CheckResult]) -> str:
         state = f"{warns} warning(s), no errors"
     else:
         state = "ready to serve"
+    if tuning:
+        state += f"; {tuning} perf finding(s)"
     return f"{where}; {state}"
 
 
@@ -229,11 +249,12 @@ def run_doctor(
     facts["elapsed_s"] = round(time.perf_counter() - started, 3)
     return DoctorReport(
         platform=ctx.platform,
-        headline=_headline(ctx, checks),
+        headline=_headline(ctx, checks, _advisory(only)),
         # An archive (an `ascendctl bundle`) is named as given, not as the folder it was unpacked to.
         root=str(root) if root is not None and Path(root).is_file() else str(host.root),
         live=live,
         checks=tuple(checks),
         facts=facts,
         profile=profile_name,
+        advisory=_advisory(only),
     )

@@ -13,12 +13,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.container.client import RuntimeUnusable, explain_failure, pick_runtime
-from engine.container.discover import run as run_runtime
-from engine.container.image import host_os, official_image
-from engine.container.inspect import ImageFacts, image_facts, json_documents, parse_device_list, split_reference
 from engine.container.runtime import Runtime, find_runtime
 from engine.doctor.checks import check
 from engine.doctor.context import Context
@@ -28,6 +24,12 @@ from engine.system import paths
 from engine.system.devnodes import visible_devices
 from engine.system.runner import CommandResult
 from engine.versions import cann_release
+
+if TYPE_CHECKING:
+    from engine.container.inspect import ImageFacts
+
+# The client, image and inspect modules are imported by the checks that use them: most doctor runs
+# (no profile with a container) never list images or ask a runtime, and doctor must answer at once.
 
 RUNTIME_TIMEOUT = 10.0
 DAEMON_JSON = "/etc/docker/daemon.json"
@@ -89,9 +91,16 @@ def _probe_runtime(ctx: Context) -> RuntimeProbe:
     names; with `auto`, the first installed one that answers, else the first's failure). When the
     runtime is not worth asking (`_asks_runtime`), the first installed one, unasked."""
     choice = _wanted(ctx, "runtime") or "auto"
-    try:
-        if not _asks_runtime(ctx):
+    if not _asks_runtime(ctx):
+        try:
             return RuntimeProbe(find_runtime(ctx.host, choice), asked=False)
+        except BadInput as exc:  # the profile named a runtime that is not installed
+            return RuntimeProbe(None, cause=exc.cause, fix=exc.fix)
+        except Unreachable:  # none installed
+            return RuntimeProbe(None)
+    from engine.container.client import RuntimeUnusable, pick_runtime
+
+    try:
         picked = pick_runtime(ctx.host, choice, lambda runtime: _ask(ctx, runtime))
     except RuntimeUnusable as exc:
         return RuntimeProbe(exc.runtime, cause=exc.cause, fix=exc.fix)
@@ -106,6 +115,8 @@ def _probe_runtime(ctx: Context) -> RuntimeProbe:
 
 def _ask(ctx: Context, runtime: Runtime) -> tuple[str | None, dict | None]:
     """(version, info) of a runtime that answers; RuntimeUnusable otherwise."""
+    from engine.container.inspect import json_documents
+
     result = _run_or_unusable(ctx, runtime, "version", "--format", "json")
     docs = json_documents(result.stdout)
     data = docs[0] if docs else {}
@@ -117,6 +128,9 @@ def _ask(ctx: Context, runtime: Runtime) -> tuple[str | None, dict | None]:
 
 
 def _run_or_unusable(ctx: Context, runtime: Runtime, *args: str) -> CommandResult:
+    from engine.container.client import RuntimeUnusable, explain_failure
+    from engine.container.discover import run as run_runtime
+
     try:
         result = run_runtime(ctx.host, runtime, *args, timeout=RUNTIME_TIMEOUT)
     except AscendctlError as exc:
@@ -240,6 +254,10 @@ def check_ascend_runtime(ctx: Context) -> Outcome:
 def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
     """(reference, id, labels) of every image the runtime has, from `images --format json`:
     podman's array (Names, Labels) or docker's lines (Repository, Tag, ID)."""
+    from engine.container.client import explain_failure
+    from engine.container.discover import run as run_runtime
+    from engine.container.inspect import json_documents
+
     assert p.runtime is not None
     result = run_runtime(ctx.host, p.runtime, "images", "--format", "json", timeout=RUNTIME_TIMEOUT)
     if not result.ok:
@@ -257,6 +275,9 @@ def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
 
 def _labels_of(ctx: Context, p: RuntimeProbe, image_id: str, labels: dict) -> dict:
     """An image's labels: from the list when it says them (podman), else `image inspect ID`."""
+    from engine.container.discover import run as run_runtime
+    from engine.container.inspect import json_documents
+
     if labels or not image_id:
         return labels
     assert p.runtime is not None
@@ -270,6 +291,8 @@ def _labels_of(ctx: Context, p: RuntimeProbe, image_id: str, labels: dict) -> di
 
 
 def _same_image(a: str, b: str) -> bool:
+    from engine.container.inspect import split_reference
+
     def norm(ref: str) -> str:
         repo, tag = split_reference(ref)
         repo = re.sub(r"^(docker\.io/)?(library/)?", "", repo)
@@ -297,6 +320,8 @@ def _driver_version(ctx: Context) -> str | None:
 
 def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     """(status, summary, fix) of one engine image against this host's chip and driver."""
+    from engine.container.image import host_os, official_image
+
     cann = facts.cann
     if cann is None and facts.vllm_ascend:
         row = ctx.matrix.release(facts.vllm_ascend)
@@ -334,6 +359,8 @@ def check_image(ctx: Context) -> Outcome:
         return skip("no usable container runtime (see container.runtime)")
     if not p.asked:
         return skip("no profile here serves in a container: images not listed")
+    from engine.container.inspect import image_facts, split_reference
+
     wanted = _wanted(ctx, "image")
     try:
         images = _images(ctx, p)
@@ -404,6 +431,8 @@ def check_owned_npus(ctx: Context) -> Outcome:
         return skip("not in a container")
     if ctx.platform != "ascend":
         return skip("no NPU in this container")
+    from engine.container.inspect import parse_device_list
+
     env = ctx.host.env
     nodes = list(ctx.nodes.davinci)
     given_raw = env.get("ASCEND_VISIBLE_DEVICES")

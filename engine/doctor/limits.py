@@ -14,7 +14,9 @@ from engine.doctor.context import Context
 from engine.doctor.model import Outcome, ok, skip, warn
 
 VLLM_TARGET = 65535  # what vLLM asks for
-ENOUGH = 8192  # below this, a load of a few thousand connections runs out
+# Below this, a load of a few thousand connections runs out. The one threshold for the open-file
+# limit: triage's vllm-fd-ulimit-low rule reads it too (`below:` in engine/triage/rules.yaml).
+ENOUGH = 8192
 
 
 def effective(soft: int, hard: int) -> int:

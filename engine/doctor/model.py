@@ -75,19 +75,25 @@ class DoctorReport:
     checks: tuple[CheckResult, ...]
     facts: dict[str, Any] = field(default_factory=dict)
     profile: str | None = None
+    # Categories whose rows are advice on how fast the host serves, not whether it can: shown and
+    # counted, but left out of the verdict and the exit code (`--check perf` alone judges them).
+    advisory: tuple[str, ...] = ()
 
     def count(self, status: Status) -> int:
         return sum(1 for c in self.checks if c.status is status)
 
+    def _judged(self, status: Status) -> int:
+        return sum(1 for c in self.checks if c.status is status and c.category not in self.advisory)
+
     @property
     def verdict(self) -> str:
-        if self.count(Status.ERROR):
+        if self._judged(Status.ERROR):
             return "errors"
-        return "warnings" if self.count(Status.WARN) else "ok"
+        return "warnings" if self._judged(Status.WARN) else "ok"
 
     def exit_code(self, strict: bool = False) -> int:
         """0 clean or warnings only, 1 on errors (with strict: on warnings too)."""
-        if self.count(Status.ERROR) or (strict and self.count(Status.WARN)):
+        if self._judged(Status.ERROR) or (strict and self._judged(Status.WARN)):
             return 1
         return 0
 

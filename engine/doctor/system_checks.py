@@ -71,7 +71,7 @@ def check_disk(ctx: Context) -> Outcome:
     import shutil
     from pathlib import Path
 
-    from engine.runs import cache_dir
+    from engine.dirs import cache_dir
 
     where = Path(cache_dir())
     probe = where

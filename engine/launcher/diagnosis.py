@@ -23,6 +23,18 @@ class Diagnosis:
     findings: list[IssueSummary] = field(default_factory=list)
     root_error: str | None = None  # the first real exception line in the tail
     tail: list[str] = field(default_factory=list)  # the last lines, for the user to read
+    # The leading finding when its evidence is only a symptom: its `likely` candidates are what
+    # to say ("likely one of"), not its own name (TriageReport.likely).
+    likely: IssueSummary | None = None
+
+    def likely_lines(self) -> list[str]:
+        """'likely one of' and one line per candidate cause with its evidence; [] when none."""
+        if self.likely is None:
+            return []
+        lines = [f"likely one of (the log shows only {self.likely.id}, a symptom of several causes):"]
+        for c in self.likely.likely:
+            lines.append(f"  - {c.cause}" + (f" ({c.rule})" if c.rule else "") + f"; decide by: {c.evidence}")
+        return lines
 
 
 def root_exception(lines: Sequence[str]) -> str | None:
@@ -50,7 +62,7 @@ def _names_root(example: str, root: str | None) -> bool:
     return bool(root and ex) and (ex[:60] in root or root[:60] in ex)
 
 
-def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummary]:
+def _triage_findings(lines: Sequence[str], root: str | None) -> tuple[list[IssueSummary], IssueSummary | None]:
     report = diagnose_lines(lines)
     # Specific causes before consequences ("engine core failed to start") and catch-all codes
     # (EZ9999): those are true as well but name no cause. Then the issue that matched the root
@@ -59,15 +71,15 @@ def _triage_findings(lines: Sequence[str], root: str | None) -> list[IssueSummar
     # Warnings (a low open-file limit...) are true but do not explain a dead engine; beside a
     # named cause, catch-all codes and consequences add nothing (alone, they are all there is).
     errors = [i for i in issues if severity_rank(i.severity) >= severity_rank("error")]
-    return ([i for i in errors if i.names_cause()] or errors)[:3]
+    return ([i for i in errors if i.names_cause()] or errors)[:3], report.likely()
 
 
 def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -> Diagnosis:
     lines = list(tail)
     root = root_exception(lines)
-    findings = _triage_findings(lines, root)
+    findings, likely = _triage_findings(lines, root)
     shown = [line for line in lines if line.strip()][-show_lines:]
-    return Diagnosis(exit_code=exit_code, findings=findings, root_error=root, tail=shown)
+    return Diagnosis(exit_code=exit_code, findings=findings, root_error=root, tail=shown, likely=likely)
 
 
 def describe_exit(code: int | None) -> str:

@@ -130,6 +130,7 @@ def save_evidence(
         lines += [f"  {i.title}: {i.fix}" for i in diagnosis.findings]
     else:
         lines.append("no known issue in the log tail")
+    lines += diagnosis.likely_lines()
     if diagnosis.root_error:
         lines.append(f"last exception: {diagnosis.root_error}")
     lines += ["", "last log lines:", *diagnosis.tail]

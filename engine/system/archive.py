@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 import signal
 import stat
-import tarfile
 import threading
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
+
+if TYPE_CHECKING:
+    import tarfile
 
 # What an archive may write when unpacked: a bundle holds at most --max-size (200 MB by default)
 # and a little more; a larger one is unpacked by hand into a folder (which --root reads as it is).
@@ -106,6 +106,8 @@ class _Filter:
         self.absolute_links: list[tuple[str, str]] = []
 
     def __call__(self, member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        import tarfile
+
         self.members += 1
         if self.members > self.max_members:
             raise ArchiveRefused(f"it holds more than {self.max_members} members")
@@ -151,6 +153,9 @@ def unpack(
 
     Raises ArchiveRefused past a cap, tarfile.TarError / OSError / EOFError when it cannot be read;
     `dest` is emptied again on any failure, Ctrl-C and SIGTERM included."""
+    import shutil
+    import tarfile
+
     dest = Path(dest)
     try:
         with term_as_interrupt():
@@ -172,6 +177,9 @@ def read_members(
 ) -> dict[str, bytes]:
     """The regular-file members of a .tar(.gz) or .zip whose name `wanted` accepts, each read up to
     `limit` bytes (the first of a name wins); nothing is written to disk."""
+    import tarfile
+    import zipfile
+
     found: dict[str, bytes] = {}
     if str(archive).endswith((".zip", ".whl")):
         with zipfile.ZipFile(archive) as z:

@@ -12,6 +12,15 @@ SEVERITIES: tuple[str, ...] = tuple(s.value for s in Severity if s is not Severi
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """One cause a symptom can have (a rule's `likely:` list), with what tells it from the others."""
+
+    cause: str  # the cause in words (for a rule of the database: its title)
+    evidence: str  # what to look at to decide for or against it
+    rule: str = ""  # the rule that names this cause, when there is one
+
+
+@dataclass(frozen=True)
 class IssueSummary:
     """One known problem found in the input, grouped over all its occurrences."""
 
@@ -36,6 +45,9 @@ class IssueSummary:
     code: str | None = None
     action: str | None = None
     verb: str | None = None
+    # The causes this evidence can have, when it is only a symptom of one of them: a report led by
+    # it says "likely one of" these instead of naming one (see TriageReport.likely); () otherwise.
+    likely: tuple[Candidate, ...] = ()
 
     def names_cause(self) -> bool:
         """A specific cause: not a consequence, not a catch-all code or wrapper."""
@@ -73,7 +85,42 @@ class TriageReport:
         """The issue a one-line diagnosis names, or None when nothing names the cause with
         confidence: a wrong name is worse than none. The first issue of the ranking, when it is a
         specific cause of error severity or above; a warning only in a log with no error event
-        (otherwise the unnamed error, `root_line`, is the better lead)."""
+        (otherwise the unnamed error, `root_line`, is the better lead). Not an issue whose evidence
+        is only a symptom of several causes: that report is `likely`."""
+        top = self._lead()
+        return None if top is None or top.likely else top
+
+    def likely(self) -> IssueSummary | None:
+        """The issue that leads the report when its evidence is only a symptom that several causes
+        produce (an HCCP start-up failure, a crash after an unnamed error): the report then says
+        "likely one of" its `likely` candidates instead of naming one. Also a catch-all or a
+        consequence of error severity that leads a report naming no cause, when it lists them."""
+        top = self._lead()
+        if top is not None:
+            return top if top.likely else None
+        if not self.issues or self.issues[0].names_cause():
+            return None  # nothing at all, or a warning beside an unnamed error
+        first = self.issues[0]
+        return first if first.likely and severity_rank(first.severity) >= severity_rank("error") else None
+
+    def verdict(self) -> dict[str, object]:
+        """What the report concludes, for --json and the bundle: the one cause named
+        (`root_cause`), or the causes it is `likely` to be, or neither."""
+        root, likely = self.root_cause(), self.likely()
+        return {
+            "root_cause": root.id if root else None,
+            "likely": None
+            if likely is None
+            else {
+                "issue": likely.id,
+                "title": likely.title,
+                "candidates": [
+                    {"cause": c.cause, "rule": c.rule or None, "evidence": c.evidence} for c in likely.likely
+                ],
+            },
+        }
+
+    def _lead(self) -> IssueSummary | None:
         top = self.issues[0] if self.issues else None
         if top is None or not top.names_cause():
             return None

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any, Callable
 from engine.errors import BadInput
 from engine.runs import cache_dir
 from engine.triage.codes import CODES_FILE, explain
-from engine.triage.model import SEVERITIES
+from engine.triage.model import SEVERITIES, Candidate
 from engine.yamlfile import Problem, duplicate_keys, line_of, load, quote
 
 RULES_FILE = "rules.yaml"
@@ -30,6 +30,14 @@ _REQUIRED = ("id", "title", "severity", "patterns", "cause", "fix", "samples")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 # Patterns must stay inside what Python re, RE2 and `grep -E` (after \d -> [0-9]) share.
 _UNPORTABLE = re.compile(r"\(\?[=!<]|\\[1-9]|\(\?P=|\(\?[aiLmsux]")
+# Numbers that decide whether a rule's line is a problem and that live with another check, one
+# place each (`below:`): the name a rule gives, and the module and constant that hold it.
+LIMITS = {"open-files": ("engine.doctor.limits", "ENOUGH")}
+# A symptom's `likely:` list: enough causes to choose between, few enough to check each.
+LIKELY_MIN, LIKELY_MAX = 2, 3
+# When a rule's `likely:` list applies: always, or only when the same process logged an error
+# before the rule's first line (a crash after an error is mostly that error's consequence).
+LIKELY_WHEN = ("always", "after-error")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,21 @@ class Rule:
     # The line says a stop was asked for (a signal from serve, the demo or an operator): what the
     # same input logs after it is the engine's shutdown, not a crash (see Scanner, "after a stop").
     stop: bool = False
+    # The causes this failure can have when its line is all the log shows (`likely:`): a report
+    # it leads says "likely one of" them, each with the evidence that decides, instead of one name.
+    likely: tuple[Candidate, ...] = ()
+    likely_when: str = "always"  # one of LIKELY_WHEN
+    # (pattern with one number group, a LIMITS name): the line is this rule's problem only while
+    # the number it prints is below that limit (`below:`); () for every rule that has no such key
+    below: tuple[str, ...] = ()
+
+    def holds(self, text: str) -> bool:
+        """Whether a line this rule matched is its problem: always, except for a `below:` rule whose
+        line prints a number at or above its limit (or no number: then the words decide)."""
+        if not self.below:
+            return True
+        m = re.search(self.below[0], text)
+        return m is None or int(m.group(1)) < limit(self.below[1])
 
     @property
     def compiled(self) -> tuple[re.Pattern[str], ...]:
@@ -59,6 +82,15 @@ class Rule:
 
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
+
+
+@lru_cache(maxsize=None)
+def limit(name: str) -> int:
+    """A LIMITS number, read from the module that owns it (imported only when a line needs it)."""
+    import importlib
+
+    module, attr = LIMITS[name]
+    return int(getattr(importlib.import_module(module), attr))
 
 
 @lru_cache(maxsize=None)
@@ -247,7 +279,14 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
         generic=" ".join(str(raw.get("generic") or "").split()),
         codes=tuple(c.upper() for c in _as_list(raw.get("codes"), refuse, "codes")),
         stop=bool(raw.get("stop", False)),
+        likely=_candidates(raw.get("likely"), refuse),
+        likely_when=str(raw.get("likely_when") or "always"),
+        below=_below(raw.get("below"), refuse),
     )
+    if rule.likely_when not in LIKELY_WHEN:
+        raise refuse("likely_when", None, f"must be one of {', '.join(LIKELY_WHEN)}", "fix the value")
+    if "likely_when" in raw and not rule.likely:
+        raise refuse("likely_when", None, "given without a `likely:` list", "add the candidates, or drop the key")
     for i, c in enumerate(rule.codes):
         if explain(c) is None:
             raise refuse(
@@ -264,6 +303,57 @@ def _build_rule(raw: Any, origin: str, number: int, line: int | None) -> Rule:
                 "fix `keywords:`",
             )
     return rule
+
+
+def _below(value: Any, refuse: Refuse) -> tuple[str, ...]:
+    """`below: {number: 'REGEX with one ([0-9]+) group', limit: NAME}` -> (regex, name)."""
+    if value is None:
+        return ()
+    ok = isinstance(value, dict) and set(value) == {"number", "limit"} and value["limit"] in LIMITS
+    try:
+        ok = ok and re.compile(str(value["number"])).groups == 1
+    except re.error:
+        ok = False
+    if not ok:
+        raise refuse(
+            "below",
+            None,
+            f"must be {{number: a regex with one number group, limit: one of {', '.join(LIMITS)}}}",
+            "fix the key",
+        )
+    return (str(value["number"]), str(value["limit"]))
+
+
+def _candidates(value: Any, refuse: Refuse) -> tuple[Candidate, ...]:
+    """A rule's `likely:` list: 2-3 mappings, each `rule:` (an id of the same file) or `cause:`
+    (words, for a cause no rule names), and the `evidence:` that tells it from the others."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not LIKELY_MIN <= len(value) <= LIKELY_MAX:
+        raise refuse(
+            "likely",
+            None,
+            f"must list {LIKELY_MIN} to {LIKELY_MAX} candidate causes",
+            "name the causes this symptom can have, each with its evidence",
+        )
+    out = []
+    for i, item in enumerate(value):
+        ok = isinstance(item, dict) and set(item) <= {"rule", "cause", "evidence"}
+        if not ok or bool(item.get("rule")) == bool(item.get("cause")) or not item.get("evidence"):
+            raise refuse(
+                "likely",
+                i,
+                "each candidate needs `rule:` (an id) or `cause:` (words), and `evidence:`",
+                "write e.g. {rule: hccp-port-in-use, evidence: npu-smi info lists another process}",
+            )
+        out.append(
+            Candidate(
+                cause=" ".join(str(item.get("cause") or "").split()),
+                evidence=" ".join(str(item["evidence"]).split()),
+                rule=str(item.get("rule") or ""),
+            )
+        )
+    return tuple(out)
 
 
 def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
@@ -306,6 +396,16 @@ def parse_rules(text: str, origin: str) -> tuple[Rule, ...]:
                     str(Problem(origin, line_of(raw, "explains"), f"{r.id}.explains", f"no other rule {quote(other)}")),
                     "name rules of this file",
                 )
+    titles = {r.id: r.title for r in rules}
+    for n, (raw, r) in enumerate(zip(items, rules)):
+        for c in r.likely:
+            if c.rule and (c.rule not in titles or c.rule == r.id):
+                raise BadInput(
+                    str(Problem(origin, line_of(raw, "likely"), f"{r.id}.likely", f"no other rule {quote(c.rule)}")),
+                    "name rules of this file, or write the cause in words (`cause:`)",
+                )
+        if any(c.rule for c in r.likely):  # a rule candidate reads as that rule's title
+            rules[n] = replace(r, likely=tuple(replace(c, cause=titles[c.rule]) if c.rule else c for c in r.likely))
     return tuple(rules)
 
 
@@ -326,8 +426,18 @@ def _cache_file(text: str) -> Path:
 def _from_cache(path: Path) -> tuple[Rule, ...] | None:
     try:
         items = json.loads(path.read_text(encoding="utf-8"))
-        # JSON gives lists back where a Rule holds tuples
-        return tuple(Rule(**{f.name: _tuple_if_list(item[f.name]) for f in fields(Rule)}) for item in items)
+        # JSON gives lists back where a Rule holds tuples, and mappings where it holds candidates
+        return tuple(
+            Rule(
+                **{
+                    f.name: tuple(Candidate(**c) for c in item[f.name])
+                    if f.name == "likely"
+                    else _tuple_if_list(item[f.name])
+                    for f in fields(Rule)
+                }
+            )
+            for item in items
+        )
     except (OSError, ValueError, TypeError, KeyError):
         return None
 

@@ -19,7 +19,7 @@ from engine.triage.devicefaults import DeviceCodeReader, fault_id
 from engine.triage.formats import ERROR_LEVELS, Parsed, Stamp, parse_line
 from engine.triage.matcher import RuleIndex
 from engine.triage.miner import TemplateMiner
-from engine.triage.model import IssueSummary, TriageReport, severity_rank
+from engine.triage.model import Candidate, IssueSummary, TriageReport, severity_rank
 from engine.triage.rules import Rule, load_rules
 
 MAX_OPEN_EVENTS = 256
@@ -85,6 +85,9 @@ class _Hit:
     generic: str = ""
     seq: int = 0  # the event it was first seen in (scan order): earlier errors are likelier causes
     device: tuple[int | None, str, str, str] | None = None  # a device fault: (npu, code, action, verb)
+    likely: tuple[Candidate, ...] = ()
+    likely_when: str = "always"
+    after_error: bool = False  # its process had logged an error event before its first line
 
 
 @dataclass
@@ -293,7 +296,7 @@ class Scanner:
         rules = self.index.matching(line, parts)
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
         cann = any(c.kind == "cann" for c in codes)
-        rules, codes = self.index.named(rules, codes)
+        rules, codes = self.index.named([r for r in rules if r.holds(line)], codes)
         for rule in rules:
             ev.hits.setdefault(rule.id, (rule, payload))
         for info in codes:
@@ -319,7 +322,7 @@ class Scanner:
                 self._shutdown_events += 1
                 return
             ev.hits = kept
-        self._record(ev.hits, ev.stamp, ev.source)
+        self._record(ev.hits, ev.stamp, ev.source, ev.key)
         # A traceback cut off before its exception line (the process died, the log was cut): its
         # last frame is where it failed, which says more than "Traceback (most recent call last)".
         cut = "" if ev.exception or not ev.last_frame else "traceback cut off at " + ev.last_frame.replace("\n", ": ")
@@ -336,7 +339,7 @@ class Scanner:
         payload = p.payload.strip()
         parts = self._parts
         codes = find_codes(line) if parts is None or self.index.may_hold_code(parts) else []
-        rules, codes = self.index.named(self.index.matching(line, parts), codes)
+        rules, codes = self.index.named([r for r in self.index.matching(line, parts) if r.holds(line)], codes)
         for rule in rules:
             hits[rule.id] = (rule, payload)
         for info in codes:
@@ -351,7 +354,7 @@ class Scanner:
         if any(isinstance(w, Rule) and w.stop for w, _ in hits.values()):
             self._stopped.add(source)
         if hits:
-            self._record(hits, p.stamp, source)
+            self._record(hits, p.stamp, source, p.key)
             if p.level in ERROR_LEVELS or _any_error(hits) or _SHAPED_ERROR.match(payload):
                 self._failed(source, p.key, payload, hits)  # a warning line is not where a failure starts
         elif (p.level in ERROR_LEVELS or _SHAPED_ERROR.match(payload)) and payload and not _FRAGMENT.match(p.payload):
@@ -375,13 +378,16 @@ class Scanner:
             self._first_error[k] = text[:EXAMPLE_CHARS]
         self._last_failing = k
 
-    def _record(self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str) -> None:
+    def _record(
+        self, hits: dict[str, tuple[Rule | CodeInfo, str]], stamp: Stamp | None, source: str, key: str = ""
+    ) -> None:
         self.events += 1
         for hid, (what, example) in hits.items():
             acc = self._hits.get(hid)
             if acc is None:
                 acc = self._hits[hid] = _new_hit(what, example)
                 acc.seq = self.events
+                acc.after_error = (source, key) in self._first_error
             acc.count += 1
             if stamp is not None:
                 if acc.first is None or stamp.before(acc.first):
@@ -460,6 +466,7 @@ class Scanner:
                 code=h.device[1] if h.device else None,
                 action=h.device[2] if h.device else None,
                 verb=h.device[3] if h.device else None,
+                likely=h.likely if h.likely_when == "always" or h.after_error else (),
             )
             for hid, h in self._hits.items()
         ]
@@ -520,6 +527,8 @@ def _new_hit(what: Rule | CodeInfo, example: str) -> _Hit:
             example=example[:EXAMPLE_CHARS],
             explains=what.explains,
             generic=what.generic,
+            likely=what.likely,
+            likely_when=what.likely_when,
         )
     return _Hit(
         kind="code",

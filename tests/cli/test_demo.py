@@ -177,7 +177,7 @@ def test_an_engine_that_ends_on_its_own_under_the_dashboard_is_a_failure(capsys,
     monkeypatch.setattr(Output, "interactive", property(lambda self: True))
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
 
-    def dashboard(urls):  # the engine core dies while the user watches
+    def dashboard(urls, **_):  # the engine core dies while the user watches
         pids = json.loads((tmp_path / "pids.json").read_text())
         os.kill(pids["children"][0], signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -292,3 +292,81 @@ def test_the_demo_is_sized_so_that_its_kv_pool_and_queue_move():
     assert start < 60 and sum(phase.duration_s for phase in scenario.phases) <= 90
     # a round's requests leave KV room: the longest prompt and answer fit the context
     assert scenario.prompt_tokens.max + max(lengths) <= profile.engine.max_model_len
+
+
+class SignalledSupervisor:
+    """The demo's engine as the dashboard step sees it, stopped by a real SIGTERM to this process
+    (the handler the demo installs: Supervisor.forwarding_signals)."""
+
+    def __init__(self, url: str) -> None:
+        import signal
+        import threading
+
+        self.url = url
+        self._stop = threading.Event()
+        self.stop_signal = signal.SIGTERM
+        self.stopped_with: list[int] = []
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait_for_stop(self, timeout: float) -> bool:
+        return self._stop.wait(timeout)
+
+    def stop(self, sig: int) -> None:
+        self.stopped_with.append(sig)
+
+
+def test_a_sigterm_under_the_dashboard_stops_the_engine_and_closes_the_dashboard_as_q_does(monkeypatch):
+    """Before: the engine was stopped but the dashboard (a real textual app here, headless) stayed
+    open, holding the terminal, until someone pressed q."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import ascendctl.dashboard
+    from ascendctl.commands.demo import _dashboard
+    from ascendctl.tui.app import TopApp
+
+    apps: list = []
+    real_run_app = ascendctl.dashboard.run_app
+
+    def headless_run_app(feed, interval, thresholds, **kw):
+        original_run = TopApp.run
+
+        def run(self, *a, **k):  # the real app, without a terminal
+            apps.append(self)
+            return original_run(self, headless=True)
+
+        monkeypatch.setattr(TopApp, "run", run)
+        real_run_app(feed, interval, thresholds, **kw)
+
+    monkeypatch.setattr(ascendctl.dashboard, "run_app", headless_run_app)
+    sup = SignalledSupervisor("http://127.0.0.1:9")
+    previous = signal.signal(signal.SIGTERM, lambda *_: sup._stop.set())
+    forced = []
+
+    def send_sigterm_then_guard():
+        time.sleep(1.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+        if not closed.wait(15):  # the dashboard stayed open: close it, or the test would hang
+            forced.append(True)
+            apps[0].call_from_thread(apps[0].exit)
+
+    closed = threading.Event()
+    threading.Thread(target=send_sigterm_then_guard, daemon=True).start()
+    try:
+        started = time.monotonic()
+        _dashboard(sup, None)
+        closed.set()
+        took = time.monotonic() - started
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert apps and not forced, "the dashboard stayed open after SIGTERM"
+    assert took < 10
+    deadline = time.monotonic() + 5
+    while not sup.stopped_with and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sup.stopped_with == [signal.SIGTERM]  # the engine's process group got it

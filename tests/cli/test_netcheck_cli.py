@@ -80,10 +80,13 @@ def test_doctor_compare_names_the_host_that_differs(capsys, tmp_path):
 
 def test_doctor_compare_same_stack_is_clean(capsys, tmp_path):
     a = _doctor_json(capsys, tmp_path, "healthy-910b")
+    data = json.loads(open(a).read())
+    data["facts"]["host"] = "node-b"  # a second node built from the same image
     b = tmp_path / "copy.json"
-    b.write_text(open(a).read())
+    b.write_text(json.dumps(data))
     code, out, _ = run(capsys, "doctor", "--compare", a, str(b))
     assert code == 0 and "the same stack on every host" in out
+    assert "no drift in variables, perf settings, hccn.conf or weights" in out
 
 
 def test_doctor_compare_bad_input(capsys, tmp_path):
@@ -162,7 +165,15 @@ def test_doctor_compare_of_one_host_twice_says_so(capsys, tmp_path):
     a = _doctor_json(capsys, tmp_path, "healthy-910b")
     b = tmp_path / "again.json"
     b.write_text(open(a).read())
-    code, out, _ = run(capsys, "doctor", "--json", "--compare", a, str(b))
+    code, out, err = run(capsys, "doctor", "--json", "--compare", a, str(b))
+    assert code == 2 and out == ""
+    assert "are the same node (host healthy-910b, no machine-id)" in err and "again.json" in err
+    # a report of an older doctor (no drift snapshot) still compares, with a warning
+    old = json.loads(open(a).read())
+    del old["facts"]["drift"]
+    b.write_text(json.dumps(old))
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    code, out, _ = run(capsys, "doctor", "--json", "--compare", str(tmp_path / "old.json"), str(b))
     data = json.loads(out)
     twice = next(x for x in data["checks"] if x["id"] == "hosts.distinct")
     assert twice["status"] == "warning" and "healthy-910b" in twice["summary"] and "again.json" in twice["summary"]

@@ -48,7 +48,7 @@ def test_cluster_reports_cann_skew_naming_the_node(monkeypatch, capsys):
         cluster.wait_for_nodes()
         monkeypatch.setenv("RAY_ADDRESS", cluster.address)
 
-        code = main(["doctor", "--cluster", "--json"])
+        code = main(["doctor", "--cluster", "--compare", "--json"])
         data = json.loads(capsys.readouterr().out)
     finally:
         if cluster is not None:
@@ -72,6 +72,11 @@ def test_cluster_reports_cann_skew_naming_the_node(monkeypatch, capsys):
     # Each node ran its own doctor and netcheck, on the node it was pinned to.
     assert len({r["facts"]["ray_node"]["id"] for r in data["reports"]}) == 2
     assert all("netcheck" in r["facts"] for r in data["reports"])
+    # --compare: each node also sent what drifts beyond the versions (variables, perf, hccn.conf)
+    assert {r["facts"]["drift"]["node"]["host"] for r in data["reports"]} == set(data["facts"]["hosts"])
+    atb = next(c for c in data["checks"] if c["id"] == "drift.env_atb_home_path")
+    assert atb["status"] == "error" and "cxx_abi_1" in atb["summary"] and "cxx_abi_0" in atb["summary"]
+    assert "token-abc123" not in json.dumps(data)  # healthy-910b's VLLM_API_KEY: compared masked, never sent
 
 
 def _free_port() -> int:

@@ -221,6 +221,15 @@ def test_redactor_keeps_versions_loopback_and_is_consistent():
     assert Redactor(enabled=False).text("10.1.2.3 HF_TOKEN=abc") == "10.1.2.3 HF_TOKEN=****"
 
 
+def test_redactor_keeps_a_kernel_release_with_four_dotted_numbers_in_it():
+    # openEuler's kernels (5.10.0-136.12.0.86.oe2203sp1.aarch64) read like an address in the
+    # middle; doctor --compare of two bundles showed the kernel row differing for that reason.
+    r = Redactor()
+    text = r.text("Linux 5.10.0-136.12.0.86.oe2203sp1.aarch64 peer 10.1.2.3.\n")
+    assert "5.10.0-136.12.0.86.oe2203sp1.aarch64" in text
+    assert "10.1.2.3" not in text and "192.0.2.1." in text
+
+
 def test_redactor_replaces_ipv6_addresses_but_not_clock_times_or_loopback():
     r = Redactor()
     text = r.text(

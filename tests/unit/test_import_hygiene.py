@@ -117,3 +117,14 @@ def test_doctor_prints_its_lines_without_rich_or_yaml():
     loaded = _modules_of_cli("doctor")
     assert "ascendctl.checks_view" in loaded  # it did print its report
     assert not {m.split(".")[0] for m in loaded} & {"rich", "yaml", "textual", *HEAVY}
+
+
+def test_doctor_without_a_container_profile_loads_no_container_client_nor_archive_readers():
+    """doctor must answer in a small fraction of `torch.utils.collect_env`: the container client,
+    image and inspect modules are for a profile that serves in a container (or an Ascend host),
+    tarfile / zipfile for reading archives; a plain doctor on a CPU host asks neither."""
+    loaded = _modules_of_cli("doctor")
+    assert "ascendctl.checks_view" in loaded  # it did print its report
+    assert "engine.container.runtime" in loaded  # container.runtime still looks for one
+    unneeded = {"engine.container.client", "engine.container.inspect", "engine.container.image"}
+    assert not loaded & {*unneeded, "engine.container.discover", "tarfile", "zipfile"}

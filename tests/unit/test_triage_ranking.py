@@ -37,7 +37,7 @@ PRECISION_MODE = (
 )
 TOOLKIT_OWNER = "Warning: The /usr/local/Ascend/ascend-toolkit/latest owner does not match the current owner."
 ULIMIT = (
-    "(APIServer pid=25783) WARNING 11-29 21:12:58 [system_utils.py:255] Found ulimit of 20000 and failed to "
+    "(APIServer pid=25783) WARNING 11-29 21:12:58 [system_utils.py:255] Found ulimit of 1024 and failed to "
     "automatically increase with error current limit"
 )
 KV = (

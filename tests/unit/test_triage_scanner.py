@@ -52,7 +52,7 @@ def test_kv_cache_failure_is_one_issue_per_traceback_with_its_fix():
     assert kv.first_seen == "11-29 21:12:20" and kv.last_seen == "11-29 21:12:20"
     assert kv.example.startswith("ValueError: No available memory for the cache blocks")
     assert "vllm-engine-startup-failed" in found
-    assert found["vllm-fd-ulimit-low"].severity == "warning"
+    assert "vllm-fd-ulimit-low" not in found  # 20,000 open files: enough, as doctor says
     # Every error line of the failure is explained: no unknown template left.
     assert report.unknown == []
 

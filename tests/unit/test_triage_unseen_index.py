@@ -39,7 +39,8 @@ def _known_ids() -> set[str]:
 def test_index_lists_every_log_once_with_a_source(split):
     index = _index(split)
     files = [e["file"] for e in index["logs"]]
-    assert len(files) >= 30 and len(files) == len(set(files))
+    # a split under 25 logs moves 4 points per log: too coarse to report on
+    assert len(files) >= 25 and len(files) == len(set(files))
     assert set(files) == {p.name for p in split.glob("*.log")}
     for entry in index["logs"]:
         assert (split / entry["file"]).stat().st_size > 0, entry["file"]

@@ -88,15 +88,23 @@ def layout_parts(
     for (name, _), roles in groups.items():
         size.setdefault(name, sum(r.instances for r in roles))
         tp.setdefault(name, roles[0].tensor_parallel_size)
-    for (name, _), roles in groups.items():
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0] != PREFILL, kv[0][1]))
+    engine_id = -1
+    for (name, _), roles in ordered:
         rank, group_size = 0, sum(r.instances for r in roles)
+        # One data-parallel group is one engine to the connector; independent instances are one each.
+        expert = roles[0].engine.get("enable_expert_parallel", profile.engine.enable_expert_parallel)
+        grouped = group_size > 1 and bool(expert)
+        engine_id += grouped
         for role in roles:
             for i in range(role.instances):
+                engine_id += not grouped
                 parts.append(
                     _instance(
-                        profile, role, i, rank, group_size, size, tp, engine_version, python, environ, roles[0].host
+                        profile, role, i, rank, group_size, size, tp, engine_version, python, environ,
+                        roles[0].host, engine_id,
                     )
-                )
+                )  # fmt: skip
                 rank += 1
     parts.sort(key=lambda p: (p.host, p.role != PREFILL, p.spec.port))
     ends = {name: [(p.address, p.spec.port) for p in parts if p.role == name] for name in (PREFILL, DECODE)}
@@ -124,14 +132,18 @@ def _instance(
     python: str,
     environ: Mapping[str, str] | None,
     master_host: int,
+    engine_id: int,
 ) -> Part:
     nodes = profile.nodes
     assert nodes is not None
     devices = role.devices[i * role.tensor_parallel_size : (i + 1) * role.tensor_parallel_size]
+    own = dict(role.engine)
+    # A role's extra_args come after the profile's (the flags both roles share stay).
+    own["extra_args"] = tuple(profile.engine.extra_args) + tuple(own.get("extra_args", ()))
     derived = replace(
         profile,
         name=f"{profile.name}-{role.role}",
-        engine=replace(profile.engine, tensor_parallel_size=role.tensor_parallel_size, **dict(role.engine)),
+        engine=replace(profile.engine, tensor_parallel_size=role.tensor_parallel_size, **own),
         server=replace(profile.server, port=role.port + i),
         env={**profile.env, **role.env},
     )
@@ -148,7 +160,7 @@ def _instance(
             "--data-parallel-rpc-port",
             str(role.dp_rpc_port or nodes.dp_rpc_port),
         ]
-    argv += ["--kv-transfer-config", json.dumps(kv_transfer_config(profile, role, size, tp))]
+    argv += ["--kv-transfer-config", json.dumps(kv_transfer_config(profile, role, size, tp, engine_id))]
     env = {**node_env(profile, role.host), **_visible(profile, devices), **spec.env, **nodes.host(role.host).env}
     return Part(
         role.role,
@@ -161,10 +173,13 @@ def _instance(
     )
 
 
-def kv_transfer_config(profile: Profile, role: Role, size: dict[str, int], tp: dict[str, int]) -> dict:
+def kv_transfer_config(
+    profile: Profile, role: Role, size: dict[str, int], tp: dict[str, int], engine_id: int | None = None
+) -> dict:
     """The --kv-transfer-config of one instance. The Mooncake connectors of vllm-ascend take the
-    shape of both sides (dp_size, tp_size) and a kv_port; any other connector gets its name, its
-    role and the profile's kv_connector_extra."""
+    shape of both sides (dp_size, tp_size), a kv_port and an engine_id per data-parallel group (the
+    tutorial numbers the groups 0, 1, ... prefill first); any other connector gets its name, its
+    role and the profile's kv_connector_extra (vLLM draws a random engine_id per instance)."""
     nodes = profile.nodes
     assert nodes is not None and nodes.kv_connector is not None
     config: dict = {"kv_connector": nodes.kv_connector, "kv_role": KV_ROLES[role.role]}
@@ -172,6 +187,8 @@ def kv_transfer_config(profile: Profile, role: Role, size: dict[str, int], tp: d
     if nodes.kv_connector.startswith("Mooncake") and "Store" not in nodes.kv_connector:
         if role.kv_port is not None:
             config["kv_port"] = str(role.kv_port)
+        if engine_id is not None:
+            config["engine_id"] = str(engine_id)
         extra = {
             PREFILL: {"dp_size": size[PREFILL], "tp_size": tp[PREFILL]},
             DECODE: {"dp_size": size[DECODE], "tp_size": tp[DECODE]},

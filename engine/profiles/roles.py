@@ -86,6 +86,23 @@ class Role:
         return out
 
 
+# Flags the layout writes itself: a profile that passes them through extra_args would fight it.
+LAYOUT_FLAGS = {
+    "--kv-transfer-config": "nodes.kv_connector and nodes.kv_connector_extra write it",
+    "--data-parallel-size": "the layout sets it from the role's instances",
+    "--data-parallel-rank": "the layout sets it per instance",
+    "--data-parallel-address": "the layout sets it (the group's first host in nodes.addresses)",
+    "--data-parallel-rpc-port": "set nodes.dp_rpc_port or the role's dp_rpc_port",
+    "--port": "set the role's port (nodes.roles[].port) or nodes.instance_port",
+}
+
+
+def layout_flag(arg: object) -> str | None:
+    """Why an extra_args entry may not be in a pd or external-dp profile, or None."""
+    flag = str(arg).split("=", 1)[0]
+    return f"{flag}: {LAYOUT_FLAGS[flag]}" if flag in LAYOUT_FLAGS else None
+
+
 def roles_section(
     nodes: Nodes, given: Mapping[str, Any], values: dict[str, dict[str, Any]], locate: Locate
 ) -> tuple[Nodes, list[Problem]]:
@@ -106,6 +123,10 @@ def roles_section(
             )
         )
         extra = {}
+    for arg in values["engine"].get("extra_args", ()):
+        why = layout_flag(arg)
+        if why:
+            problems.append(Problem(*locate("engine.extra_args"), "engine.extra_args", why))
     platform = values[""].get("platform")
     connector = given.get("kv_connector") or ("MooncakeConnectorV1" if platform == "ascend" else None)
     if nodes.mode == "external-dp":
@@ -210,6 +231,10 @@ def roles_section(
                 problems.append(Problem(*line("engine"), f"{key}.engine.{name}", error))
             elif checked is not None:
                 engine[name] = checked
+        for arg in engine.get("extra_args", ()):
+            why = layout_flag(arg)
+            if why:
+                problems.append(Problem(*line("engine"), f"{key}.engine.extra_args", why))
         env, more = _env_problems(item.get("env") or {}, f"{key}.env", line("env"), item.get("env"))
         problems.extend(more)
         if not bad:

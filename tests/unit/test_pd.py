@@ -1,0 +1,341 @@
+"""Prefill / decode disaggregation (nodes.mode pd) and external data parallel (external-dp):
+each part's command line checked against vllm-ascend's tutorial (tests/fixtures/pd/, with its
+source), the refusals of a bad layout (exit 2, nothing started), and the proxy's routing."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers import FIXTURES, ROOT
+
+from ascendctl.cli import main
+from engine.profiles import ProfileInvalid, load_profile, load_profile_text
+from engine.profiles.parts import PROXY, layout_parts
+
+TUTORIAL = FIXTURES / "pd"
+PD_PROFILE = ROOT / "profiles" / "a3-deepseek-r1-w8a8-pd-2p1d.yaml"
+CPU_PD = ROOT / "profiles" / "cpu-tiny-pd.yaml"
+CPU_EDP = ROOT / "profiles" / "cpu-tiny-external-dp.yaml"
+PYTHON = "/opt/engine/bin/python"
+VERSION = "0.11.0"
+OURS = {"NO_COLOR", "HF_HUB_OFFLINE"}
+HOSTS = ("prefill-node1.sh", "prefill-node2.sh", "decode-node1.sh", "decode-node2.sh")
+
+
+def script(name: str, values: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The variables and the one command of a tutorial script, `$1`... filled in from `values`."""
+    text = (TUTORIAL / name).read_text(encoding="utf-8").replace("\\\n", " ")
+    text = re.sub(r"'(\{.*?\})'", lambda m: shlex.quote(" ".join(m.group(1).split())), text, flags=re.S)
+    env: dict[str, str] = {}
+    command: list[str] = []
+    for line in text.splitlines():
+        line = line.split("  #")[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        line = re.sub(r"\$(\w+)", lambda m: values.get(m.group(1), m.group(0)), line)
+        words = shlex.split(line)
+        if words[0] == "export":
+            key, _, value = words[1].partition("=")
+            env[key] = value
+        elif "=" in words[0] and len(words) == 1:
+            key, _, value = words[0].partition("=")
+            values[key] = value
+        else:
+            command = words
+    return env, command
+
+
+def flags_of(argv: list[str]) -> dict[str, object]:
+    """{flag: value} of a command line; `--k=v` and `--k v` read alike, JSON values compared parsed."""
+    out: dict[str, object] = {}
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if not name.startswith("--"):
+            out.setdefault("", []).append(argv[i])  # type: ignore[union-attr]
+            i += 1
+            continue
+        if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value, i = argv[i + 1], i + 1
+        out[name] = json.loads(value) if value.startswith("{") else (value if value or eq else None)
+        i += 1
+    return out
+
+
+def launches() -> list[dict[str, str]]:
+    """Each host's launch_online_dp.py flags, in host order."""
+    lines = [ln for ln in (TUTORIAL / "launch.sh").read_text().splitlines() if ln.startswith("python")]
+    return [{k: str(v) for k, v in flags_of(shlex.split(ln)[2:]).items()} for ln in lines]
+
+
+def test_every_host_runs_the_tutorials_command_lines():
+    profile = load_profile(str(PD_PROFILE))
+    parts = layout_parts(profile, VERSION, PYTHON, PYTHON)
+    engines = [p for p in parts if p.role != PROXY]
+    assert len(engines) == 2 + 2 + 16 + 16
+    for host, (name, launch) in enumerate(zip(HOSTS, launches())):
+        mine = [p for p in engines if p.host == host]
+        tp, local = int(launch["--tp-size"]), int(launch["--dp-size-local"])
+        assert len(mine) == local
+        for i, part in enumerate(mine):
+            values = {
+                "1": ",".join(str(d) for d in range(i * tp, (i + 1) * tp)),
+                "2": str(int(launch["--vllm-start-port"]) + i),
+                "3": launch["--dp-size"],
+                "4": str(int(launch["--dp-rank-start"]) + i),
+                "5": launch["--dp-address"],
+                "6": launch["--dp-rpc-port"],
+                "7": launch["--tp-size"],
+            }
+            env, command = script(name, values)
+            # The same variables with the same values; nothing else but ascendctl's own two.
+            assert {k: part.spec.env.get(k) for k in env} == env, (name, i)
+            assert set(part.spec.env) - set(env) == OURS
+            ours = part.spec.argv[part.spec.argv.index("serve") + 1 :]
+            theirs = flags_of(command[2:])
+            if theirs["--tensor-parallel-size"] == "1":  # vLLM's default, which ascendctl leaves out
+                del theirs["--tensor-parallel-size"]
+            assert flags_of(ours) == theirs, (name, i)
+
+
+def test_the_proxy_is_the_tutorials_on_the_first_prefill_host():
+    profile = load_profile(str(PD_PROFILE))
+    proxy = layout_parts(profile, VERSION, PYTHON, PYTHON)[-1]
+    assert proxy.role == PROXY and proxy.host == 0
+    text = (TUTORIAL / "proxy.sh").read_text().replace("\\\n", " ")
+    theirs = next(shlex.split(ln) for ln in text.splitlines() if ln.startswith("python"))
+
+    def lists(argv: list[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for word in argv[next(i for i, w in enumerate(argv) if w.startswith("--")) :]:
+            if word.startswith("--"):
+                key = word
+                out[key] = []
+            else:
+                out[key].append(word)
+        return out
+
+    ours, want = lists(proxy.spec.argv), lists(theirs)
+    # The tutorial binds the proxy to the host's address; the profile says 0.0.0.0 (server.host).
+    assert want.pop("--host") == ["192.0.0.1"] and ours.pop("--host") == ["0.0.0.0"]
+    assert ours == want
+
+
+def test_dry_run_prints_every_part_with_its_serve_line(capsys):
+    assert main(["serve", "--profile", str(PD_PROFILE), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("--kv-transfer-config") == 36
+    assert "# prefill on node 1 (192.0.0.2): ascendctl serve --profile a3-deepseek-r1-w8a8-pd-2p1d --role prefill "
+    "--node-rank 1 --instance 1" in out
+    assert "# decode on node 3 (192.0.0.4): ascendctl serve --profile a3-deepseek-r1-w8a8-pd-2p1d --role decode "
+    "--node-rank 3 --instance 15" in out
+    assert "export ASCEND_RT_VISIBLE_DEVICES=15\n" in out
+    assert "# proxy on node 0 (192.0.0.1)" in out
+    # One part only: --role and --node-rank.
+    assert main(["serve", "--profile", str(PD_PROFILE), "--dry-run", "--json", "--role", "decode", "--node-rank", "3",
+                 "--instance", "2"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    (part,) = data["parts"]
+    assert part["rank"] == 18 and part["env"]["ASCEND_RT_VISIBLE_DEVICES"] == "2" and part["url"].endswith(":7102")
+
+
+def test_the_cpu_profiles_are_valid_and_dry_run(capsys):
+    for path in (CPU_PD, CPU_EDP):
+        assert main(["serve", "--profile", str(path), "--dry-run", "--json"]) == 0, capsys.readouterr().err
+        data = json.loads(capsys.readouterr().out)
+        assert data["parts"][-1]["role"] == PROXY and data["parts"][-1]["url"] == "http://127.0.0.1:8000"
+        assert all(p["argv"][-1] != "--host" and "127.0.0.1" in p["argv"] for p in data["parts"])
+    roles = [p["role"] for p in data["parts"]]
+    assert roles == ["rank", "rank", "proxy"]
+    assert data["parts"][-1]["argv"][-2:] == ["127.0.0.1:7100", "127.0.0.1:7101"]
+
+
+BASE = """\
+name: bad-pd
+platform: ascend
+device: {kind: Ascend910B3, hbm_gib: 64, count: 8}
+model: {path: /models/m}
+nodes:
+  mode: pd
+  count: 1
+  addresses: [192.0.2.10]
+"""
+
+
+@pytest.mark.parametrize(
+    "roles, message",
+    [
+        (
+            "  roles:\n    - {role: prefill, devices: [0, 1], port: 7100}\n",
+            "nodes.roles: has no decode role: a pd layout needs at least one prefill and one decode instance",
+        ),
+        (
+            "  roles:\n    - {role: prefill, devices: [0, 1], port: 7100}\n"
+            "    - {role: decode, devices: [1, 2], port: 7200}\n",
+            "nodes.roles[1] (decode) and nodes.roles[0] (prefill) share NPU 1 on host 0",
+        ),
+        (
+            "  roles:\n    - {role: prefill, devices: [0], port: 7100}\n    - {role: decode, devices: [1], port: 7100}\n",
+            "both use port 7100 on host 0",
+        ),
+        (
+            "  roles:\n    - {role: prefil, devices: [0], port: 7100}\n    - {role: decode, devices: [1], port: 7200}\n",
+            "nodes.roles[0].role: must be one of prefill, decode, got 'prefil'",
+        ),
+        (
+            "  roles:\n    - {role: prefill, devices: [0, 1, 2], tensor_parallel_size: 2, port: 7100}\n"
+            "    - {role: decode, devices: [4], port: 7200}\n",
+            "nodes.roles[0].tensor_parallel_size: 2 must divide the 3 devices of the entry",
+        ),
+        (
+            "  roles:\n    - {role: prefill, devices: [0], port: 7100, engine: {dtype: float16}}\n"
+            "    - {role: decode, devices: [1], port: 7200}\n",
+            "nodes.roles[0].engine.dtype: is the same for every role",
+        ),
+        (
+            "  roles:\n    - {role: prefill, devices: [0], port: 7100, engine: {extra_args: ['--kv-transfer-config={}']}}\n"
+            "    - {role: decode, devices: [1], port: 7200}\n",
+            "--kv-transfer-config: nodes.kv_connector and nodes.kv_connector_extra write it",
+        ),
+    ],
+)
+def test_a_bad_layout_is_refused_with_its_line_and_exit_2(tmp_path, capsys, roles, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BASE + roles, encoding="utf-8")
+    with pytest.raises(ProfileInvalid) as caught:
+        load_profile(str(path))
+    assert message in str(caught.value)
+    assert re.search(r"bad\.yaml:\d+: nodes\.roles", str(caught.value))
+    assert main(["serve", "--profile", str(path), "--role", "prefill"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_an_unknown_connector_is_refused_before_anything_starts(capsys):
+    code = main(["serve", "--profile", str(CPU_PD), "--set", "nodes.kv_connector=ExampelConnector", "--role", "decode"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "KV connector 'ExampelConnector' (nodes.kv_connector) is unknown to the installed vLLM" in err
+    assert "did you mean 'ExampleConnector'?" in err
+
+
+def test_role_flags_are_refused_where_they_mean_nothing(capsys):
+    assert main(["serve", "--profile", "cpu-tiny", "--role", "prefill", "--dry-run"]) == 2
+    assert "--role and --instance are for nodes.mode pd and external-dp layouts" in capsys.readouterr().err
+    assert main(["serve", "--profile", str(CPU_PD), "--skip-preflight"]) == 2
+    assert "say which part this is" in capsys.readouterr().err
+    assert main(["serve", "--profile", str(PD_PROFILE), "--role", "decode", "--node-rank", "0", "--dry-run"]) == 2
+    assert "the layout runs no decode on host 0" in capsys.readouterr().err
+    assert main(["serve", "--profile", str(PD_PROFILE), "--role", "decode", "--node-rank", "2"]) == 2
+    assert "host 2 runs 16 decode instances: say which one this is" in capsys.readouterr().err
+
+
+def test_a_mooncake_layout_without_expert_parallel_gives_each_instance_its_engine_id():
+    text = BASE.replace("bad-pd", "dense") + (
+        "  roles:\n    - {role: prefill, devices: [0, 1], port: 7100, kv_port: 36000}\n"
+        "    - {role: decode, devices: [2, 3, 4, 5], tensor_parallel_size: 2, port: 7200, kv_port: 36200}\n"
+    )
+    parts = layout_parts(load_profile_text(text), VERSION, PYTHON, PYTHON)
+    configs = [json.loads(p.spec.argv[p.spec.argv.index("--kv-transfer-config") + 1]) for p in parts[:-1]]
+    assert [c["engine_id"] for c in configs] == ["0", "1", "2", "3"]
+    assert [c["kv_role"] for c in configs] == ["kv_producer"] * 2 + ["kv_consumer"] * 2
+    assert configs[0]["kv_connector"] == "MooncakeConnectorV1"  # the default on ascend
+    assert configs[0]["kv_connector_extra_config"] == {"prefill": {"dp_size": 2, "tp_size": 1},
+                                                       "decode": {"dp_size": 2, "tp_size": 2}}  # fmt: skip
+    assert all("--data-parallel-size" not in p.spec.argv for p in parts)
+    assert parts[2].spec.env["ASCEND_RT_VISIBLE_DEVICES"] == "2,3"
+
+
+# -- the proxy ---------------------------------------------------------------------------------
+
+
+class Backend(BaseHTTPRequestHandler):
+    seen: list
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._send({"ok": True})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.seen.append(body)  # type: ignore[attr-defined]
+        self._send({"choices": [{"text": self.server.name}], "kv_transfer_params": {"remote_engine_id": "p0"}})  # type: ignore[attr-defined]
+
+    def _send(self, data: dict) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def _backend(name: str) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+    server.name, server.seen = name, []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_proxy_prefills_one_token_then_decodes_with_the_prefillers_kv_params():
+    from engine.pdproxy import Pool, ProxyServer
+
+    prefill, decode = _backend("P"), _backend("D")
+    proxy = ProxyServer(
+        ("127.0.0.1", 0),
+        [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [("127.0.0.1", decode.server_port)])],
+        30,
+    )
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    try:
+        reply = httpx.post(f"{url}/v1/completions", json={"model": "m", "prompt": "hi", "max_tokens": 50}, timeout=10)
+        assert reply.status_code == 200 and reply.json()["choices"][0]["text"] == "D"
+        (first,) = prefill.seen  # type: ignore[attr-defined]
+        assert first["max_tokens"] == 1 and first["kv_transfer_params"]["do_remote_decode"] is True
+        (second,) = decode.seen  # type: ignore[attr-defined]
+        assert second["max_tokens"] == 50 and second["kv_transfer_params"] == {"remote_engine_id": "p0"}
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert (
+            f'ascendctl_proxy_requests_total{{role="prefill",backend="127.0.0.1:{prefill.server_port}"}} 1' in metrics
+        )
+        assert f'ascendctl_proxy_requests_total{{role="decode",backend="127.0.0.1:{decode.server_port}"}} 1' in metrics
+    finally:
+        for server in (proxy, prefill, decode):
+            server.shutdown()
+            server.server_close()
+
+
+def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
+    from engine.pdproxy import Pool, ProxyServer
+
+    ranks = [_backend("A"), _backend("B")]
+    pool = Pool("rank", [("127.0.0.1", r.server_port) for r in ranks] + [("127.0.0.1", 1)])
+    proxy = ProxyServer(("127.0.0.1", 0), [pool], 30)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    try:
+        texts = [httpx.post(f"{url}/v1/completions", json={"prompt": str(i)}, timeout=10).json() for i in range(3)]
+        assert [t.get("choices", [{}])[0].get("text") for t in texts[:2]] == ["A", "B"]
+        assert "rank 127.0.0.1:1" in texts[2]["error"]
+        health = httpx.get(f"{url}/health", timeout=10)
+        assert health.status_code == 503 and health.json() == {"unhealthy": ["127.0.0.1:1"]}
+        assert 'ascendctl_proxy_failures_total{role="rank",backend="127.0.0.1:1"} 1' in httpx.get(f"{url}/metrics").text
+    finally:
+        for server in (proxy, *ranks):
+            server.shutdown()
+            server.server_close()
+
+
+def test_the_shipped_pd_profile_cites_its_tutorial():
+    text = Path(PD_PROFILE).read_text(encoding="utf-8")
+    assert "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md" in text

@@ -321,3 +321,42 @@ def check_connector(profile: Profile, python: str) -> None:
         f"KV connector {nodes.kv_connector!r} (nodes.kv_connector) is unknown to the installed vLLM",
         (f"did you mean {close[0]!r}? " if close else "") + f"the engine registers: {', '.join(sorted(names))}",
     )
+
+
+def role_profiles(profile: Profile) -> list[tuple[str, Profile]]:
+    """A pd layout as one profile per data-parallel group of a role, for `plan`: prefill and
+    decode differ in TP, max_num_seqs, batched tokens and memory share, so each is planned alone.
+    A group with expert parallel over several instances is planned as a `dp` layout over its own
+    hosts (the experts split over its ranks); any other group as one instance."""
+    nodes = profile.nodes
+    assert nodes is not None and nodes.mode == "pd"
+    groups: dict[tuple[str, int], list[Role]] = {}
+    for role in nodes.roles:
+        groups.setdefault((role.role, role.dp_group), []).append(role)
+    out: list[tuple[str, Profile]] = []
+    for (name, group), roles in sorted(groups.items(), key=lambda kv: (kv[0][0] != PREFILL, kv[0][1])):
+        first = roles[0]
+        own = dict(first.engine)
+        own["extra_args"] = tuple(profile.engine.extra_args) + tuple(own.get("extra_args", ()))
+        engine = replace(profile.engine, tensor_parallel_size=first.tensor_parallel_size, **own)
+        instances = sum(r.instances for r in roles)
+        hosts = sorted({r.host for r in roles})
+        label = (
+            f"{name} (nodes.roles dp_group {group}): {instances} instance(s) of TP {first.tensor_parallel_size} "
+            f"on host(s) {', '.join(map(str, hosts))}"
+        )
+        if instances > 1 and engine.enable_expert_parallel:
+            layout = replace(
+                nodes,
+                mode="dp",
+                count=len(hosts),
+                devices_per_host=len(first.devices),
+                addresses=tuple(nodes.addresses[h] for h in hosts),
+                hosts=tuple(nodes.host(h) for h in hosts),
+                roles=(),
+            )
+            derived = replace(profile, name=f"{profile.name}-{name}", engine=engine, nodes=layout)
+        else:
+            derived = replace(profile, name=f"{profile.name}-{name}", engine=engine, nodes=None)
+        out.append((label, derived))
+    return out

@@ -339,3 +339,28 @@ def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
 def test_the_shipped_pd_profile_cites_its_tutorial():
     text = Path(PD_PROFILE).read_text(encoding="utf-8")
     assert "docs/source/tutorials/features/pd_disaggregation_mooncake_multi_node.md" in text
+
+
+def test_plan_plans_each_role_with_its_own_parallelism_and_memory(capsys, tmp_path):
+    model = str(FIXTURES / "models" / "Qwen3-30B-A3B")
+    args = ["plan", "--profile", str(PD_PROFILE), "--model", model, "--set", "engine.quantization=null", "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["role"] for r in data["roles"]] == ["prefill", "prefill", "decode"]
+    prefill, decode = data["roles"][0]["plan"], data["roles"][2]["plan"]
+    assert (prefill["tensor_parallel_size"], prefill["layout"]["data_parallel_size"]) == (8, 2)
+    assert (decode["tensor_parallel_size"], decode["layout"]["data_parallel_size"]) == (1, 32)
+    assert decode["layout"]["hosts"] == 2 and prefill["layout"]["hosts"] == 1
+    # Each role's own memory share and batch: 0.9 and 8 sequences to prefill, 0.94 and 40 to decode.
+    assert prefill["utilization"] == 0.9 and decode["utilization"] == 0.94
+    assert prefill["max_num_seqs"] == 8 and decode["max_num_seqs"] == 40
+    # The stand-in model's decode instance holds 14 requests of 40,000 tokens, not 40: the layout is tight.
+    assert [r["plan"]["verdict"] for r in data["roles"]] == ["ok", "ok", "tight"] and data["verdict"] == "tight"
+    assert prefill["weights_per_device"] < decode["weights_per_device"]  # EP 16 against EP 32, TP 8 against 1
+    # A decode role that cannot hold its weights fails the layout's plan (exit 1), and says which.
+    starved = tmp_path / "starved.yaml"
+    starved.write_text(PD_PROFILE.read_text().replace("gpu_memory_utilization: 0.94", "gpu_memory_utilization: 0.05"))
+    assert main(["plan", "--profile", str(starved), *args[3:-1]]) == 1
+    out = capsys.readouterr().out
+    assert "# decode (nodes.roles dp_group 0): 32 instance(s) of TP 1 on host(s) 2, 3" in out
+    assert out.count("verdict: ok") == 2 and "verdict: does-not-fit" in out

@@ -228,8 +228,8 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             list,
             default=(),
             help="mode pd: the prefill and decode instances, a list of mappings with role (prefill | decode), host "
-            "(node rank), devices (NPU ids), port, tensor_parallel_size, kv_port, dp_rpc_port, engine (keys of the "
-            "engine section for this role) and env (docs/pd.md)",
+            "(node rank), devices (NPU ids), port, tensor_parallel_size, dp_group, kv_port, dp_rpc_port, engine (keys of "
+            "the engine section for this role) and env (docs/pd.md)",
         ),
         "kv_connector": Spec(
             str,

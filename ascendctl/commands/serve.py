@@ -470,6 +470,7 @@ def serve_part(
         ready_timeout=ready_timeout,
         policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
     )
+    supervisor.role = part.role
     if engine:
         supervisor.hang_policy = hang_policy(derived, part.spec, hang_action)
     out.info(f"{part.name}: {part.command_line()}")

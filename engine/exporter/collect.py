@@ -27,7 +27,7 @@ from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.jsonsafe import loads
 from engine.metrics.prom import LeanParser, scrape
-from engine.telemetry.collector import Collector, Target, target_of, with_containers
+from engine.telemetry.collector import Collector, Target, target_of, watched, with_containers
 from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
@@ -107,6 +107,7 @@ class EngineExtra:
     # From the run's record: the hangs serve's monitor found, and why the engine last restarted.
     hangs: int = 0
     restart_reason: str | None = None
+    role: str | None = None  # serve --role: prefill, decode or rank in a pd / external-dp layout
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,8 @@ class Exporter:
             from engine.runs import list_runs
 
             # a headless data-parallel rank serves no API here: node 0's exporter covers it
-            runs = [r for r in list_runs(live_only=True) if r.serves_api]
+            # and a pd / external-dp layout's proxy has no vLLM /metrics: the roles behind it do
+            runs = [r for r in list_runs(live_only=True) if watched(r)]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
             # Engines in containers, found by their `ascendctl.run` label: no URL needed.
             from engine.container.discover import find_engines
@@ -319,6 +321,7 @@ class Exporter:
             stall_after_s=self.thresholds.hang_progress_s,
             hangs=len(run.hangs) if run is not None else 0,
             restart_reason=run.restart_reason if run is not None else None,
+            role=run.role if run is not None else None,
         )
 
 

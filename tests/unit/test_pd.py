@@ -372,3 +372,55 @@ def test_deploy_k8s_refuses_these_layouts_instead_of_writing_a_wrong_lws(capsys)
     assert code == 2 and captured.out == ""
     assert "deploy k8s does not write nodes.mode pd layouts yet" in captured.err
     assert "--role R --node-rank K" in captured.err
+
+
+# -- top and the exporter ----------------------------------------------------------------------
+
+
+def _runs(tmp_path, monkeypatch, roles: dict[str, str | None]) -> None:
+    import os
+    import time
+
+    from engine.runs import RunInfo, runs_dir, write_run
+
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path))
+    for i, (run_id, role) in enumerate(roles.items()):
+        run = runs_dir() / run_id
+        run.mkdir(parents=True)
+        url = f"http://127.0.0.1:{8100 + i}"
+        write_run(RunInfo(run_id, str(run), os.getpid(), url, "cpu-tiny-pd", started_at=time.time(), role=role))
+
+
+def test_top_watches_each_role_and_not_the_proxy(tmp_path, monkeypatch):
+    from engine.telemetry.collector import targets_from_runs
+
+    _runs(tmp_path, monkeypatch, {"r-prefill-0": "prefill", "r-decode-0": "decode", "r-proxy": "proxy"})
+    notes: list[str] = []
+    targets = targets_from_runs(notes, containers=[])
+    assert sorted((t.label, t.role) for t in targets) == [("r-decode-0", "decode"), ("r-prefill-0", "prefill")]
+    assert any("r-proxy is the layout's proxy, not an engine" in n and "/metrics" in n for n in notes)
+
+
+def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from engine.exporter.collect import EngineExtra, ExporterState
+    from engine.exporter.server import Exporter
+
+    _runs(tmp_path, monkeypatch, {"r-prefill-0": "prefill", "r-proxy": "proxy"})
+    exp = Exporter(doctor=False, plogs=False)
+    try:
+        assert [t.url for t in exp._targets_now()] == ["http://127.0.0.1:8100"]
+    finally:
+        exp.close()
+    view = SimpleNamespace(
+        label="r-decode-0", status=SimpleNamespace(ok=True), model="m", kv=SimpleNamespace(total_blocks=None),
+        container=None,
+    )  # fmt: skip
+    extra = EngineExtra("r-decode-0", "http://127.0.0.1:8200", pid=42, role="decode")
+    state = ExporterState("h", snapshot=SimpleNamespace(engines=[view], diagnostics=[], time=0.0),
+                          engines={"r-decode-0": extra})  # fmt: skip
+    from engine.exporter.families import families
+
+    samples = {s.name: s for fam in families(state) for s in fam.samples}
+    assert samples["ascendctl_engine_role"].labels == {"engine": "r-decode-0", "role": "decode", "host": "h"}

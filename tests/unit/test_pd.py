@@ -424,3 +424,48 @@ def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_p
 
     samples = {s.name: s for fam in families(state) for s in fam.samples}
     assert samples["ascendctl_engine_role"].labels == {"engine": "r-decode-0", "role": "decode", "host": "h"}
+
+
+def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigterm(tmp_path):
+    """The proxy part for real (its instances stand-ins): `serve --role proxy` starts it, is ready
+    once both roles answer /health, records its role, and SIGTERM stops it with nothing left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+    from helpers import free_port, serve_events, stop_serve, wait_event
+
+    from engine.runs import list_runs
+
+    prefill, decode = _backend("P"), _backend("D")
+    port = free_port()
+    profile = tmp_path / "pd.yaml"
+    profile.write_text(
+        CPU_PD.read_text()
+        .replace("port: 8000", f"port: {port}")
+        .replace("port: 8100", f"port: {prefill.server_port}")
+        .replace("port: 8200", f"port: {decode.server_port}"),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "ASCENDCTL_STATE_DIR": str(tmp_path / "state")}
+    argv = [sys.executable, "-m", "ascendctl", "serve", "--profile", str(profile), "--role", "proxy", "--json"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    pids: list[int] = []
+    try:
+        q = serve_events(proc)
+        pids.append(wait_event(q, "started", 60)["pid"])
+        assert wait_event(q, "ready", 60)["url"] == f"http://127.0.0.1:{port}"
+        reply = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"prompt": "x", "max_tokens": 3}, timeout=10)
+        assert reply.json()["choices"][0]["text"] == "D"
+        (run,) = list_runs()
+        assert run.role == "proxy" and run.profile == "cpu-tiny-pd-proxy"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 130
+        assert not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == psutil.STATUS_ZOMBIE
+    finally:
+        stop_serve(proc, pids)
+        for server in (prefill, decode):
+            server.shutdown()
+            server.server_close()

@@ -469,3 +469,40 @@ def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigt
         for server in (prefill, decode):
             server.shutdown()
             server.server_close()
+
+
+def test_top_says_when_a_decode_instance_waits_for_kv_that_does_not_come():
+    """A recorded vLLM page, idle, with the KV-fetch gauge vLLM 0.32 exports on a KV consumer
+    (vllm/v1/metrics/loggers.py: num_requests_kv_fetch_by_stage, stages waiting_to_start,
+    in_progress, completed_waiting): two requests in progress and nothing running, held."""
+    from top_fakes import ScriptedScrape, seq_bodies
+
+    from engine.telemetry.collector import Collector, Target
+    from engine.telemetry.thresholds import Thresholds
+
+    idle = seq_bodies()[0][1]
+    gauge = (
+        "# TYPE vllm:num_requests_kv_fetch_by_stage gauge\n"
+        'vllm:num_requests_kv_fetch_by_stage{engine="0",model_name="tiny",stage="waiting_to_start"} 0.0\n'
+        'vllm:num_requests_kv_fetch_by_stage{engine="0",model_name="tiny",stage="in_progress"} %s\n'
+        'vllm:num_requests_kv_fetch_by_stage{engine="0",model_name="tiny",stage="completed_waiting"} 0.0\n'
+    )
+    stuck, moving = idle + gauge % "2.0", idle + gauge % "0.0"
+
+    def run(bodies: list[str]) -> list:
+        clock = iter(range(1000, 100000, 1))
+
+        def ticks() -> float:
+            return float(next(clock))
+
+        th = Thresholds.defaults().updated({"kv_fetch_sustain_s": 1})
+        c = Collector([Target("http://d", label="r-decode-0", role="decode")], None, th,
+                      scrape_fn=ScriptedScrape({"http://d": bodies}), clock=ticks, wall=ticks)  # fmt: skip
+        return [c.poll() for _ in bodies]
+
+    snaps = run([stuck] * 4)
+    assert snaps[-1].engines[0].kv_fetching == 2.0
+    (diag,) = [d for d in snaps[-1].diagnostics if d.id == "kv-fetch-stuck"]
+    assert diag.severity == "error" and diag.subject == "r-decode-0"
+    assert diag.title == "r-decode-0: 2 requests waiting for their KV cache" and "kv_port" in diag.fix
+    assert not [d for d in run([stuck, moving, stuck, moving])[-1].diagnostics if d.id == "kv-fetch-stuck"]

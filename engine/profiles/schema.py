@@ -707,6 +707,7 @@ def _nodes(
         hccl_buffsize=given.get("hccl_buffsize"),
         hccl_connect_timeout=given.get("hccl_connect_timeout"),
         hosts=tuple(hosts),
+        instance_port=given.get("instance_port", 7100),
     )
     if nodes.mode in ("pd", "external-dp"):
         nodes, more = roles_section(nodes, given, values, locate)

@@ -506,3 +506,39 @@ def test_top_says_when_a_decode_instance_waits_for_kv_that_does_not_come():
     assert diag.severity == "error" and diag.subject == "r-decode-0"
     assert diag.title == "r-decode-0: 2 requests waiting for their KV cache" and "kv_port" in diag.fix
     assert not [d for d in run([stuck, moving, stuck, moving])[-1].diagnostics if d.id == "kv-fetch-stuck"]
+
+
+def test_external_dp_ranks_are_launch_online_dps_over_two_hosts():
+    """vllm-ascend's examples/external_online_dp/README.md, "DP4 TP4 in two nodes with 8 NPUs
+    each": node 0 `--dp-size 4 --tp-size 4 --dp-size-local 2 --dp-rank-start 0`, node 1 the same
+    with `--dp-rank-start 2`; launch_online_dp.py gives local rank i the devices i*TP..(i+1)*TP-1
+    and the port vllm-start-port + i (its default 9000)."""
+    text = """\
+name: edp
+platform: ascend
+device: {kind: Ascend910B3, hbm_gib: 64, count: 8}
+model: {path: /models/dsv3}
+engine: {tensor_parallel_size: 4, enable_expert_parallel: true}
+server: {host: 0.0.0.0, port: 8000}
+nodes:
+  mode: external-dp
+  count: 2
+  addresses: [192.0.2.10, 192.0.2.11]
+  dp_rpc_port: 12342
+  instance_port: 9000
+"""
+    parts = layout_parts(load_profile_text(text), VERSION, PYTHON, PYTHON)
+    ranks = [p for p in parts if p.role == "rank"]
+    assert [(p.host, p.index, p.rank) for p in ranks] == [(0, 0, 0), (0, 1, 1), (1, 0, 2), (1, 1, 3)]
+    for p in ranks:
+        flags = flags_of(p.spec.argv[p.spec.argv.index("serve") + 1 :])
+        assert flags["--data-parallel-size"] == "4" and flags["--data-parallel-rank"] == str(p.rank)
+        assert flags["--data-parallel-address"] == "192.0.2.10" and flags["--data-parallel-rpc-port"] == "12342"
+        assert flags["--tensor-parallel-size"] == "4" and flags["--port"] == str(9000 + p.index)
+        assert p.spec.env["ASCEND_RT_VISIBLE_DEVICES"] == ",".join(str(4 * p.index + d) for d in range(4))
+        assert p.spec.env["HCCL_IF_IP"] == ("192.0.2.10", "192.0.2.11")[p.host]
+        assert "--kv-transfer-config" not in flags
+    balancer = parts[-1].spec.argv
+    assert balancer[balancer.index("--backends") + 1 :] == [
+        "192.0.2.10:9000", "192.0.2.10:9001", "192.0.2.11:9000", "192.0.2.11:9001"
+    ]  # fmt: skip

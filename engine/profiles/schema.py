@@ -411,6 +411,8 @@ class Nodes:
                 value = [{k: v for k, v in (("nic", h.nic), ("env", redact_env(h.env))) if v} for h in self.hosts]
             elif f.name == "roles":
                 value = [role.to_dict() for role in self.roles]
+            elif f.name == "instance_port" and self.mode != "external-dp":
+                continue  # the key of one mode only
             elif f.name == "kv_connector_extra":
                 value = dict(value) or None
             elif isinstance(value, tuple):

@@ -437,6 +437,18 @@ def serve_part(
 
     parts = layout_parts(prof, version, spec.argv[0], sys.executable)
     check_connector(prof, spec.argv[0])
+    layerwise = prof.nodes is not None and "Layerwise" in (prof.nodes.kv_connector or "")
+    if layerwise and (dry_run or role == PROXY):
+        why = (
+            f"{prof.nodes.kv_connector if prof.nodes else ''} sends each request to a decoder first "
+            "(vllm-ascend's load_balance_proxy_layerwise_server_example.py); ascendctl's proxy prefills first"
+        )
+        if role == PROXY and not dry_run:
+            raise BadInput(
+                f"the proxy of profile {prof.name} would route wrongly: {why}",
+                "run vllm-ascend's layerwise proxy instead of --role proxy, or use MooncakeConnectorV1",
+            )
+        out.warn(f"the proxy line below does not suit this connector: {why}")
     if dry_run:
         chosen = parts if role is None else [pick(parts, role, rank or 0, instance)]
         show_parts_dry_run(out, prof, chosen, version, spec.dropped)

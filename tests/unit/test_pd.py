@@ -542,3 +542,13 @@ nodes:
     assert balancer[balancer.index("--backends") + 1 :] == [
         "192.0.2.10:9000", "192.0.2.10:9001", "192.0.2.11:9000", "192.0.2.11:9001"
     ]  # fmt: skip
+
+
+def test_the_layerwise_connector_is_not_given_a_prefill_first_proxy(capsys):
+    layerwise = ["--set", "nodes.kv_connector=MooncakeLayerwiseConnector"]
+    assert main(["serve", "--profile", str(PD_PROFILE), *layerwise, "--role", "proxy"]) == 2
+    err = capsys.readouterr().err
+    assert "the proxy of profile a3-deepseek-r1-w8a8-pd-2p1d would route wrongly" in err
+    assert "load_balance_proxy_layerwise_server_example.py" in err
+    assert main(["serve", "--profile", str(PD_PROFILE), *layerwise, "--dry-run"]) == 0
+    assert "the proxy line below does not suit this connector" in capsys.readouterr().err

@@ -214,7 +214,7 @@ def _plan_roles(out, resolved) -> None:
     from engine.capacity import NO_FIT, OK, TIGHT, plan
     from engine.profiles.parts import role_profiles
 
-    plans = [(label, plan(derived)) for label, derived in role_profiles(resolved)]
+    plans = [(label, plan(derived)) for _, label, derived in role_profiles(resolved)]
     data = {
         "profile": resolved.name,
         "mode": "pd",

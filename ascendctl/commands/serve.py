@@ -433,7 +433,7 @@ def serve_part(
     import sys
 
     from engine.errors import BadInput
-    from engine.profiles.parts import PROXY, check_connector, layout_parts, pick
+    from engine.profiles.parts import PROXY, check_connector, layout_parts, part_profile, pick
 
     parts = layout_parts(prof, version, spec.argv[0], sys.executable)
     check_connector(prof, spec.argv[0])
@@ -472,7 +472,8 @@ def serve_part(
     if engine:
         ensure_demo_model(out, prof.model.path)
         if not skip_preflight:
-            preflight(out, derived, part.spec)
+            # Planned as its role: a prefill of TP 8 is not the profile's engine section at TP 1.
+            preflight(out, dataclasses.replace(part_profile(prof, part), name=name), part.spec)
     view = LaunchView(out, echo=engine_output)
     supervisor = prepare_run(
         derived,

@@ -48,6 +48,7 @@ class Part:
     spec: LaunchSpec
     rank: int | None = None  # the data-parallel rank of the instance within its role
     devices: tuple[int, ...] = ()
+    group: int = 0  # its role's dp_group (mode pd)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -170,6 +171,7 @@ def _instance(
         replace(spec, argv=argv, env=env),
         rank=rank,
         devices=devices,
+        group=role.dp_group,
     )
 
 
@@ -323,7 +325,15 @@ def check_connector(profile: Profile, python: str) -> None:
     )
 
 
-def role_profiles(profile: Profile) -> list[tuple[str, Profile]]:
+def part_profile(profile: Profile, part: Part) -> Profile:
+    """The profile one part is planned and preflighted as: in mode pd, its role's group (its own
+    TP, batch and memory share); otherwise the layout's."""
+    if profile.nodes is None or profile.nodes.mode != "pd" or part.role == PROXY:
+        return profile
+    return next(p for key, _, p in role_profiles(profile) if key == (part.role, part.group))
+
+
+def role_profiles(profile: Profile) -> list[tuple[tuple[str, int], str, Profile]]:
     """A pd layout as one profile per data-parallel group of a role, for `plan`: prefill and
     decode differ in TP, max_num_seqs, batched tokens and memory share, so each is planned alone.
     A group with expert parallel over several instances is planned as a `dp` layout over its own
@@ -333,7 +343,7 @@ def role_profiles(profile: Profile) -> list[tuple[str, Profile]]:
     groups: dict[tuple[str, int], list[Role]] = {}
     for role in nodes.roles:
         groups.setdefault((role.role, role.dp_group), []).append(role)
-    out: list[tuple[str, Profile]] = []
+    out: list[tuple[tuple[str, int], str, Profile]] = []
     for (name, group), roles in sorted(groups.items(), key=lambda kv: (kv[0][0] != PREFILL, kv[0][1])):
         first = roles[0]
         own = dict(first.engine)
@@ -358,5 +368,5 @@ def role_profiles(profile: Profile) -> list[tuple[str, Profile]]:
             derived = replace(profile, name=f"{profile.name}-{name}", engine=engine, nodes=layout)
         else:
             derived = replace(profile, name=f"{profile.name}-{name}", engine=engine, nodes=None)
-        out.append((label, derived))
+        out.append(((name, group), label, derived))
     return out

@@ -552,3 +552,26 @@ def test_the_layerwise_connector_is_not_given_a_prefill_first_proxy(capsys):
     assert "load_balance_proxy_layerwise_server_example.py" in err
     assert main(["serve", "--profile", str(PD_PROFILE), *layerwise, "--dry-run"]) == 0
     assert "the proxy line below does not suit this connector" in capsys.readouterr().err
+
+
+def test_each_part_is_preflighted_as_its_role(monkeypatch, capsys):
+    """serve's preflight plans the part it starts: a prefill instance at its TP 8 and 0.9, not the
+    profile's engine section (TP 1, which would not fit and stop the start)."""
+    import ascendctl.launch_view as launch_view
+
+    seen = []
+
+    def fake_preflight(out, profile, spec, *args, **kwargs):
+        seen.append(profile)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(launch_view, "preflight", fake_preflight)
+    monkeypatch.setattr(launch_view, "ensure_demo_model", lambda out, path: None)
+    for role, node in (("prefill", "1"), ("decode", "3")):
+        with pytest.raises(SystemExit):
+            main(["serve", "--profile", str(PD_PROFILE), "--role", role, "--node-rank", node, "--instance", "1"])
+    prefill, decode = seen
+    assert prefill.name == "a3-deepseek-r1-w8a8-pd-2p1d-prefill-1" and decode.name.endswith("-decode-17")
+    assert (prefill.engine.tensor_parallel_size, prefill.engine.gpu_memory_utilization) == (8, 0.9)
+    assert (decode.engine.tensor_parallel_size, decode.engine.gpu_memory_utilization) == (1, 0.94)
+    assert decode.nodes is not None and decode.nodes.count == 2 and decode.nodes.mode == "dp"

@@ -171,13 +171,13 @@ def test_external_dp_spreads_requests_over_both_ranks(tiny_model, tmp_path):
                 json={"model": "tiny", "prompt": f"request {i}", "max_tokens": 4},
             )
             assert reply.status_code == 200, reply.text
-        # Each rank's own engine counted two of the four.
+        # Each rank's own engine served at least its two (serve's hang monitor adds 1-token probes).
         for url in (ready[0]["url"], ready[1]["url"]):
             text = httpx.get(f"{url}/metrics", timeout=10).text
             done = sum(
                 float(m.group(1)) for m in re.finditer(r"^vllm:request_success_total\{[^}]*\} ([0-9.]+)", text, re.M)
             )
-            assert done == 2, (url, done)
+            assert done >= 2, (url, done)
         balanced = httpx.get(f"{ready[2]['url']}/metrics", timeout=10).text
         assert balanced.count('ascendctl_proxy_requests_total{role="rank"') == 2
         assert re.findall(r'ascendctl_proxy_requests_total\{role="rank",backend="[^"]+"\} (\d+)', balanced) == [

@@ -2,7 +2,7 @@
 # Install ascendctl and the matching engine into ./.venv.
 #
 #   ./install.sh              ascendctl + the engine for this machine (Ascend, CUDA or CPU)
-#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus, chromium, podman and runc as root)
+#   ./install.sh --dev        also the test tools (pytest, hypothesis, ..., Debian's prometheus, chromium, podman, runc and openssh as root)
 #   ./install.sh --no-engine  ascendctl only (doctor, triage, top, bench work without an engine)
 #   ./install.sh --wheelhouse DIR   no network: ascendctl and the Ascend engine from a folder made by
 #                             `ascendctl engine download` on a connected machine (docs/engine.md)
@@ -90,6 +90,10 @@ if [ "$DEV" = 1 ]; then
     # refuses the cgroup layout of some sandboxes; tests/fixtures/container/containers.conf).
     if ! { command -v podman >/dev/null && command -v runc >/dev/null; }; then
         dev_apt "the container tests" podman runc
+    fi
+    # bundle --cluster's ssh test starts its own unprivileged sshd on 127.0.0.1.
+    if ! { command -v ssh >/dev/null && [ -x /usr/sbin/sshd ]; }; then
+        dev_apt "bundle --cluster's ssh test" openssh-server openssh-client
     fi
 fi
 

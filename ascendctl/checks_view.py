@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ascendctl.style import clean, safe, severity_style
+from ascendctl.style import clean, ljust_cells, safe, severity_style, spaced
+from engine.i18n import N_, _
 
-# The status column is five characters wide; the word itself is in --json.
-_MARK = {"ok": "ok", "warning": "warn", "error": "ERROR", "skip": "skip"}
+# The status column is five columns wide; the word itself is in --json.
+_MARK = {"ok": N_("ok"), "warning": N_("warn"), "error": N_("ERROR"), "skip": N_("skip")}
+_VERDICT = {"ok": N_("ok"), "warnings": N_("warnings"), "errors": N_("errors")}
 
 Line = list[tuple[str, str]]  # (text, style) pieces of one line; the text is already clean
 
@@ -20,11 +22,18 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
     pieces, not Rich markup: doctor prints them without importing Rich (Output.styled)."""
     facts = report.facts
     if where is None:
-        where = "" if report.live else f" (recorded machine at {report.root})"
+        where = "" if report.live else _(" (recorded machine at {root})").format(root=report.root)
     if report.profile:
-        where += f" with profile {report.profile}"
-    lines: list[Line] = [[(f"ascendctl {command}", "bold"), (clean(f"{where}: {report.headline}"), "")]]
+        where += _(" with profile {profile}").format(profile=report.profile)
+    lines: list[Line] = [
+        [
+            (f"ascendctl {command}", "bold"),
+            (clean(_("{where}: {headline}").format(where=where, headline=report.headline)), ""),
+        ]
+    ]
     width = max(len(c.id) for c in report.checks) if report.checks else 10
+    mark = {k: ljust_cells(_(v), 5) for k, v in _MARK.items()}
+    fix = spaced(_("fix:"))
     skipped: dict[str, list[str]] = {}
     for c in report.checks:
         status = c.status.value
@@ -32,27 +41,23 @@ def report_lines(report: Any, strict: bool, command: str, where: str | None = No
             skipped.setdefault(c.summary, []).append(c.id)
             continue
         lines.append(
-            [("  ", ""), (f"{_MARK[status]:<5}", severity_style(status)), (clean(f" {c.id:<{width}}  {c.summary}"), "")]
+            [("  ", ""), (mark[status], severity_style(status)), (clean(f" {c.id:<{width}}  {c.summary}"), "")]
         )
         if c.fix and status in ("warning", "error"):
-            lines.append([(f"        {'':<{width}}  ", ""), ("fix:", "bold"), (clean(f" {c.fix}"), "")])
+            lines.append([(f"        {'':<{width}}  ", ""), (fix, "bold"), (clean(c.fix), "")])
     for reason, ids in skipped.items():
-        lines.append([(clean(f"  skip  {reason}: {', '.join(ids)}"), "dim")])
+        grouped = _("{reason}: {checks}").format(reason=reason, checks=", ".join(ids))
+        lines.append([(clean(f"  {mark['skip']} {grouped}"), "dim")])
     counts = {s: sum(1 for c in report.checks if c.status.value == s) for s in ("ok", "warning", "error", "skip")}
     elapsed = facts.get("elapsed_s")
-    tail = f" in {elapsed:.2f} s" if isinstance(elapsed, (int, float)) else ""
-    verdict = report.verdict + (
-        " (--strict: warnings fail)" if strict and counts["warning"] and not counts["error"] else ""
+    tail = _(" in {seconds:.2f} s").format(seconds=elapsed) if isinstance(elapsed, (int, float)) else ""
+    verdict = _(_VERDICT.get(report.verdict, report.verdict)) + (
+        _(" (--strict: warnings fail)") if strict and counts["warning"] and not counts["error"] else ""
     )
-    lines.append(
-        [
-            (
-                f"{counts['ok']} ok, {counts['warning']} warning(s), {counts['error']} error(s), "
-                f"{counts['skip']} skipped{tail}: {verdict}",
-                "",
-            )
-        ]
+    total = _("{ok} ok, {warnings} warning(s), {errors} error(s), {skipped} skipped").format(
+        ok=counts["ok"], warnings=counts["warning"], errors=counts["error"], skipped=counts["skip"]
     )
+    lines.append([(_("{counts}: {verdict}").format(counts=total + tail, verdict=verdict), "")])
     return lines
 
 

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 from ascendctl import __version__
 from ascendctl.errors import EXIT_INTERRUPTED, EXIT_SOFTWARE, EXIT_USAGE, exit_code_for
 from ascendctl.output import Output, get_output, set_output
+from engine import i18n
 from engine.errors import AscendctlError
 
 if TYPE_CHECKING:
     import typer
 
 GLOBAL_FLAGS = ("--json", "--debug")
+LANG_FLAG = "--lang"  # a global option with a value: `--lang zh` or `--lang=zh`, anywhere on the line
 
 
 class Lazy(NamedTuple):
@@ -75,7 +77,9 @@ def build_app() -> typer.Typer:
 
     app = typer.Typer(
         name="ascendctl",
-        help="Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test.",
+        help=i18n._(
+            "Serve LLMs with vLLM + vllm-ascend on Ascend NPUs: check, plan, launch, watch, explain, load-test."
+        ),
         cls=lazy_group(COMMANDS),
         rich_markup_mode=None,
         no_args_is_help=True,
@@ -92,17 +96,26 @@ def build_app() -> typer.Typer:
     @app.callback()
     def _root(
         json_: bool = typer.Option(
-            False, "--json", help="Write machine-readable JSON on stdout (accepted anywhere on the line)."
+            False, "--json", help=i18n._("Write machine-readable JSON on stdout (accepted anywhere on the line).")
         ),
         debug: bool = typer.Option(
-            False, "--debug", help="Show tracebacks and debug detail (accepted anywhere on the line)."
+            False, "--debug", help=i18n._("Show tracebacks and debug detail (accepted anywhere on the line).")
+        ),
+        lang: Optional[str] = typer.Option(
+            None,
+            "--lang",
+            metavar="LANG",
+            help=i18n._(
+                "Write messages in English (en) or Chinese (zh). Default: ASCENDCTL_LANG, then LC_ALL, "
+                "LC_MESSAGES, LANG (zh_* is Chinese). --json is always English."
+            ),
         ),
         version: Optional[bool] = typer.Option(
             None,
             "--version",
             callback=version_callback,
             is_eager=True,
-            help="Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN).",
+            help=i18n._("Show ascendctl's version and the engine's (vllm, vllm-ascend, torch, torch_npu, CANN)."),
         ),
     ) -> None:
         out = get_output()
@@ -150,17 +163,44 @@ def _split_global_flags(argv: list[str]) -> tuple[list[str], set[str]]:
     return rest, found
 
 
+def _split_lang(argv: list[str]) -> tuple[list[str], str | None]:
+    """Take `--lang X` / `--lang=X` from anywhere before `--`. triage has a --lang of its own
+    that sets the language again, so under triage the flag also stays on its line."""
+    rest: list[str] = []
+    lang: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == LANG_FLAG and i + 1 < len(argv):
+            lang, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith(LANG_FLAG + "="):
+            lang, i = arg.split("=", 1)[1], i + 1
+            continue
+        rest.append(arg)
+        i += 1
+    if lang is not None and "triage" in rest[:1]:
+        rest[1:1] = [LANG_FLAG, lang]
+    return rest, lang
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, flags = _split_global_flags(list(sys.argv[1:] if argv is None else argv))
     out = Output(json_mode="--json" in flags, debug="--debug" in flags)
     set_output(out)
+    i18n.set_machine_output(out.json_mode)  # --json: every message stays English
     try:
+        args, lang = _split_lang(args)
+        i18n.set_language(lang)
         if args == ["--version"]:  # answered before Typer is imported (~30 ms of start-up)
             _print_versions()
             return 0
         return _run_app(out, args)
     except KeyboardInterrupt:
-        out.error("interrupted")
+        out.error(i18n._("interrupted"))
         return EXIT_INTERRUPTED
     except AscendctlError as exc:
         if out.debug:
@@ -197,7 +237,10 @@ def _run_app(out: Output, args: list[str]) -> int:
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
         ctx = getattr(exc, "ctx", None)
-        out.error(exc.format_message(), f"see `{ctx.command_path if ctx else 'ascendctl'} --help`")
+        out.error(
+            exc.format_message(),
+            i18n._("see `{command} --help`").format(command=ctx.command_path if ctx else "ascendctl"),
+        )
         return EXIT_USAGE
     return code if isinstance(code, int) else 0
 
@@ -208,7 +251,10 @@ def _crashed(out: Output, exc: BaseException) -> int:
         import traceback
 
         traceback.print_exception(exc)
-    out.error(f"unexpected error: {type(exc).__name__}: {exc}", "run again with --debug and report the traceback")
+    out.error(
+        i18n._("unexpected error: {kind}: {error}").format(kind=type(exc).__name__, error=exc),
+        i18n._("run again with --debug and report the traceback"),
+    )
     return EXIT_SOFTWARE
 
 

@@ -8,7 +8,8 @@ import threading
 from typing import TYPE_CHECKING
 
 from ascendctl.output import SCHEMA_VERSION, to_jsonable
-from ascendctl.style import clean, safe, severity_style
+from ascendctl.style import clean, ljust_cells, safe, severity_style, spaced
+from engine.i18n import _
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,9 +34,9 @@ def ensure_demo_model(out: Output, model_path: str | None = None) -> Path:
         return Path(model_path)
     if is_built(target):
         return target
-    with out.status("building the tiny demo model (once; about 10 s)…"):
-        path, _ = ensure_model()
-    out.info(f"built the demo model: {path}")
+    with out.status(_("building the tiny demo model (once; about 10 s)…")):
+        path = ensure_model()[0]
+    out.info(_("built the demo model: {path}").format(path=path))
     return path
 
 
@@ -60,9 +61,13 @@ def preflight(
         out.error(f"doctor {check.cause}", check.fix)
     if found.errors:
         raise ProblemsFound(
-            f"doctor found {len(found.errors)} error(s) for profile {prof.name}: the engine was not started",
-            f"fix them (`ascendctl doctor --profile {prof.name}` shows every check), or start anyway with "
-            "--skip-preflight",
+            _("doctor found {count} error(s) for profile {profile}: the engine was not started").format(
+                count=len(found.errors), profile=prof.name
+            ),
+            _(
+                "fix them (`ascendctl doctor --profile {profile}` shows every check), or start anyway with "
+                "--skip-preflight"
+            ).format(profile=prof.name),
         )
     if found.plan is not None:
         for warning in found.plan.warnings:
@@ -75,40 +80,55 @@ def show_diagnosis(out: Output, outcome: Outcome) -> None:
     from engine.launcher import describe_exit
 
     diag: Diagnosis = outcome.diagnosis  # type: ignore[assignment]
-    when = "before it was ready" if outcome.ready_seconds is None else "while serving"
+    from engine.i18n import language
+
+    if language() != "en":  # the known issues' texts in the reader's language (engine/triage/zh/)
+        from engine.triage.localize import localized_diagnosis
+
+        diag = localized_diagnosis(diag, language())
     if outcome.timed_out:
-        last = outcome.phases[-1].label if outcome.phases else "start-up"
-        headline = f"the engine was not ready within the ready timeout (last phase: {last}); it was stopped"
+        last = _(outcome.phases[-1].label) if outcome.phases else _("start-up")
+        headline = _("the engine was not ready within the ready timeout (last phase: {phase}); it was stopped").format(
+            phase=last
+        )
     else:
-        headline = f"the engine exited {when} ({describe_exit(outcome.exit_code)})"
+        how = describe_exit(outcome.exit_code, _)
+        if outcome.ready_seconds is None:
+            headline = _("the engine exited before it was ready ({how})").format(how=how)
+        else:
+            headline = _("the engine exited while serving ({how})").format(how=how)
         if outcome.exit_code == 0:
-            headline += " though nobody asked it to stop"
+            headline += _(" though nobody asked it to stop")
     out.error(headline)
     console = out.err_console
     if diag.root_error:
         cause = diag.root_error if len(diag.root_error) <= 320 else diag.root_error[:320] + "…"
-        console.print(f"  [bold]cause:[/] {safe(cause)}", soft_wrap=True)
+        label = spaced(_("cause:"))
+        console.print(f"  [bold]{label}[/]{safe(cause)}", soft_wrap=True)
     for line in diag.likely_lines():  # a symptom leads: the causes it can have, not one name
         console.print(f"  {line}", markup=False, soft_wrap=True)
+    known, why, fix = _("known issue"), spaced(_("why:")), spaced(_("fix:"))
     for finding in diag.findings:
         console.print(
-            f"  [bold]known issue[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {safe(finding.title)}",
+            f"  [bold]{known}[/] [{severity_style(finding.severity)}]{finding.severity}[/]: {safe(finding.title)}",
             soft_wrap=True,
         )
         if finding.cause:
-            console.print(f"    why: {safe(finding.cause)}", soft_wrap=True)
+            console.print(f"    {why}{safe(finding.cause)}", soft_wrap=True)
         if finding.fix:
-            console.print(f"    [bold]fix:[/] {safe(finding.fix)}", soft_wrap=True)
+            console.print(f"    [bold]{fix}[/]{safe(finding.fix)}", soft_wrap=True)
     if not diag.findings:
         console.print(
-            f"  (no known issue matched; `ascendctl triage {outcome.run_dir / 'engine.log'}` explains the whole log)",
+            _("  (no known issue matched; `ascendctl triage {log}` explains the whole log)").format(
+                log=outcome.run_dir / "engine.log"
+            ),
             markup=False,
             soft_wrap=True,
         )
-    console.print("  last lines of the engine log:", markup=False)
+    console.print(_("  last lines of the engine log:"), markup=False)
     for line in diag.tail[-10:]:
         console.print(f"    {clean(line)}", markup=False, soft_wrap=True)
-    console.print(f"  full log: {outcome.run_dir / 'engine.log'}", markup=False, soft_wrap=True)
+    console.print(_("  full log: {log}").format(log=outcome.run_dir / "engine.log"), markup=False, soft_wrap=True)
 
 
 class LaunchView:
@@ -126,18 +146,18 @@ class LaunchView:
 
     def begin(self, run_dir: Path, url: str) -> None:
         self.run_dir = run_dir
-        self.out.info(f"run directory: {run_dir}")
+        self.out.info(_("run directory: {path}").format(path=run_dir))
 
     # The Listener protocol of engine.launcher.Supervisor, by duck typing.
 
     def started(self, pid: int, attempt: int) -> None:
-        again = f" (restart {attempt})" if attempt else ""
+        again = _(" (restart {attempt})").format(attempt=attempt) if attempt else ""
         if self.out.json_mode:
             self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "started", "pid": pid, "attempt": attempt})
         elif not self.out.interactive:
-            self.out.info(f"engine started{again}, pid {pid}")
+            self.out.info(_("engine started{again}, pid {pid}").format(again=again, pid=pid))
         if self.out.interactive:
-            self._start_progress(f"starting the engine{again} (pid {pid})")
+            self._start_progress(_("starting the engine{again} (pid {pid})").format(again=again, pid=pid))
 
     def line(self, line: str) -> None:
         if self.echo:
@@ -159,7 +179,7 @@ class LaunchView:
             )
         if event.previous is not None:
             self._done(event.previous)
-        self._update(f"{event.label}…")
+        self._update(f"{_(event.label)}…")
 
     def ready(self, url: str, seconds: float, phases: list[PhaseRecord]) -> None:
         if phases:
@@ -176,8 +196,14 @@ class LaunchView:
                 }
             )
             return
-        self.out.info(f"[bold green]ready[/] in {seconds:.1f} s: {url}   (Ctrl-C stops the engine)")
-        self.out.info(f"  watch it: ascendctl top {url}    log: {self.run_dir / 'engine.log'}")
+        self.out.info(
+            _("[bold green]ready[/] in {seconds:.1f} s: {url}   (Ctrl-C stops the engine)").format(
+                seconds=seconds, url=url
+            )
+        )
+        self.out.info(
+            _("  watch it: ascendctl top {url}    log: {log}").format(url=url, log=self.run_dir / "engine.log")
+        )
 
     def exited(self, code, diagnosis, restart_in, attempt) -> None:
         from engine.launcher import describe_exit
@@ -186,7 +212,8 @@ class LaunchView:
             with self._lock:
                 console = self._progress.console if self._progress is not None else self.out.err_console
                 console.print(
-                    f"  [red]✗[/] {self._current.at:6.1f} s  {self._current.label}: the engine died here",
+                    f"  [red]✗[/] {self._current.at:6.1f} s  "
+                    + _("{phase}: the engine died here").format(phase=_(self._current.label)),
                     highlight=False,
                 )
         self._current = None
@@ -214,10 +241,12 @@ class LaunchView:
             return
         if restart_in is not None:
             cause = f": {diagnosis.root_error}" if diagnosis and diagnosis.root_error else ""
-            ended = "exited" if diagnosis is not None else "was stopped after the hang"
-            self.out.warn(
-                f"the engine {ended} ({describe_exit(code)}){safe(cause)}; restart {attempt} in {restart_in:g} s"
-            )
+            if diagnosis is not None:
+                ended = _("the engine exited ({how})").format(how=describe_exit(code, _))
+            else:
+                ended = _("the engine was stopped after the hang ({how})").format(how=describe_exit(code, _))
+            again = _("; restart {attempt} in {seconds:g} s").format(attempt=attempt, seconds=restart_in)
+            self.out.warn(f"{ended}{safe(cause)}{again}")
 
     def hung(self, record) -> None:
         """The hang monitor's verdict, with where its evidence went and what follows."""
@@ -225,14 +254,16 @@ class LaunchView:
             self.out.json_line({"schema_version": SCHEMA_VERSION, "event": "hung", **to_jsonable(record)})
             return
         follows = {
-            "restart": "stopping and restarting the engine",
-            "stop": "stopping the engine",
-            "report": "left running (--on-hang report)",
+            "restart": _("stopping and restarting the engine"),
+            "stop": _("stopping the engine"),
+            "report": _("left running (--on-hang report)"),
         }[record.action]
         with self._lock:
-            self.out.warn(f"the engine is hung: {safe(record.summary)}; {follows}")
+            self.out.warn(
+                _("the engine is hung: {summary}; {follows}").format(summary=safe(record.summary), follows=follows)
+            )
             if record.evidence_dir:
-                self.out.info(f"  evidence (stack dump, triage, metrics): {record.evidence_dir}")
+                self.out.info(_("  evidence (stack dump, triage, metrics): {path}").format(path=record.evidence_dir))
             if record.note:
                 self.out.info(f"  {safe(record.note)}")
 
@@ -240,8 +271,10 @@ class LaunchView:
         self._stop_progress()
         if not self.out.json_mode:
             self.out.info(
-                f"stopping the engine: {signame} to its process group, SIGKILL after {grace:g} s "
-                "(press Ctrl-C again to kill it now)"
+                _(
+                    "stopping the engine: {signal} to its process group, SIGKILL after {grace:g} s "
+                    "(press Ctrl-C again to kill it now)"
+                ).format(signal=signame, grace=grace)
             )
 
     def warning(self, message: str) -> None:
@@ -283,7 +316,7 @@ class LaunchView:
             return
         # When each phase began, counted from the engine's start: some phases are only seen by
         # their closing line (an eager start's warm-up), so a per-phase duration would mislead.
-        text = f"  [green]✓[/] {record.started:6.1f} s  {record.label:<20} {safe(record.detail)}"
+        text = f"  [green]✓[/] {record.started:6.1f} s  {ljust_cells(_(record.label), 20)} {safe(record.detail)}"
         with self._lock:
             console = self._progress.console if self._progress is not None else self.out.err_console
             console.print(text, highlight=False)

@@ -15,6 +15,8 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
+from engine.i18n import _
+
 if TYPE_CHECKING:
     from ascendctl.cli import Lazy
 
@@ -99,13 +101,13 @@ class LazyGroup(TyperGroup):
         command = typer.main.get_group(holder).commands.get(name)
         if command is None:
             raise LookupError(f"{entry.module}.register() adds no command named {name!r}")
-        command.short_help = entry.summary
+        command.short_help = _(entry.summary)
         plain_help(command)
         return command
 
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         """The summaries from the table: listing the commands imports none of them."""
-        rows = [(name, entry.summary) for name, entry in self.lazy.items()]
+        rows = [(name, _(entry.summary)) for name, entry in self.lazy.items()]
         rows += [(n, c.get_short_help_str(80)) for n, c in self.commands.items() if n not in self.lazy and not c.hidden]
         if rows:
             with formatter.section("Commands"):

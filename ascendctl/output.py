@@ -141,16 +141,22 @@ class Output:
             self.err_console.print(message)
 
     def warn(self, message: str) -> None:
-        self.err_console.print(f"[yellow]warning:[/] {message}")
+        from ascendctl.style import spaced
+        from engine.i18n import _
+
+        label = spaced(_("warning:"))
+        self.err_console.print(f"[yellow]{label}[/]{message}")
 
     def error(self, cause: str, fix: str = "") -> None:
         # Escaped and unwrapped: causes carry paths, `[...]` values and file:line lines to grep, and
         # quote what the user or a log gave us, which must not reach the terminal as escapes.
-        from ascendctl.style import safe
+        from ascendctl.style import safe, spaced
+        from engine.i18n import _
 
-        self.err_console.print(f"[bold red]error:[/] {safe(cause)}", markup=True, highlight=False, soft_wrap=True)
+        label, fix_label = spaced(_("error:")), spaced(_("fix:"))
+        self.err_console.print(f"[bold red]{label}[/]{safe(cause)}", markup=True, highlight=False, soft_wrap=True)
         if fix:
-            self.err_console.print(f"  [bold]fix:[/] {safe(fix)}", highlight=False, soft_wrap=True)
+            self.err_console.print(f"  [bold]{fix_label}[/]{safe(fix)}", highlight=False, soft_wrap=True)
 
     @contextlib.contextmanager
     def status(self, message: str) -> Iterator[Callable[[str], None]]:

@@ -105,3 +105,21 @@ def age(value: float | None) -> str:
 
 
 __all__ = ["NA", "age", "clean", "num", "plain", "safe", "seconds", "severity_style", "size"]
+
+
+def cells(text: str) -> int:
+    """Terminal columns of `text`: a Chinese (wide or fullwidth) character takes two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def ljust_cells(text: str, width: int) -> str:
+    """`text` padded to `width` terminal columns (str.ljust counts a Chinese character as one)."""
+    return text + " " * max(0, width - cells(text))
+
+
+def spaced(label: str) -> str:
+    """A translated label (`fix:`, `error:`) and the space after it: English writes "fix: ...",
+    Chinese "处理：..." with no space after the full-width colon."""
+    return label if label.endswith("：") else label + " "

@@ -120,6 +120,7 @@ def render_cli() -> str:
         NO_COLOR="1",
         TERM="dumb",
         PYTHONIOENCODING="utf-8",
+        ASCENDCTL_LANG="en",  # the reference is the English help, whatever the locale of who runs this
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
     )
     proc = subprocess.run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from engine.errors import BadInput
+from engine.i18n import _
 
 
 def normalize_base_url(text: str) -> str:
@@ -26,7 +27,10 @@ def normalize_base_url(text: str) -> str:
         except ValueError:  # a port that is not a number, or out of range
             bad = True
     if bad:
-        raise BadInput(f"{text.strip()!r} is not an http(s) URL of a vLLM server", "give e.g. http://127.0.0.1:8000")
+        raise BadInput(
+            _("{text} is not an http(s) URL of a vLLM server").format(text=repr(text.strip())),
+            _("give e.g. http://127.0.0.1:8000"),
+        )
     return url
 
 

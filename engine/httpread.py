@@ -23,6 +23,7 @@ from typing import Any, Iterator, Mapping
 import httpx
 
 from engine.errors import Unreachable
+from engine.i18n import N_, _
 from engine.redact import url_without_credentials
 
 # Prometheus' default scrape timeout is 10 s; a view that polls every 2 s wants less.
@@ -118,7 +119,7 @@ def read_page(
     url: str,
     deadline: float = DEADLINE_S,
     max_bytes: int = MAX_BYTES,
-    what: str = "the server",
+    what: str = N_("the server"),
     headers: Mapping[str, str] | None = None,
 ) -> Page:
     """GET `url` with a total deadline and a cap on the (decoded) body. Raises Unreachable with a
@@ -137,8 +138,8 @@ def read_page(
                 size += len(chunk)
                 if size > max_bytes:
                     raise Unreachable(
-                        f"{shown} sent more than {_size(max_bytes)}: not read further",
-                        f"check what serves {what} there",
+                        _("{url} sent more than {size}: not read further").format(url=shown, size=_size(max_bytes)),
+                        _("check what serves {what} there").format(what=_(what)),
                     )
                 if limit.passed:
                     raise _Late()
@@ -152,8 +153,8 @@ def read_page(
         if limit.passed:
             raise _late(shown, deadline, what) from None
         raise Unreachable(
-            f"cannot reach {shown}: {type(exc).__name__}",
-            f"check that {what} is running and the port is right",
+            _("cannot reach {url}: {error}").format(url=shown, error=type(exc).__name__),
+            _("check that {what} is running and the port is right").format(what=_(what)),
         ) from exc
     finally:
         if own:
@@ -170,7 +171,8 @@ class _Late(Exception):
 
 def _late(shown: str, deadline: float, what: str) -> Unreachable:
     return Unreachable(
-        f"{shown} did not answer in full within {deadline:g} s", f"check {what} there: it answers too slowly"
+        _("{url} did not answer in full within {seconds:g} s").format(url=shown, seconds=deadline),
+        _("check {what} there: it answers too slowly").format(what=_(what)),
     )
 
 

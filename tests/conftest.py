@@ -33,8 +33,19 @@ def _isolated_user_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # top and the exporter look for engine containers by label: not the containers of other
     # tests on this machine (a test that wants them sets it back to a runtime).
     monkeypatch.setenv("ASCENDCTL_CONTAINER_DISCOVERY", "off")
+    # Tests read English unless they choose another language: a developer's zh_CN locale does
+    # not change what they see, and no test's language (or --json) leaks into the next.
+    for var in ("LC_ALL", "LC_MESSAGES", "ASCENDCTL_LANG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    from engine import i18n
+
+    i18n.set_language(None)
+    i18n.set_machine_output(False)
     tz = os.environ.get("TZ")
     yield
+    i18n.set_language(None)
+    i18n.set_machine_output(False)
     if tz is None:
         os.environ.pop("TZ", None)
     else:

@@ -70,6 +70,23 @@ def require_module(name: str) -> None:
         pytest.skip(f"the {name} package is not installed (./install.sh --dev installs it)")
 
 
+def headless_browser():  # noqa: ANN201 - a selenium WebDriver (selenium is imported only here)
+    """Debian's chromium, headless, through chromedriver, with the page's console log kept (an
+    HTML report's test checks it opens offline with no console error). Skipped when absent."""
+    require_module("selenium")
+    chromium = require_tool("chromium", "chromium")
+    driver_path = require_tool("chromedriver", "chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(driver_path), options=opts)
+
+
 def engine_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", NO_COLOR="1", VLLM_CPU_KVCACHE_SPACE="1", TOKENIZERS_PARALLELISM="false")

@@ -77,6 +77,41 @@ def bundle(
     timeout: float = typer.Option(
         10.0, "--timeout", min=0.1, metavar="SECONDS", help="Time limit of each command (npu-smi, pip) and collector."
     ),
+    cluster: bool = typer.Option(
+        False,
+        "--cluster",
+        help="Bundle every node of the cluster into one archive (a folder per node, one manifest with each node's "
+        "clock offset, one redaction map): through the Ray cluster (RAY_ADDRESS, or a profile with nodes.mode ray), "
+        "else over ssh to --hosts or the profile's nodes.addresses.",
+    ),
+    hosts: Optional[str] = typer.Option(
+        None,
+        "--hosts",
+        metavar="FILE",
+        help="With --cluster: reach these hosts over ssh, one per line: HOST or NAME HOST.",
+    ),
+    profile: Optional[str] = typer.Option(
+        None,
+        "--profile",
+        "-p",
+        metavar="PROFILE",
+        help="With --cluster: the profile whose nodes section names the hosts.",
+    ),
+    node_timeout: float = typer.Option(
+        300.0, "--node-timeout", min=1.0, metavar="S", help="With --cluster: time limit of one node's collection."
+    ),
+    remote_command: str = typer.Option(
+        "ascendctl",
+        "--remote-command",
+        metavar="CMD",
+        help="With --cluster over ssh: how ascendctl is started on the hosts (e.g. ~/venv/bin/ascendctl).",
+    ),
+    ssh_config: Optional[str] = typer.Option(
+        None,
+        "--ssh-config",
+        metavar="FILE",
+        help="With --cluster over ssh: ssh -F FILE (default: your own ssh config).",
+    ),
 ) -> None:
     from pathlib import Path
 
@@ -86,6 +121,28 @@ def bundle(
     from engine.system.host import Host
 
     out = get_output()
+    if cluster:
+        from ascendctl.cluster_bundle_view import bundle_cluster
+
+        bundle_cluster(
+            out,
+            out_file,
+            since=_seconds(since),
+            max_bytes=_bytes(max_size),
+            timeout=timeout,
+            no_redact=no_redact,
+            hosts=hosts,
+            profile=profile,
+            node_timeout=node_timeout,
+            remote_command=remote_command,
+            ssh_config=ssh_config,
+            run=run,
+        )
+        return
+    if hosts or profile:
+        from engine.errors import BadInput
+
+        raise BadInput("--hosts and --profile name the nodes of --cluster", "add --cluster, or leave them out")
     # Before any work: where the archive goes (never over a device, a FIFO or a folder) and the run.
     archive = check_out(Path(out_file or default_name()))
     if run is not None:
@@ -122,7 +179,11 @@ def bundle(
         live = False
     else:
         host, live, env_known = Host(), True, True
-    with out.status("bundle: starting") as update:
+    from engine.i18n import english
+
+    # The archive's reports (doctor.json, netcheck.json, the env report) are for support and for
+    # `doctor --root`: English whatever the locale.
+    with out.status("bundle: starting") as update, english():
         result = build_bundle(
             opts, host=host, live=live, env_known=env_known, progress=lambda name: update(f"bundle: {name}")
         )

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from engine import i18n
+
 if TYPE_CHECKING:
     from ascendctl.output import Output
     from engine.demo.chat import Exchange
@@ -68,7 +70,7 @@ def demo(
     prof, spec, _ = resolve(PROFILE, model, sets)
     if port is None and not port_is_free(spec.host, spec.port):
         free = _free_port(spec.host)
-        out.info(f"port {spec.port} is taken; the demo uses {free} instead")
+        out.info(i18n._("port {port} is taken; the demo uses {free} instead").format(port=spec.port, free=free))
         prof, spec, _ = resolve(PROFILE, model, [f"server.port={free}"])
     preflight(out, prof, spec, port_option="--port ")
 
@@ -106,7 +108,7 @@ def demo(
             }
         )
     elif code in (0, 130):
-        out.info(f"demo over; the engine is stopped. Its log: {run_dir / 'engine.log'}")
+        out.info(i18n._("demo over; the engine is stopped. Its log: {log}").format(log=run_dir / "engine.log"))
     if code == 1:
         show_diagnosis(out, sup.outcome())
     raise typer.Exit(code)
@@ -171,10 +173,14 @@ def _watch(out: Output, sup: Supervisor, no_top: bool, interval: float, load_mod
     import sys
 
     if no_top or not (out.interactive and sys.stdout.isatty()):
-        out.info(f"live status from {sup.url}/metrics every {interval:g} s; Ctrl-C stops the engine")
+        out.info(
+            i18n._("live status from {url}/metrics every {seconds:g} s; Ctrl-C stops the engine").format(
+                url=sup.url, seconds=interval
+            )
+        )
         return _status_lines(out, sup, interval)
     if load_model is not None:
-        out.info("a light background load runs while the dashboard is open (--no-load turns it off)")
+        out.info(i18n._("a light background load runs while the dashboard is open (--no-load turns it off)"))
     _dashboard(sup, load_model)
     # An engine that ended while nobody asked it to has failed, whatever its own exit code: vLLM's
     # API server exits 0 when its EngineCore dies.

@@ -7,6 +7,7 @@ from typing import Any, List, Optional
 import typer
 
 from ascendctl.style import clean
+from engine.i18n import _
 
 
 def register(app: typer.Typer) -> None:
@@ -132,8 +133,8 @@ def doctor(
 def _render_list(console: Any, infos: list) -> None:
     width = max(len(i.id) for i in infos)
     for i in infos:
-        extra = "  (with --profile)" if i.needs_profile else ""
-        console.print(f"{i.id:<{width}}  {i.category:<8}  {clean(i.title)}{extra}", markup=False, highlight=False)
+        extra = _("  (with --profile)") if i.needs_profile else ""
+        console.print(f"{i.id:<{width}}  {i.category:<8}  {clean(_(i.title))}{extra}", markup=False, highlight=False)
 
 
 def _profile(name: str | None, sets: Any) -> Any:

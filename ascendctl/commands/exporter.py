@@ -59,7 +59,10 @@ def exporter(
     once: bool = typer.Option(False, "--once", help="Collect once, print the scrape on stdout and exit."),
 ) -> None:
     from ascendctl.dashboard import resolve_thresholds
+    from engine.i18n import set_machine_output
 
+    # A service read by Prometheus, Grafana and alerting: its endpoints and logs stay English.
+    set_machine_output(True)
     words = list(urls or [])
     thresholds = resolve_thresholds(profile, thresholds_file, set_ or ())
     if words and words[0] in ("dashboard", "rules"):

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
+from engine.i18n import _
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -115,7 +117,10 @@ def serve(
 
     out = get_output()
     if restart not in ("no", "on-failure"):
-        raise BadInput(f"unknown restart policy {restart!r}", "use --restart no or --restart on-failure")
+        raise BadInput(
+            _("unknown restart policy {policy}").format(policy=repr(restart)),
+            _("use --restart no or --restart on-failure"),
+        )
     hang_action = hang_action_of(on_hang, restart)
     prof, spec, version = resolve(profile, model, sets)
     plan = None
@@ -197,10 +202,13 @@ def hang_action_of(on_hang: str | None, restart: str) -> str:
     if on_hang is None:
         return HangPolicy.default_action(restart == "on-failure")
     if on_hang not in ACTIONS:
-        raise BadInput(f"unknown --on-hang action {on_hang!r}", "use --on-hang restart, stop or report")
+        raise BadInput(
+            _("unknown --on-hang action {action}").format(action=repr(on_hang)),
+            _("use --on-hang restart, stop or report"),
+        )
     if on_hang == "restart" and restart != "on-failure":
         raise BadInput(
-            "--on-hang restart needs --restart on-failure", "add --restart on-failure, or use --on-hang stop"
+            _("--on-hang restart needs --restart on-failure"), _("add --restart on-failure, or use --on-hang stop")
         )
     return on_hang
 
@@ -262,13 +270,13 @@ def container_launch(
     spec = launch_spec(prof, version, settings.python)
     if version != host_version:
         for reason in spec.dropped:
-            out.warn(f"in the image: dropped {reason}")
+            out.warn(_("in the image: dropped {reason}").format(reason=reason))
     if settings.runtime == "auto" or not dry_run:
         try:
             picked = client.pick_runtime(host, settings.runtime, lambda r: client.check_reachable(r, host.runner))
             runtime = picked.runtime
             for note in picked.passed_over:
-                out.info(f"{note}; using {runtime.name}")
+                out.info(_("{note}; using {runtime}").format(note=note, runtime=runtime.name))
         except client.RuntimeUnusable:
             if not dry_run:
                 raise
@@ -277,11 +285,17 @@ def container_launch(
         return prof, spec, plan, version
     info = client.inspect_image(runtime, host.runner, choice.image)
     if info is None and pull:
-        out.info(f"pulling {choice.image} ({choice.why}) with {runtime.name}")
+        out.info(
+            _("pulling {image} ({why}) with {runtime}").format(image=choice.image, why=choice.why, runtime=runtime.name)
+        )
         client.pull(runtime, choice.image)
     if info is None:
         info = client.require_image(runtime, host.runner, choice.image, choice.why)
-    out.info(f"image {choice.image} ({choice.why}), {info.digest or info.id}; runtime {runtime.name}")
+    out.info(
+        _("image {image} ({why}), {digest}; runtime {runtime}").format(
+            image=choice.image, why=choice.why, digest=info.digest or info.id, runtime=runtime.name
+        )
+    )
     return prof, spec, dataclasses.replace(plan, image_id=info.id, image_digest=info.digest), version
 
 
@@ -364,9 +378,13 @@ def serve_node(
     if rank is None:
         assert prof.nodes is not None
         raise BadInput(
-            f"profile {prof.name} spans {prof.nodes.count} hosts: say which one this is",
-            f"run `ascendctl serve --profile {prof.name} --node-rank K` on host K (0 to {prof.nodes.count - 1}); "
-            "--dry-run prints every host's commands",
+            _("profile {profile} spans {count} hosts: say which one this is").format(
+                profile=prof.name, count=prof.nodes.count
+            ),
+            _(
+                "run `ascendctl serve --profile {profile} --node-rank K` on host K (0 to {last}); "
+                "--dry-run prints every host's commands"
+            ).format(profile=prof.name, last=prof.nodes.count - 1),
         )
     launch = node_launch(prof, rank, version, python)
 
@@ -384,8 +402,10 @@ def serve_node(
             out.info(f"  {line}")
         if code != 0:
             raise ProblemsFound(
-                f"node {rank}: `{step.command_line()}` exited with code {code}",
-                "read its output above; `ray status` shows the cluster, `ray stop` clears a half-started one",
+                _("node {rank}: `{command}` exited with code {code}").format(
+                    rank=rank, command=step.command_line(), code=code
+                ),
+                _("read its output above; `ray status` shows the cluster, `ray stop` clears a half-started one"),
             )
     for note in launch.notes:
         out.info(f"node {rank}: {note}")
@@ -672,16 +692,22 @@ def finish(out: Output, outcome: Outcome) -> int:
     if out.json_mode:
         out.json_line({"schema_version": SCHEMA_VERSION, "event": "end", **_jsonable(outcome)})
     if outcome.stopped_by:
-        out.info(f"stopped by {outcome.stopped_by}: the engine ({describe_exit(code)}) and all its processes are gone")
+        out.info(
+            _("stopped by {signal}: the engine ({how}) and all its processes are gone").format(
+                signal=outcome.stopped_by, how=describe_exit(code, _)
+            )
+        )
         return 130
     # Not stopped by us: the engine ended on its own or never got ready. Even exit code 0 is a
     # failure (vLLM's API server exits 0 when its EngineCore dies).
     if outcome.hangs and outcome.diagnosis is None and not out.json_mode:
         last = outcome.hangs[-1]
         out.error(
-            f"the engine was stopped after a hang: {last.summary}",
-            f"attach {last.evidence_dir} (stack dump, triage, metrics) to the bug report; "
-            "--restart on-failure restarts a hung engine",
+            _("the engine was stopped after a hang: {summary}").format(summary=last.summary),
+            _(
+                "attach {path} (stack dump, triage, metrics) to the bug report; "
+                "--restart on-failure restarts a hung engine"
+            ).format(path=last.evidence_dir),
         )
     if not out.json_mode and outcome.diagnosis is not None:
         from ascendctl.launch_view import show_diagnosis

@@ -20,6 +20,7 @@ from ascendctl.dashboard import (
     resolve_thresholds,
     run_app,
 )
+from engine import i18n
 
 if TYPE_CHECKING:
     from engine.telemetry import Collector, Snapshot
@@ -83,11 +84,15 @@ def top(
     out = get_output()
     thresholds = resolve_thresholds(profile, thresholds_file, set_ or ())
     if replay is not None and urls:
-        raise BadInput("--replay plays a recording; it takes no URL", "drop the URLs or the --replay option")
+        raise BadInput(
+            i18n._("--replay plays a recording; it takes no URL"), i18n._("drop the URLs or the --replay option")
+        )
     if speed is not None and replay is None:
-        raise BadInput("--speed is the speed of a replay", "add --replay FILE, or drop --speed")
+        raise BadInput(i18n._("--speed is the speed of a replay"), i18n._("add --replay FILE, or drop --speed"))
     if speed is not None and not (speed > 0 and speed < float("inf")):
-        raise BadInput(f"--speed {speed:g} is not a speed", "give a factor above 0: 1, 10 or 60")
+        raise BadInput(
+            i18n._("--speed {speed:g} is not a speed").format(speed=speed), i18n._("give a factor above 0: 1, 10 or 60")
+        )
     headless = once or out.json_mode or not sys.stdout.isatty()
     if replay is not None:
         _replay(replay, headless, interval, speed or 1.0, charts)
@@ -147,7 +152,7 @@ def _fail_if_down(snap: "Snapshot") -> None:
     down = [e for e in snap.engines if not e.status.ok]
     if down:
         e = down[0]
-        raise Unreachable(f"{e.label}: {e.status.error}", e.status.fix or "check that the engine is running")
+        raise Unreachable(f"{e.label}: {e.status.error}", e.status.fix or i18n._("check that the engine is running"))
 
 
 def _document(snap: "Snapshot") -> dict:
@@ -185,7 +190,8 @@ def _replay(path: Path, headless: bool, interval: float | None, speed: float, ch
     first = next((s for s in index[:50] if s is not None), None)
     if first is None:
         raise BadInput(
-            f"{path}: no snapshot among its first lines decodes", "record with `ascendctl top --record FILE`"
+            i18n._("{path}: no snapshot among its first lines decodes").format(path=path),
+            i18n._("record with `ascendctl top --record FILE`"),
         )
     try:
         run_app(None, interval or 1.0, first.thresholds, replay=Replay(index, speed), charts=charts)
@@ -199,6 +205,6 @@ def _warn_skipped(skipped: list[str]) -> None:
 
     out = get_output()
     for note in skipped[:5]:
-        out.warn(f"skipped {safe(note)}")
+        out.warn(i18n._("skipped {note}").format(note=safe(note)))
     if len(skipped) > 5:
-        out.warn(f"skipped {len(skipped) - 5} more damaged lines")
+        out.warn(i18n._("skipped {count} more damaged lines").format(count=len(skipped) - 5))

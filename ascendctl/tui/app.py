@@ -23,12 +23,13 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from ascendctl.tui import render
+from ascendctl.tui import render, translate_bindings
 from ascendctl.tui.chart import ChartPanel
 from ascendctl.tui.diagnostics import DiagnosticsTable
 from ascendctl.tui.engine_screen import EngineScreen
 from ascendctl.tui.engines import EnginesPanel
 from ascendctl.tui.panel import TextPanel
+from engine.i18n import N_, _
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.replay import JUMP_S, Replay
 from engine.telemetry.snapshot import Snapshot
@@ -50,38 +51,40 @@ class SnapshotReady(Message):
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", N_("close"))]
 
     def __init__(self, thresholds: Thresholds, interval: float | None) -> None:
         super().__init__()
+        translate_bindings(self)
         self.thresholds = thresholds
         self.interval = interval
 
     def compose(self) -> ComposeResult:
-        body = Text("Keys\n", style="bold")
+        body = Text(_("Keys") + "\n", style="bold")
         for key, what in (
-            ("q", "quit"),
-            ("p", "pause the display (collection goes on)"),
-            ("r", "refresh now"),
-            ("s", "save the current snapshot as JSON"),
-            ("tab", "move between the engines and the diagnostics"),
-            ("↑ ↓", "select an engine or a diagnostic"),
-            ("enter", "open the selected engine's screen, or the selected diagnostic's details"),
-            ("esc", "back from an engine's screen (q there too)"),
-            ("m", "on an engine's screen: scroll up to the previous marked log line"),
-            ("c", "charts view / table view"),
-            ("w", "chart window: 5, 15, 60 minutes"),
-            ("+ -", "replay: faster / slower (1x, 10x, 60x)"),
-            ("] [", f"replay: jump {JUMP_S / 60:g} min ahead / back"),
-            ("home end", "replay: to the start / the end"),
-            ("?", "this help"),
+            ("q", _("quit")),
+            ("p", _("pause the display (collection goes on)")),
+            ("r", _("refresh now")),
+            ("s", _("save the current snapshot as JSON")),
+            ("tab", _("move between the engines and the diagnostics")),
+            ("↑ ↓", _("select an engine or a diagnostic")),
+            ("enter", _("open the selected engine's screen, or the selected diagnostic's details")),
+            ("esc", _("back from an engine's screen (q there too)")),
+            ("m", _("on an engine's screen: scroll up to the previous marked log line")),
+            ("c", _("charts view / table view")),
+            ("w", _("chart window: 5, 15, 60 minutes")),
+            ("+ -", _("replay: faster / slower (1x, 10x, 60x)")),
+            ("] [", _("replay: jump {minutes:g} min ahead / back").format(minutes=JUMP_S / 60)),
+            ("home end", _("replay: to the start / the end")),
+            ("?", _("this help")),
         ):
             body.append(f"  {key:<8} {what}\n")
-        body.append(f"\nRefresh every {self.interval:g} s\n" if self.interval else "\nManual refresh\n")
-        body.append("\nThresholds in force\n", style="bold")
+        every = _("Refresh every {seconds:g} s").format(seconds=self.interval) if self.interval else _("Manual refresh")
+        body.append(f"\n{every}\n")
+        body.append("\n" + _("Thresholds in force") + "\n", style="bold")
         for key, value in sorted(self.thresholds.as_dict().items()):
             body.append(f"  {key:<20} {value:g}\n")
-        body.append("\n(esc to close)", style="dim")
+        body.append("\n" + _("(esc to close)"), style="dim")
         yield Static(body, id="help")
 
 
@@ -94,15 +97,15 @@ class TopApp(App[None]):
     TITLE = "ascendctl top"
     AUTO_FOCUS = "#engines"
     BINDINGS = [
-        Binding("q", "quit", "quit"),
-        Binding("p", "toggle_pause", "pause"),
-        Binding("r", "refresh", "refresh"),
-        Binding("s", "save", "save snapshot"),
-        Binding("question_mark", "help", "help"),
-        Binding("c", "toggle_charts", "charts"),
-        Binding("w", "cycle_window", "window"),
-        Binding("plus", "replay_speed(1)", "faster"),
-        Binding("minus", "replay_speed(-1)", "slower"),
+        Binding("q", "quit", N_("quit")),
+        Binding("p", "toggle_pause", N_("pause")),
+        Binding("r", "refresh", N_("refresh")),
+        Binding("s", "save", N_("save snapshot")),
+        Binding("question_mark", "help", N_("help")),
+        Binding("c", "toggle_charts", N_("charts")),
+        Binding("w", "cycle_window", N_("window")),
+        Binding("plus", "replay_speed(1)", N_("faster")),
+        Binding("minus", "replay_speed(-1)", N_("slower")),
         Binding("right_square_bracket", f"replay_jump({JUMP_S})", f"+{JUMP_S / 60:g}m"),
         Binding("left_square_bracket", f"replay_jump({-JUMP_S})", f"-{JUMP_S / 60:g}m"),
         Binding("home", "replay_seek('start')", "start", show=False, priority=True),
@@ -124,6 +127,7 @@ class TopApp(App[None]):
         asked a few times a second; once it is true the app quits as on `q` (the demo's engine
         was told to stop: a SIGTERM must not leave the dashboard holding the terminal)."""
         super().__init__()
+        translate_bindings(self)
         self.quit_when = quit_when
         self.feed = feed if replay is None else self._replay_feed
         self.replay = replay
@@ -151,7 +155,7 @@ class TopApp(App[None]):
         self._poller = threading.Thread(target=self._poll_loop, name="top-poller", daemon=True)
 
     def compose(self) -> ComposeResult:
-        yield TextPanel(render.header_line(None, note="collecting…"), id="status")
+        yield TextPanel(render.header_line(None, note=_("collecting…")), id="status")
         # Not focusable itself: Tab goes between the engines and the diagnostics.
         with VerticalScroll(id="main", can_focus=False):
             yield TextPanel(id="devices")
@@ -204,9 +208,9 @@ class TopApp(App[None]):
     def _snapshot_ready(self, message: SnapshotReady) -> None:
         self._polling = False
         if message.error:
-            self.note = f"poll failed: {message.error}"
+            self.note = _("poll failed: {error}").format(error=message.error)
         elif message.snapshot is None:
-            self.ended, self.note = True, "replay ended"
+            self.ended, self.note = True, _("replay ended")
         else:
             self.latest, self.note = message.snapshot, ""
             if not self.paused or self._show_next:
@@ -258,7 +262,7 @@ class TopApp(App[None]):
                 if count:
                     parts.append(f"{count} diagnostic{'s' if count > 1 else ''} (c: tables)")
             else:
-                parts.append(f"charts need {CHARTS_MIN_COLUMNS} columns")
+                parts.append(_("charts need {columns} columns").format(columns=CHARTS_MIN_COLUMNS))
         return "  ".join(parts)
 
     # --- charts (a second view, over the same snapshots) --------------------------------------

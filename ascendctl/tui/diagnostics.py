@@ -13,17 +13,20 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from ascendctl.style import clean, severity_style
-from ascendctl.tui import render
+from ascendctl.style import cells as cells_of
+from ascendctl.style import clean, severity_style, spaced
+from ascendctl.tui import render, translate_bindings
+from engine.i18n import N_, _
 from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic
 
 
 class DetailScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,enter", "dismiss", N_("close"))]
 
     def __init__(self, diagnostic: Diagnostic) -> None:
         super().__init__()
+        translate_bindings(self)
         self.diagnostic = diagnostic
 
     def compose(self) -> ComposeResult:
@@ -37,19 +40,37 @@ class DetailScreen(ModalScreen[None]):
         )
         if d.count > 1:
             body.append(f" · seen {d.count} times")
-        body.append("\n\ncause: ", style="bold")
+        body.append("\n\n" + spaced(_("cause:")), style="bold")
         body.append(clean(d.cause))
-        body.append("\n\nfix: ", style="bold")
+        body.append("\n\n" + spaced(_("fix:")), style="bold")
         body.append(clean(d.fix))
         if d.detail:
             body.append("\n\n" + clean(d.detail, multiline=True), style="dim")
-        body.append("\n\n(esc to close)", style="dim")
+        body.append("\n\n" + _("(esc to close)"), style="dim")
         yield Static(body, id="detail")
 
 
 def _wrap(cell: Text, width: int) -> Text:
-    lines = textwrap.wrap(cell.plain, width) or [""]
+    text = cell.plain
+    lines = (textwrap.wrap(text, width) if cells_of(text) == len(text) else _wrap_wide(text, width)) or [""]
     return Text("\n".join(lines), style=cell.style)
+
+
+def _wrap_wide(text: str, width: int) -> list[str]:
+    """Wrap text holding Chinese at `width` terminal columns: a line may break between two
+    Chinese characters or at a space, never inside an English word or a command."""
+    import re
+
+    lines, line = [], ""
+    for token in re.findall(r"\s+|[\x21-\x7e]+|.", " ".join(text.split())):
+        if cells_of(line) + cells_of(token) > width and line.strip():
+            lines.append(line.rstrip())
+            line = "" if token.isspace() else token
+        else:
+            line += token
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
 
 
 class DiagnosticsTable(DataTable):
@@ -58,8 +79,12 @@ class DiagnosticsTable(DataTable):
 
     def __init__(self, *, id: str | None = None, subject: bool = True) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        translate_bindings(self)
         self.subject = subject
-        self._columns = ("severity", "on", "issue", "fix") if subject else ("severity", "issue", "fix")
+        columns = (
+            (N_("severity"), N_("on"), N_("issue"), N_("fix")) if subject else (N_("severity"), N_("issue"), N_("fix"))
+        )
+        self._columns = tuple(_(c) for c in columns)
         self.add_columns(*self._columns)
         self.diagnostics: tuple[Diagnostic, ...] | None = None
         self._shown_width = 0
@@ -69,8 +94,8 @@ class DiagnosticsTable(DataTable):
         reads whole on an 80-column terminal instead of running off the edge. The other
         cells (severity, the engine's name) stay on one line."""
         *fixed, issue, fix = cells
-        left = max(28, width - sum(len(c.plain) for c in fixed) - 2 * len(cells) - 4)
-        issue_w = max(12, min(len(issue.plain), left * 2 // 5))
+        left = max(28, width - sum(cells_of(c.plain) for c in fixed) - 2 * len(cells) - 4)
+        issue_w = max(12, min(cells_of(issue.plain), left * 2 // 5))
         fix_w = max(16, left - issue_w)
         return [*fixed, _wrap(issue, issue_w), _wrap(fix, fix_w)]
 
@@ -91,8 +116,8 @@ class DiagnosticsTable(DataTable):
                 cells = (cells[0], *cells[2:])
             self.add_row(*self._wrapped(cells, width), height=None)
         if not rows:
-            ok = Text("ok", style=severity_style(Severity.OK))
-            self.add_row(*((ok, "", "nothing to report", "") if self.subject else (ok, "nothing to report", "")))
+            ok, nothing = Text(_("ok"), style=severity_style(Severity.OK)), _("nothing to report")
+            self.add_row(*((ok, "", nothing, "") if self.subject else (ok, nothing, "")))
         else:
             self.move_cursor(row=min(cursor, len(rows) - 1))
 

@@ -14,24 +14,25 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from ascendctl.style import clean, num, severity_style
-from ascendctl.tui import render
+from ascendctl.tui import render, translate_bindings
 from ascendctl.tui.chart import ChartPanel
 from ascendctl.tui.diagnostics import DiagnosticsTable
 from ascendctl.tui.engines import engine_key
 from ascendctl.tui.panel import TextPanel
+from engine.i18n import N_, _
 from engine.runs import RunInfo, load_run
 from engine.telemetry.history import WINDOWS, History
 from engine.telemetry.logmarks import MarkedTail
 from engine.telemetry.runprofile import RunProfile, run_directory, run_profile
 from engine.telemetry.snapshot import EngineView, Snapshot
 
-NO_RUN = "no profile (engine not started by ascendctl serve)"
+NO_RUN = N_("no profile (engine not started by ascendctl serve)")
 
 
 class EngineScreen(Screen[None]):
     BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "back"),
-        Binding("m", "next_mark", "previous marked line"),
+        Binding("escape,q", "app.pop_screen", N_("back")),
+        Binding("m", "next_mark", N_("previous marked line")),
     ]
 
     def __init__(
@@ -40,6 +41,7 @@ class EngineScreen(Screen[None]):
         """`history`: the app's, drawn as this engine's charts; without one, the snapshot's own
         sparklines (the last polls) stand in."""
         super().__init__()
+        translate_bindings(self)
         self.history, self.window = history, window
         self.key = engine_key(engine)
         self.engine = engine  # the last view of it: kept on screen when it disappears
@@ -87,7 +89,7 @@ class EngineScreen(Screen[None]):
             self.run = load_run(self.run_dir)[0] or self.run  # its phase and restarts move
         e = self.engine
         self.query_one("#engine-header", TextPanel).update(self._header())
-        figures = [Text("Figures", style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
+        figures = [Text(_("Figures"), style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
         self.query_one("#engine-figures", TextPanel).update(Text("\n").join(figures))
         if self.history is not None:
             self.query_one(ChartPanel).changed()
@@ -104,34 +106,44 @@ class EngineScreen(Screen[None]):
         head = render.engine_head(e)
         head.append(f"  {clean(e.url)}", style="dim")
         if self.run is not None and self.run.phase:
-            head.append(f"  phase {clean(self.run.phase)}")
+            head.append("  " + _("phase {phase}").format(phase=_(clean(self.run.phase))))
         if self.gone:
-            head.append("  GONE: not in the latest snapshot (its run ended or it was removed)", style="bold red")
+            head.append(
+                "  " + _("GONE: not in the latest snapshot (its run ended or it was removed)"), style="bold red"
+            )
         return head
 
     def _plan(self) -> Text:
         out = Text()
-        out.append("Profile and plan\n", style="bold")
+        out.append(_("Profile and plan") + "\n", style="bold")
         if self.run_dir is None:
             log = self.engine.log_path
             # A log path whose run is not here: an engine of another host, through its exporter.
-            out.append(NO_RUN if not log else f"no profile: its run ({clean(log)}) is not on this host", style="dim")
+            gone = _("no profile: its run ({log}) is not on this host").format(log=clean(log)) if log else ""
+            out.append(gone or _(NO_RUN), style="dim")
             return out
         run, p = self.run, self.profile
         if p is None:
-            out.append(f"profile unreadable: {clean(self.profile_error)}", style=severity_style("warning"))
+            out.append(
+                _("profile unreadable: {error}").format(error=clean(self.profile_error)),
+                style=severity_style("warning"),
+            )
         else:
             out.append(f"profile {clean(p.profile)}")
             if run is not None:
-                why = f" (last: {clean(run.restart_reason)})" if run.restart_reason else ""
+                why = _(" (last: {reason})").format(reason=clean(run.restart_reason)) if run.restart_reason else ""
                 out.append(
-                    f"  restarts {run.restarts}{why}  run {clean(run.run_id)}",
+                    "  "
+                    + _("restarts {count}{why}  run {run}").format(count=run.restarts, why=why, run=clean(run.run_id)),
                     style=severity_style("warning") if run.hangs else "dim",
                 )
                 if run.hangs:
                     last = run.hangs[-1]
                     out.append(
-                        f"\nhung {len(run.hangs)}x, last: {clean(last.summary)}; evidence in {clean(last.evidence_dir)}",
+                        "\n"
+                        + _("hung {count}x, last: {summary}; evidence in {path}").format(
+                            count=len(run.hangs), summary=clean(last.summary), path=clean(last.evidence_dir)
+                        ),
                         style=severity_style("warning"),
                     )
             out.append(f"\nmodel {clean(p.model)}")
@@ -150,13 +162,18 @@ class EngineScreen(Screen[None]):
         """Planned against actual KV blocks: far apart means the plan's model of this engine is off."""
         kv = self.engine.kv
         planned = self.profile.planned_blocks if self.profile else None
-        out = Text(f"\nKV blocks planned {num(planned)}  actual {num(kv.total_blocks)}")
+        out = Text(
+            "\n"
+            + _("KV blocks planned {planned}  actual {actual}").format(
+                planned=num(planned), actual=num(kv.total_blocks)
+            )
+        )
         if kv.source:
             out.append(f" ({'metrics' if kv.source == 'metrics' else 'start-up log'})", style="dim")
         if planned and kv.total_blocks:
-            out.append(f"  {kv.total_blocks / planned:.0%} of plan")
+            out.append("  " + _("{share:.0%} of plan").format(share=kv.total_blocks / planned))
         if planned is None and self.profile is not None and self.profile.plan_error:
-            out.append(f"\nno plan: {clean(self.profile.plan_error)}", style="dim")
+            out.append("\n" + _("no plan: {error}").format(error=clean(self.profile.plan_error)), style="dim")
         return out
 
     def action_next_mark(self) -> None:
@@ -165,7 +182,7 @@ class EngineScreen(Screen[None]):
         lines = self.query_one("#engine-log-lines", TextPanel).text.plain.split("\n")
         marked = [n for n, line in enumerate(lines) if line.startswith(render.LOG_MARK)]
         if not marked:
-            self.notify("no marked line in the log tail")
+            self.notify(_("no marked line in the log tail"))
             return
         view = self.query_one("#engine-log", VerticalScroll)
         above = [n for n in marked if n < view.scroll_y]

@@ -8,8 +8,9 @@ from textual.binding import Binding
 from textual.geometry import Region
 from textual.message import Message
 
-from ascendctl.tui import render
+from ascendctl.tui import render, translate_bindings
 from ascendctl.tui.panel import TextPanel
+from engine.i18n import N_
 from engine.telemetry.snapshot import EngineView, Snapshot
 
 
@@ -22,9 +23,9 @@ def engine_key(e: EngineView) -> tuple[str, str]:
 class EnginesPanel(TextPanel):
     can_focus = True
     BINDINGS = [
-        Binding("up,k", "move(-1)", "previous engine", show=False),
-        Binding("down,j", "move(1)", "next engine", show=False),
-        Binding("enter", "open", "open engine"),
+        Binding("up,k", "move(-1)", N_("previous engine"), show=False),
+        Binding("down,j", "move(1)", N_("next engine"), show=False),
+        Binding("enter", "open", N_("open engine")),
     ]
 
     class Open(Message):
@@ -36,6 +37,7 @@ class EnginesPanel(TextPanel):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        translate_bindings(self)
         self.snapshot: Snapshot | None = None
         self.cursor = 0
         self._selected: tuple[str, str] | None = None

@@ -13,7 +13,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ascendctl.style import NA, age, clean, num, plain, seconds, severity_style
+from ascendctl.style import NA, age, cells, clean, ljust_cells, num, plain, seconds, severity_style, spaced
+from engine.i18n import N_, _
 from engine.runs import short_name
 from engine.severity import Severity
 from engine.severity import rank as severity_rank
@@ -54,10 +55,35 @@ def bar(fraction: float | None, width: int = 16) -> str:
 
 def _status_text(status: SourceStatus | None) -> Text:
     if status is None:
-        return Text("off", style=severity_style(None))
+        return Text(W("off"), style=severity_style(None))
     if status.ok:
-        return Text("up", style=severity_style(Severity.OK))
-    return Text("DOWN", style=severity_style(Severity.CRITICAL))
+        return Text(W("up"), style=severity_style(Severity.OK))
+    return Text(W("DOWN"), style=severity_style(Severity.CRITICAL))
+
+
+# The dashboard's short labels, marked for the catalogue; W() gives one in the messages' language.
+WORDS = (
+    N_("model"), N_("running"), N_("pending"), N_("preempted"), N_("rejected"), N_("KV blocks"), N_("used"),
+    N_("free"), N_("total"), N_("prompt"), N_("generation"), N_("prefix hit"), N_("req"), N_("last"), N_("tick"),
+    N_("PAUSED"), N_("health"), N_("memory GiB"), N_("util%"), N_("power"), N_("temp"), N_("procs"), N_("up"),
+    N_("DOWN"), N_("off"),
+    # engine.severity's words, as a diagnostic's row shows them
+    N_("critical"), N_("error"), N_("warning"), N_("info"),
+)  # fmt: skip
+
+
+def W(word: str) -> str:
+    return _(word)
+
+
+def _rjust(text: str, width: int) -> str:
+    return " " * max(0, width - cells(text)) + text
+
+
+def _never_or_last_ok(status: SourceStatus) -> str:
+    if status.last_ok is None:
+        return _("never reached")
+    return _("last ok {age} ago").format(age=age(status.age_s))
 
 
 def devices_table(snap: Snapshot) -> Text:
@@ -65,18 +91,27 @@ def devices_table(snap: Snapshot) -> Text:
     measuring pass costs more than everything else on the screen together."""
     src = snap.device_source
     if src is None and not snap.devices:
-        return Text("Devices: not polled", style="dim")
+        return Text(_("Devices: not polled"), style="dim")
     out = Text()
     # --no-devices with remote exporters: this host's are not polled, theirs are still shown
     out.append(
-        f"Devices ({src.name})\n" if src is not None else "Devices (remote hosts; this host's not polled)\n",
+        (
+            _("Devices ({source})").format(source=src.name)
+            if src is not None
+            else _("Devices (remote hosts; this host's not polled)")
+        )
+        + "\n",
         style="bold",
     )
-    key_w = max([3] + [len(d.key) for d in snap.devices])
-    name_w = max([4] + [len(d.name) for d in snap.devices])
+    # Column heads in the messages' language, padded by terminal columns (a Chinese character
+    # takes two); each translation fits the width of its column's figures.
+    dev, name = _("dev"), _("name")
+    key_w = max([cells(dev)] + [len(d.key) for d in snap.devices])
+    name_w = max([cells(name)] + [len(d.name) for d in snap.devices])
     out.append(
-        f"{'dev':<{key_w}}  {'name':<{name_w}}  {'health':<8} {'memory GiB':<22} {'BW%':>4} "
-        f"{'util%':>5} {'aicpu%':>6} {'power':>6} {'temp':>5} {'procs':>5}",
+        f"{ljust_cells(dev, key_w)}  {ljust_cells(name, name_w)}  {ljust_cells(_('health'), 8)} "
+        f"{ljust_cells(_('memory GiB'), 22)} {'BW%':>4} {_rjust(_('util%'), 5)} {'aicpu%':>6} "
+        f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}",
         style="bold underline",
     )
     for d in snap.devices:
@@ -95,12 +130,13 @@ def devices_table(snap: Snapshot) -> Text:
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
     if src is not None and not src.ok:
-        since = "never reached" if src.last_ok is None else f"last ok {age(src.age_s)} ago"
-        out.append(f"\n{src.name} DOWN ({since}): {clean(src.error)}", style=severity_style(Severity.ERROR))
+        since = _never_or_last_ok(src)
+        down = _("{source} DOWN ({since}): {error}").format(source=src.name, since=since, error=clean(src.error))
+        out.append("\n" + down, style=severity_style(Severity.ERROR))
         if src.fix:
-            out.append(f"\n  fix: {clean(src.fix)}", style="dim")
+            out.append("\n  " + spaced(_("fix:")) + clean(src.fix), style="dim")
     elif not snap.devices:
-        out.append("\nno devices", style="dim")
+        out.append("\n" + _("no devices"), style="dim")
     return out
 
 
@@ -110,7 +146,7 @@ def engine_head(e: EngineView) -> Text:
     head.append(f"{clean(short_name(e.label))} ", style="bold")
     head.append_text(_status_text(e.status))
     if e.model:  # the model name is a label of the engine's /metrics: text, never escapes
-        head.append(f"  model {clean(e.model)}", style="dim")
+        head.append(f"  {W('model')} {clean(e.model)}", style="dim")
     return head
 
 
@@ -120,26 +156,29 @@ def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> 
     r, kv, h, levels = e.rates, e.kv, e.history, e.levels
     lines = []
     if not e.status.ok:
-        since = "never reached" if e.status.last_ok is None else f"last ok {age(e.status.age_s)} ago"
-        lines.append(Text(f"  {since}: {clean(e.status.error)}", style=severity_style(Severity.ERROR)))
-    load = Text(f"  running {num(e.running):>4} {sparkline(h.get('running', ()))}  pending ")
+        since = _never_or_last_ok(e.status)
+        since = _("{since}: {error}").format(since=since, error=clean(e.status.error))
+        lines.append(Text(f"  {since}", style=severity_style(Severity.ERROR)))
+    load = Text(f"  {W('running')} {num(e.running):>4} {sparkline(h.get('running', ()))}  {W('pending')} ")
     load.append(f"{num(e.waiting):>4} {sparkline(h.get('waiting', ()))}", style=alert_style(levels.get("waiting")))
-    load.append(f"  preempted {num(e.preemptions)}")
+    load.append(f"  {W('preempted')} {num(e.preemptions)}")
     if r.preemptions_in_window:
         load.append(f" (+{r.preemptions_in_window:.0f})", style=alert_style(levels.get("preemptions_in_window")))
-    load.append(f"  rejected {num(e.admission_rejections)}")
+    load.append(f"  {W('rejected')} {num(e.admission_rejections)}")
     usage_pct = None if kv.usage is None else kv.usage * 100
-    pool = Text("  KV blocks ")
+    pool = Text(f"  {W('KV blocks')} ")
     pool.append(bar(kv.usage, 16), style=level_style(levels.get("kv_usage")))
     pool.append(
-        f" {num(usage_pct, '{:.1f}', '%')}  used {num(kv.used_blocks)}  free {num(kv.free_blocks)}"
-        f"  total {num(kv.total_blocks)}"
+        f" {num(usage_pct, '{:.1f}', '%')}  {W('used')} {num(kv.used_blocks)}  {W('free')} {num(kv.free_blocks)}"
+        f"  {W('total')} {num(kv.total_blocks)}"
     )
     flow = Text(
-        f"  prompt {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
-        f"  generation {num(r.generation_tps, '{:.1f}')} tok/s {sparkline(h.get('generation_tps', ()))}"
+        f"  {W('prompt')} {num(r.prompt_tps, '{:.1f}')} tok/s {sparkline(h.get('prompt_tps', ()))}"
+        f"  {W('generation')} {num(r.generation_tps, '{:.1f}')} tok/s {sparkline(h.get('generation_tps', ()))}"
     )
-    cache = Text(f"  prefix hit {num(None if r.prefix_hit_rate is None else r.prefix_hit_rate * 100, '{:.0f}', '%')}")
+    cache = Text(
+        f"  {W('prefix hit')} {num(None if r.prefix_hit_rate is None else r.prefix_hit_rate * 100, '{:.0f}', '%')}"
+    )
     tiers = {k: v for k, v in r.cached_tps_by_tier.items() if k in ("device", "host") or v}
     if tiers:
         cache.append("  cached tok/s " + " ".join(f"{k} {v:.0f}" for k, v in tiers.items()))
@@ -149,7 +188,7 @@ def engine_figures(e: EngineView, thresholds: Thresholds, p90: bool = False) -> 
     lat = Text(
         f"  TTFT p50 {seconds(r.ttft.p50)}{mid(r.ttft)} p99 {seconds(r.ttft.p99)}"
         f"  ITL p50 {seconds(r.itl.p50)}{mid(r.itl)} p99 {seconds(r.itl.p99)}"
-        f"  ({r.ttft.count:.0f} req / {_window(r.window_span_s, thresholds.window_s)})",
+        f"  ({r.ttft.count:.0f} {W('req')} / {_window(r.window_span_s, thresholds.window_s)})",
         style="" if r.ttft.count else "dim",
     )
     return [*lines, load, pool, flow, cache, lat, *container_line(e)]
@@ -178,7 +217,7 @@ def _window(span_s: float | None, window_s: float) -> str:
     yet (`top --once`: two scrapes a second apart), so `0 req` is never claimed for a minute."""
     if span_s is None or span_s >= window_s - 0.5:
         return f"{window_s:.0f}s"
-    return f"last {max(span_s, 0.1):.1f}s" if span_s < 10 else f"last {span_s:.0f}s"
+    return W("last") + (f" {max(span_s, 0.1):.1f}s" if span_s < 10 else f" {span_s:.0f}s")
 
 
 def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) -> Text:
@@ -191,9 +230,9 @@ def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) 
 
 def engines_group(snap: Snapshot, selected: int | None = None) -> Text:
     if not snap.engines:
-        return Text("Engines: none (pass a URL, or start one with `ascendctl serve`)", style="dim")
+        return Text(_("Engines: none (pass a URL, or start one with `ascendctl serve`)"), style="dim")
     panels = (engine_panel(e, snap.thresholds, n == selected) for n, e in enumerate(snap.engines))
-    return Text("\n").join([Text("Engines", style="bold"), *panels])
+    return Text("\n").join([Text(_("Engines"), style="bold"), *panels])
 
 
 # The history series (engine.metrics.catalog HISTORY_KEYS) as the engine screen names them.
@@ -242,7 +281,7 @@ def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
     """One diagnostic's row, for `top --once` and the dashboard's table alike. Titles and fixes
     quote the engine's log (a known issue's example, a model name): plain text, never markup."""
     return (
-        plain(d.severity, style=severity_style(d.severity)),
+        plain(_(d.severity), style=severity_style(d.severity)),
         plain(short_name(d.subject)),
         plain(d.title + (f" (x{d.count})" if d.count > 1 else "")),
         plain(d.fix),
@@ -250,16 +289,16 @@ def diagnostic_cells(d: Diagnostic) -> tuple[Text, Text, Text, Text]:
 
 
 def diagnostics_table(diagnostics: Iterable[Diagnostic]) -> RenderableType:
-    table = Table(title="Diagnostics", title_justify="left", expand=True, show_edge=False, pad_edge=False)
-    table.add_column("severity", no_wrap=True)
-    table.add_column("on", no_wrap=True)
-    table.add_column("issue", ratio=2, overflow="fold")
-    table.add_column("fix", ratio=3, overflow="fold")
+    table = Table(title=_("Diagnostics"), title_justify="left", expand=True, show_edge=False, pad_edge=False)
+    table.add_column(_("severity"), no_wrap=True)
+    table.add_column(_("on"), no_wrap=True)
+    table.add_column(_("issue"), ratio=2, overflow="fold")
+    table.add_column(_("fix"), ratio=3, overflow="fold")
     rows = list(diagnostics)
     for d in rows:
         table.add_row(*diagnostic_cells(d))
     if not rows:
-        table.add_row(Text("ok", style=severity_style(Severity.OK)), "", "nothing to report", "")
+        table.add_row(Text(_("ok"), style=severity_style(Severity.OK)), "", _("nothing to report"), "")
     return table
 
 
@@ -268,10 +307,13 @@ def header_line(snap: Snapshot | None, paused: bool = False, note: str = "", mod
     if mode:  # the replay position, the charts' window: first, so a narrow terminal still shows it
         text.append(f"  {mode}", style="bold")
     if snap is not None:
-        text.append(f"  {time.strftime('%H:%M:%S', time.localtime(snap.time))}  tick {snap.seq}")
-        text.append(f"  {len(snap.devices)} devices  {len(snap.engines)} engines")
+        text.append(f"  {time.strftime('%H:%M:%S', time.localtime(snap.time))}  {W('tick')} {snap.seq}")
+        text.append(
+            "  "
+            + _("{devices} devices  {engines} engines").format(devices=len(snap.devices), engines=len(snap.engines))
+        )
     if paused:
-        text.append("  PAUSED ", style="bold black on yellow")
+        text.append(f"  {W('PAUSED')} ", style="bold black on yellow")
     if note:
         text.append(f"  {clean(note)}", style="dim")
     return text

@@ -72,3 +72,15 @@ def bundle_logs(top: Path) -> list[str]:
         if p.is_file() and not p.is_symlink() and inside(top, p):
             kept.append(str(p))
     return kept
+
+
+def triage_inputs(top: Path) -> list[str]:
+    """What triage reads of a bundle: its logs, and its npu-smi transcript (no log, but its
+    `-t health` answers carry the NPUs' fault codes). Only regular files inside the bundle."""
+    from engine.system.archive import inside
+
+    out = bundle_logs(top)
+    info = top / NPU_INFO_FILE
+    if info.is_file() and not info.is_symlink() and inside(top, info):
+        out.append(str(info))
+    return out

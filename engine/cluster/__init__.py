@@ -19,6 +19,7 @@ import os
 from typing import Any
 
 from engine.errors import Unreachable
+from engine.i18n import _
 
 ROOT_ENV = "ASCENDCTL_CLUSTER_ROOT"
 # Joining the cluster: Ray's own client retries an unreachable head for ever (a warning every 5 s).
@@ -103,18 +104,16 @@ def node_report(drift: dict[str, Any] | None = None) -> dict[str, Any]:
     return report
 
 
-def run_cluster(
-    address: str | None = None, timeout: float = 300.0, drift: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """One report per alive node of the Ray cluster at `address` (default: RAY_ADDRESS, else the
-    local one `ray start` joined). Raises Unreachable when Ray is missing or no cluster answers."""
+def connect_ray(address: str | None = None) -> tuple[Any, bool]:
+    """(the ray module, whether this call started the connection: the caller then shuts it down)
+    for the cluster at `address` (default: RAY_ADDRESS, else the local one `ray start` joined).
+    Raises Unreachable when Ray is missing or no cluster answers."""
     try:
         import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     except ImportError as exc:
         raise Unreachable(
-            "--cluster needs Ray, which is not installed",
-            "pip install 'ascendctl[cluster]' (the same Ray version as the cluster's)",
+            _("--cluster needs Ray, which is not installed"),
+            _("pip install 'ascendctl[cluster]' (the same Ray version as the cluster's)"),
         ) from exc
     import logging
 
@@ -145,6 +144,17 @@ def run_cluster(
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise Unreachable(f"no Ray cluster to join: {redact_value(first)}", fix) from exc
+    return ray, started_here
+
+
+def run_cluster(
+    address: str | None = None, timeout: float = 300.0, drift: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One report per alive node of the Ray cluster at `address` (default: RAY_ADDRESS, else the
+    local one `ray start` joined). Raises Unreachable when Ray is missing or no cluster answers."""
+    ray, started_here = connect_ray(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(num_cpus=0, max_retries=0)(node_report)

@@ -18,6 +18,7 @@ from engine.doctor.checks import CHECKS, Check
 from engine.doctor.context import Context
 from engine.doctor.model import CheckInfo, CheckResult, DoctorReport, Outcome, Status
 from engine.errors import BadInput
+from engine.i18n import N_, _
 from engine.system.host import Host
 
 __all__ = [
@@ -192,16 +193,18 @@ def _headline(ctx: Context, checks: list[CheckResult], advisory: tuple[str, ...]
     tuning = sum(
         1 for c in checks if c.status is not Status.OK and c.status is not Status.SKIP and c.category in advisory
     )
-    where = {"cpu": "no NPU: CPU engine", "cuda": "CUDA GPU host", "ascend": "Ascend NPU host"}[ctx.platform]
+    where = {"cpu": N_("no NPU: CPU engine"), "cuda": N_("CUDA GPU host"), "ascend": N_("Ascend NPU host")}[
+        ctx.platform
+    ]
     if errors:
-        state = f"{errors} error(s), {warns} warning(s): not ready to serve"
+        state = _("{errors} error(s), {warns} warning(s): not ready to serve").format(errors=errors, warns=warns)
     elif warns:
-        state = f"{warns} warning(s), no errors"
+        state = _("{warns} warning(s), no errors").format(warns=warns)
     else:
-        state = "ready to serve"
+        state = _("ready to serve")
     if tuning:
-        state += f"; {tuning} perf finding(s)"
-    return f"{where}; {state}"
+        state += _("; {count} perf finding(s)").format(count=tuning)
+    return _("{where}; {state}").format(where=_(where), state=state)
 
 
 def run_doctor(

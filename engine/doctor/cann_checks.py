@@ -10,6 +10,7 @@ import shlex
 from engine.doctor.checks import check, not_ascend, unrecorded
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.i18n import N_, _
 from engine.stacks.pins import ascend_set, ascend_sets
 from engine.system import paths
 from engine.system.cann import default_set_env
@@ -18,21 +19,29 @@ from engine.system.ldpath import DRIVER_DIRS, SYSTEM_DIRS, abi_of, analyze, atb_
 from engine.versions import cann_key, quoted
 
 
-@check("cann.toolkit", "cann", "CANN toolkit found and its version read from its own files")
+@check("cann.toolkit", "cann", N_("CANN toolkit found and its version read from its own files"))
 def check_toolkit(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     tk = ctx.toolkit
     if tk is None and unrecorded(ctx):
-        return skip("CANN toolkit files not recorded")
+        return skip(_("CANN toolkit files not recorded"))
     if tk is None:
         return error(
-            "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
-            "or /usr/local/Ascend/ascend-toolkit/latest)",
-            "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), "
-            "or set ASCEND_TOOLKIT_HOME to its prefix",
+            _(
+                "CANN toolkit not found (ASCEND_TOOLKIT_HOME unset; nothing in /usr/local/Ascend/cann-<ver> "
+                "or /usr/local/Ascend/ascend-toolkit/latest)"
+            ),
+            _(
+                "install the CANN toolkit (Ascend-cann-toolkit_<version>_linux-<arch>.run --install), "
+                "or set ASCEND_TOOLKIT_HOME to its prefix"
+            ),
         )
-    where = f"{tk.home} ({tk.layout} layout" + (f", named by {tk.found_by})" if tk.found_by != "default path" else ")")
+    where = (
+        _("{home} ({layout} layout, named by {by})").format(home=tk.home, layout=tk.layout, by=tk.found_by)
+        if tk.found_by != "default path"
+        else _("{home} ({layout} layout)").format(home=tk.home, layout=tk.layout)
+    )
     if tk.bad_version is not None:
         return warn(
             f"CANN toolkit at {where}: {tk.version_source} holds no version but {quoted(tk.bad_version)}",
@@ -53,7 +62,7 @@ def check_toolkit(ctx: Context) -> Outcome:
             f"install CANN {oldest} or newer; ascendctl pins a whole engine set for CANN {known}",
         )
     if ctx.matrix.torch_npu_builds(tk.version) or ascend_set(tk.version):
-        return ok(f"CANN {tk.version} at {where}")
+        return ok(_("CANN {version} at {where}").format(version=tk.version, where=where))
     return warn(
         f"CANN {tk.version} at {where} is not in the compatibility matrix",
         f"use a CANN release the stack was tested with: {known}",
@@ -70,21 +79,21 @@ def _points_at(ctx: Context, value: str, target_real: str) -> bool:
     return paths.realpath(ctx.host, value.rstrip("/")) == target_real
 
 
-@check("cann.set_env", "cann", "set_env.sh sourced: its variables present and pointing at the toolkit")
+@check("cann.set_env", "cann", N_("set_env.sh sourced: its variables present and pointing at the toolkit"))
 def check_set_env(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     if not ctx.env_known:
-        return skip("environment not recorded")
+        return skip(_("environment not recorded"))
     tk = ctx.toolkit
     env = ctx.host.env
     script = (tk.set_env if tk else None) or default_set_env(ctx.host)
-    fix = f"source {script}   (add the line to ~/.bashrc so every shell has it)"
+    fix = _("source {script}   (add the line to ~/.bashrc so every shell has it)").format(script=script)
     missing = [v for v in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH") if not env.get(v)]
     if tk is None:
-        return skip("no toolkit found to compare with")
+        return skip(_("no toolkit found to compare with"))
     if len(missing) == 2:
-        return error("set_env.sh not sourced: ASCEND_TOOLKIT_HOME and ASCEND_HOME_PATH are unset", fix)
+        return error(_("set_env.sh not sourced: ASCEND_TOOLKIT_HOME and ASCEND_HOME_PATH are unset"), fix)
     wrong = []
     for var, sub in (
         ("ASCEND_TOOLKIT_HOME", ""),
@@ -102,11 +111,15 @@ def check_set_env(ctx: Context) -> Outcome:
         )
     if missing or not env.get("ASCEND_OPP_PATH"):
         absent = missing + ([] if env.get("ASCEND_OPP_PATH") else ["ASCEND_OPP_PATH"])
-        return warn(f"set_env.sh only partly applied: {', '.join(absent)} unset", fix)
-    return ok(f"set_env.sh sourced: ASCEND_TOOLKIT_HOME, ASCEND_HOME_PATH, ASCEND_OPP_PATH point at {tk.real_home}")
+        return warn(_("set_env.sh only partly applied: {names} unset").format(names=", ".join(absent)), fix)
+    return ok(
+        _("set_env.sh sourced: ASCEND_TOOLKIT_HOME, ASCEND_HOME_PATH, ASCEND_OPP_PATH point at {home}").format(
+            home=tk.real_home
+        )
+    )
 
 
-@check("cann.nnal", "cann", "NNAL (ATB) installed and its set_env.sh sourced (libatb.so)")
+@check("cann.nnal", "cann", N_("NNAL (ATB) installed and its set_env.sh sourced (libatb.so)"))
 def check_nnal(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
@@ -114,9 +127,9 @@ def check_nnal(ctx: Context) -> Outcome:
     installed = paths.is_dir(ctx.host, atb_root)
     home = ctx.host.env.get("ATB_HOME_PATH", "") if ctx.env_known else ""
     if home and paths.exists(ctx.host, f"{home}/lib/libatb.so"):
-        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home}")
+        return ok(_("NNAL ATB sourced: ATB_HOME_PATH={home}").format(home=home))
     if home and unrecorded(ctx):
-        return ok(f"NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)")
+        return ok(_("NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)").format(home=home))
     if home:
         return error(
             f"ATB_HOME_PATH={home} holds no lib/libatb.so",
@@ -124,7 +137,7 @@ def check_nnal(ctx: Context) -> Outcome:
         )
     if not installed and unrecorded(ctx):
         if not ctx.env_known:
-            return skip("NNAL files and environment not recorded")
+            return skip(_("NNAL files and environment not recorded"))
         return warn(
             "ATB_HOME_PATH is unset: NNAL's set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot "
             "open shared object file)",
@@ -134,7 +147,10 @@ def check_nnal(ctx: Context) -> Outcome:
         if not ctx.env_known:
             return ok(f"NNAL installed at {atb_root} (environment not recorded)")
         return warn(
-            "NNAL installed but its set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot open shared object file)",
+            _(
+                "NNAL installed but its set_env.sh is not sourced "
+                "(vLLM-Ascend fails with libatb.so: cannot open shared object file)"
+            ),
             f"source {atb_root}/set_env.sh",
         )
     version = ctx.toolkit.version if ctx.toolkit and ctx.toolkit.version else "<CANN version>"
@@ -144,12 +160,12 @@ def check_nnal(ctx: Context) -> Outcome:
     )
 
 
-@check("cann.nnal_abi", "cann", "NNAL (ATB) sourced for the C++ ABI torch was built with")
+@check("cann.nnal_abi", "cann", N_("NNAL (ATB) sourced for the C++ ABI torch was built with"))
 def check_nnal_abi(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     if not ctx.env_known:
-        return skip("environment not recorded")
+        return skip(_("environment not recorded"))
     atb_root = "/usr/local/Ascend/nnal/atb"
     home = ctx.host.env.get("ATB_HOME_PATH", "")
     home_abi = abi_of(home)
@@ -158,7 +174,7 @@ def check_nnal_abi(ctx: Context) -> Outcome:
     libs = atb_libs(ctx.host.env.get("LD_LIBRARY_PATH"))
     first = libs[0] if libs else None
     if home_abi is None and first is None:
-        return skip("NNAL not sourced (see cann.nnal)")
+        return skip(_("NNAL not sourced (see cann.nnal)"))
     torch_abi = None if ctx.engine.error else ctx.engine.torch_cxx11_abi
     if torch_abi is None:
         if home_abi is not None and first is not None and first[1] != home_abi:
@@ -168,7 +184,7 @@ def check_nnal_abi(ctx: Context) -> Outcome:
                 f"in a new shell, source {atb_root}/set_env.sh once, with --cxx_abi= the value of "
                 "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's environment",
             )
-        return skip("the engine interpreter did not report torch's C++ ABI")
+        return skip(_("the engine interpreter did not report torch's C++ ABI"))
     torch = ctx.engine.packages.get("torch") or ""
     wrong = []
     if home_abi is not None and home_abi != torch_abi:
@@ -186,13 +202,16 @@ def check_nnal_abi(ctx: Context) -> Outcome:
         )
     other = [e for e, abi in libs if abi != torch_abi]
     note = f"; the cxx_abi_{1 - torch_abi} directories after it are shadowed" if other else ""
-    return ok(f"ATB cxx_abi_{torch_abi} matches torch {torch} (_GLIBCXX_USE_CXX11_ABI={torch_abi}){note}")
+    return ok(
+        _("ATB cxx_abi_{abi} matches torch {torch} (_GLIBCXX_USE_CXX11_ABI={abi})").format(abi=torch_abi, torch=torch)
+        + note
+    )
 
 
 # -- driver -------------------------------------------------------------------------------------
 
 
-@check("driver.version", "driver", "NPU driver installed; version from driver/version.info")
+@check("driver.version", "driver", N_("NPU driver installed; version from driver/version.info"))
 def check_driver(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
@@ -200,37 +219,43 @@ def check_driver(ctx: Context) -> Outcome:
     if d is None and unrecorded(ctx):
         table = ctx.npu_smi.table
         if table is not None and table.driver_version:
-            return ok(f"driver {table.driver_version} (npu-smi's version line; version.info not recorded)")
-        return skip("driver version.info not recorded")
+            return ok(
+                _("driver {version} (npu-smi's version line; version.info not recorded)").format(
+                    version=table.driver_version
+                )
+            )
+        return skip(_("driver version.info not recorded"))
     if d is None:
         if ctx.container:
             return error(
-                "driver version.info not visible in this container",
+                _("driver version.info not visible in this container"),
                 "docker run ... -v /usr/local/Ascend/driver/version.info:/usr/local/Ascend/driver/version.info "
                 "-v /usr/local/Ascend/driver/lib64/:/usr/local/Ascend/driver/lib64/",
             )
         return error(
-            f"NPU driver not installed: no {ctx.driver_prefix}/driver/version.info",
-            "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot",
+            _("NPU driver not installed: no {prefix}/driver/version.info").format(prefix=ctx.driver_prefix),
+            _(
+                "install the driver package (Ascend-hdk-<chip>-npu-driver_<version>_linux-<arch>.run --full), then reboot"
+            ),
         )
     if d.bad_version is not None:
         return warn(f"{d.path} holds no version but {quoted(d.bad_version)}", "reinstall the NPU driver package")
     if not d.version:
         return warn(f"{d.path} has no Version= line", "reinstall the NPU driver package")
     inner = f" ({d.innerversion})" if d.innerversion else ""
-    return ok(f"driver {d.version}{inner}")
+    return ok(_("driver {version}").format(version=d.version) + inner)
 
 
-@check("driver.firmware", "driver", "Firmware version within the range the driver accepts")
+@check("driver.firmware", "driver", N_("Firmware version within the range the driver accepts"))
 def check_firmware(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     fw, d = ctx.firmware, ctx.driver
     if fw is None and unrecorded(ctx):
-        return skip("firmware version.info not recorded")
+        return skip(_("firmware version.info not recorded"))
     if fw is None:
         if ctx.container:
-            return skip("firmware files are not mounted into containers; run doctor on the host to check them")
+            return skip(_("firmware files are not mounted into containers; run doctor on the host to check them"))
         return warn(
             "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
             "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
@@ -246,14 +271,22 @@ def check_firmware(ctx: Context) -> Outcome:
     if inside is False and d is not None and d.compatible_fw:
         lo, hi = d.compatible_fw
         return error(
-            f"firmware {fw.version} is outside the range driver {d.version} accepts [{lo}, {hi}]",
-            f"install the firmware package released with driver {d.version} (Ascend-hdk-<chip>-npu-firmware)",
+            _("firmware {firmware} is outside the range driver {driver} accepts [{low}, {high}]").format(
+                firmware=fw.version, driver=d.version, low=lo, high=hi
+            ),
+            _("install the firmware package released with driver {driver} (Ascend-hdk-<chip>-npu-firmware)").format(
+                driver=d.version
+            ),
         )
-    note = f" (driver accepts {d.compatible_fw[0]}-{d.compatible_fw[1]})" if inside and d and d.compatible_fw else ""
-    return ok(f"firmware {fw.version}{note}")
+    note = (
+        _(" (driver accepts {low}-{high})").format(low=d.compatible_fw[0], high=d.compatible_fw[1])
+        if inside and d and d.compatible_fw
+        else ""
+    )
+    return ok(_("firmware {version}").format(version=fw.version) + note)
 
 
-@check("driver.pairing", "driver", "Driver and CANN toolkit are a compatible pair")
+@check("driver.pairing", "driver", N_("Driver and CANN toolkit are a compatible pair"))
 def check_pairing(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
@@ -263,15 +296,24 @@ def check_pairing(ctx: Context) -> Outcome:
         # Without version.info there are no compatibility codes: Huawei's table decides.
         verdict = ctx.matrix.driver_compatible(table.driver_version, tk.version)
         if verdict:
-            return ok(f"Huawei's compatibility table lists driver {table.driver_version} for CANN {tk.version}")
+            return ok(
+                _("Huawei's compatibility table lists driver {driver} for CANN {cann}").format(
+                    driver=table.driver_version, cann=tk.version
+                )
+            )
         if verdict is False:
             return error(
-                f"Huawei's compatibility table marks driver {table.driver_version} incompatible with CANN {tk.version}",
-                "install a driver (HDK) release the table lists for this CANN version, or a CANN release for the driver",
+                _("Huawei's compatibility table marks driver {driver} incompatible with CANN {cann}").format(
+                    driver=table.driver_version, cann=tk.version
+                ),
+                _(
+                    "install a driver (HDK) release the table lists for this CANN version, "
+                    "or a CANN release for the driver"
+                ),
             )
-        return skip("driver version.info (its compatibility codes) not recorded")
+        return skip(_("driver version.info (its compatibility codes) not recorded"))
     if tk is None or d is None or not tk.version or not d.version:
-        return skip("needs both the driver and the CANN version")
+        return skip(_("needs both the driver and the CANN version"))
     p = pair(tk, d, ctx.matrix.driver_compatible(d.version, tk.version))
     if p.verdict == "ok":
         return ok(p.reason)
@@ -290,18 +332,21 @@ def _ld(ctx: Context):
     return analyze(ctx.host, ctx.host.env.get("LD_LIBRARY_PATH"), homes, ctx.driver_prefix)
 
 
-@check("env.ld_order", "env", "LD_LIBRARY_PATH puts the Ascend lib64 before /usr/lib64 and /lib64")
+@check("env.ld_order", "env", N_("LD_LIBRARY_PATH puts the Ascend lib64 before /usr/lib64 and /lib64"))
 def check_ld_order(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     if not ctx.env_known:
-        return skip("environment not recorded")
+        return skip(_("environment not recorded"))
     tk = ctx.toolkit
     if tk is None:
-        return skip("no toolkit found")
+        return skip(_("no toolkit found"))
     ld = _ld(ctx)
     if ld.toolkit_lib is None:
-        return error(f"{tk.home}/lib64 is not on LD_LIBRARY_PATH", f"source {tk.set_env or default_set_env(ctx.host)}")
+        return error(
+            _("{home}/lib64 is not on LD_LIBRARY_PATH").format(home=tk.home),
+            f"source {tk.set_env or default_set_env(ctx.host)}",
+        )
     if ld.shadowing:
         system = set(SYSTEM_DIRS)
         ascend = [e for e in ld.entries if e and posixpath.normpath(e) not in system]
@@ -311,26 +356,33 @@ def check_ld_order(ctx: Context) -> Outcome:
             # A report does not show the directory's files: a warning, since a working machine
             # (vllm-ascend issue 629) served with /usr/lib64 first.
             return warn(
-                f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: a "
-                "libstdc++.so.6 there would shadow the one CANN needs (the report does not show whether it holds one)",
+                _(
+                    "{first} comes before {lib} in LD_LIBRARY_PATH: a libstdc++.so.6 there would shadow the one "
+                    "CANN needs (the report does not show whether it holds one)"
+                ).format(first=", ".join(ld.shadowing), lib=ld.entries[ld.toolkit_lib]),
                 f"export LD_LIBRARY_PATH={shlex.quote(value)}",
             )
         return error(
-            f"{', '.join(ld.shadowing)} comes before {ld.entries[ld.toolkit_lib]} in LD_LIBRARY_PATH: the system "
-            "libstdc++.so.6 shadows the one CANN needs",
+            _(
+                "{first} comes before {lib} in LD_LIBRARY_PATH: the system libstdc++.so.6 shadows the one CANN needs"
+            ).format(first=", ".join(ld.shadowing), lib=ld.entries[ld.toolkit_lib]),
             f"export LD_LIBRARY_PATH={shlex.quote(value)}",
         )
     return ok(
-        f"Ascend libraries come first in LD_LIBRARY_PATH ({ld.entries[ld.toolkit_lib]} at position {ld.toolkit_lib + 1})"
+        _("Ascend libraries come first in LD_LIBRARY_PATH ({entry} at position {position})").format(
+            entry=ld.entries[ld.toolkit_lib], position=ld.toolkit_lib + 1
+        )
     )
 
 
-@check("env.ld_driver", "env", "The driver's lib64/common and lib64/driver are on LD_LIBRARY_PATH (libascend_hal.so)")
+@check(
+    "env.ld_driver", "env", N_("The driver's lib64/common and lib64/driver are on LD_LIBRARY_PATH (libascend_hal.so)")
+)
 def check_ld_driver(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     if not ctx.env_known:
-        return skip("environment not recorded")
+        return skip(_("environment not recorded"))
     prefix = ctx.driver_prefix
     hal = f"{prefix}/driver/lib64/driver/libascend_hal.so"
     if not paths.exists(ctx.host, hal) and not unrecorded(ctx):
@@ -344,23 +396,25 @@ def check_ld_driver(ctx: Context) -> Outcome:
     if ld.driver_missing:
         wanted = ":".join(f"{prefix}/{d}" for d in DRIVER_DIRS)
         return error(
-            f"driver libraries missing from LD_LIBRARY_PATH: {', '.join(ld.driver_missing)}",
+            _("driver libraries missing from LD_LIBRARY_PATH: {paths}").format(paths=", ".join(ld.driver_missing)),
             f"export LD_LIBRARY_PATH={wanted}:$LD_LIBRARY_PATH",
         )
     return ok(
-        f"driver lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver): libascend_hal.so resolves"
+        _(
+            "driver lib64/common and lib64/driver are on LD_LIBRARY_PATH ({prefix}/driver): libascend_hal.so resolves"
+        ).format(prefix=prefix)
     )
 
 
-@check("env.ld_dead", "env", "No LD_LIBRARY_PATH entry points at a missing directory")
+@check("env.ld_dead", "env", N_("No LD_LIBRARY_PATH entry points at a missing directory"))
 def check_ld_dead(ctx: Context) -> Outcome:
     if not ctx.env_known:
-        return skip("environment not recorded")
+        return skip(_("environment not recorded"))
     value = ctx.host.env.get("LD_LIBRARY_PATH", "")
     if not value:
-        return ok("LD_LIBRARY_PATH is empty") if ctx.platform != "ascend" else skip("LD_LIBRARY_PATH is empty")
+        return ok(_("LD_LIBRARY_PATH is empty")) if ctx.platform != "ascend" else skip(_("LD_LIBRARY_PATH is empty"))
     if unrecorded(ctx):
-        return skip("which directories exist was not recorded")
+        return skip(_("which directories exist was not recorded"))
     ld = _ld(ctx)
     if ld.dead:
         shown = ", ".join(e or "(empty entry = current directory)" for e in ld.dead[:3])
@@ -370,7 +424,7 @@ def check_ld_dead(ctx: Context) -> Outcome:
             f"{len(ld.dead)} LD_LIBRARY_PATH entr{'y' if len(ld.dead) == 1 else 'ies'} do not exist: {shown}{more}",
             f"export LD_LIBRARY_PATH={shlex.quote(alive)}",
         )
-    return ok(f"all {len(ld.entries)} LD_LIBRARY_PATH entries exist")
+    return ok(_("all {count} LD_LIBRARY_PATH entries exist").format(count=len(ld.entries)))
 
 
 # -- engine stack -------------------------------------------------------------------------------

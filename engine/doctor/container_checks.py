@@ -20,6 +20,7 @@ from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.i18n import N_, _
 from engine.system import paths
 from engine.system.devnodes import visible_devices
 from engine.system.runner import CommandResult
@@ -145,7 +146,7 @@ def _wants_container(ctx: Context) -> bool:
     return section is not None and getattr(section, "enabled", True) is not False
 
 
-@check("container.runtime", "container", "Container runtime (docker, podman, nerdctl) present and answering")
+@check("container.runtime", "container", N_("Container runtime (docker, podman, nerdctl) present and answering"))
 def check_runtime(ctx: Context) -> Outcome:
     p = _probe(ctx)
     if p.runtime is None:
@@ -156,11 +157,13 @@ def check_runtime(ctx: Context) -> Outcome:
                 "the profile serves in a container, but no container runtime is installed (docker, podman, nerdctl)",
                 "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container",
             )
-        return skip("no container runtime installed (docker, podman, nerdctl): engines run on the host")
+        return skip(_("no container runtime installed (docker, podman, nerdctl): engines run on the host"))
     if not p.asked:
         return ok(
-            f"{p.runtime.name} installed ({p.runtime.path}); not asked, since no profile here serves in a container "
-            "(doctor --profile P with a container: section asks it)"
+            _(
+                "{runtime} installed ({path}); not asked, since no profile here serves in a container "
+                "(doctor --profile P with a container: section asks it)"
+            ).format(runtime=p.runtime.name, path=p.runtime.path)
         )
     if p.cause:
         # Docker installed with its daemon stopped stops nobody who serves on the host.
@@ -197,17 +200,17 @@ def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]
     return (runtimes if isinstance(runtimes, dict) else {}), data.get("default-runtime"), None
 
 
-@check("container.ascend_runtime", "container", "Ascend Docker Runtime installed and registered with Docker")
+@check("container.ascend_runtime", "container", N_("Ascend Docker Runtime installed and registered with Docker"))
 def check_ascend_runtime(ctx: Context) -> Outcome:
     if ctx.platform != "ascend":
-        return skip("no NPU: Ascend Docker Runtime is for Ascend hosts")
+        return skip(_("no NPU: Ascend Docker Runtime is for Ascend hosts"))
     if ctx.container:
-        return skip("inside a container: Ascend Docker Runtime is checked on the host")
+        return skip(_("inside a container: Ascend Docker Runtime is checked on the host"))
     p = _probe(ctx)
     needed = _wanted(ctx, "devices") == "ascend-runtime"
     fail = error if needed else warn
     if p.runtime is None and not needed:
-        return skip("no container runtime installed: engines run on the host")
+        return skip(_("no container runtime installed: engines run on the host"))
     if p.runtime is not None and p.runtime.name == "podman":
         if needed:
             return error(
@@ -215,7 +218,7 @@ def check_ascend_runtime(ctx: Context) -> Outcome:
                 "use, but the runtime here is podman",
                 "set container.devices: mounts (the quick start's --device and driver mounts), or use Docker",
             )
-        return skip("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts")
+        return skip(_("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts"))
     runtimes, default, bad = _daemon_runtimes(ctx)
     if bad:
         return error(bad, f"fix {DAEMON_JSON}, then sudo systemctl restart docker")
@@ -352,11 +355,11 @@ def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     return "ok", f"{what} pairs with driver {driver}", ""
 
 
-@check("container.image", "container", "The engine image present, built for this chip and this host's driver")
+@check("container.image", "container", N_("The engine image present, built for this chip and this host's driver"))
 def check_image(ctx: Context) -> Outcome:
     p = _probe(ctx)
     if p.runtime is None or p.cause:
-        return skip("no usable container runtime (see container.runtime)")
+        return skip(_("no usable container runtime (see container.runtime)"))
     if not p.asked:
         return skip("no profile here serves in a container: images not listed")
     from engine.container.inspect import image_facts, split_reference
@@ -403,13 +406,13 @@ def _size_option(options: str) -> int | None:
     return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
 
-@check("container.shm", "container", "/dev/shm large enough for the engine's workers (inside a container)")
+@check("container.shm", "container", N_("/dev/shm large enough for the engine's workers (inside a container)"))
 def check_shm(ctx: Context) -> Outcome:
     if not ctx.container:
-        return skip("not in a container: /dev/shm is the host's")
+        return skip(_("not in a container: /dev/shm is the host's"))
     mounts = paths.read_text(ctx.host, "/proc/mounts")
     if mounts is None:
-        return skip("/proc/mounts not recorded")
+        return skip(_("/proc/mounts not recorded"))
     m = _SHM.search(mounts)
     size = _size_option(m.group(1)) if m else None
     if size is None:
@@ -419,16 +422,22 @@ def check_shm(ctx: Context) -> Outcome:
         # The NPU and GPU engines' workers share tensors through it; the CPU engine copes with less.
         fail = warn if ctx.platform == "cpu" else error
         return fail(
-            f"/dev/shm is {size / (1 << 20):.0f} MiB (docker's default is 64 MiB); the engine's workers need more",
-            f"start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)",
+            _("/dev/shm is {size:.0f} MiB (docker's default is 64 MiB); the engine's workers need more").format(
+                size=size / (1 << 20)
+            ),
+            _(
+                "start the container with --shm-size={need} (Kubernetes: an emptyDir with medium: Memory at /dev/shm)"
+            ).format(need=need),
         )
-    return ok(f"/dev/shm is {size / (1 << 30):.1f} GiB")
+    return ok(_("/dev/shm is {size:.1f} GiB").format(size=size / (1 << 30)))
 
 
-@check("container.npus", "container", "Inside a container: the NPUs it owns, and ASCEND_RT_VISIBLE_DEVICES within them")
+@check(
+    "container.npus", "container", N_("Inside a container: the NPUs it owns, and ASCEND_RT_VISIBLE_DEVICES within them")
+)
 def check_owned_npus(ctx: Context) -> Outcome:
     if not ctx.container:
-        return skip("not in a container")
+        return skip(_("not in a container"))
     if ctx.platform != "ascend":
         return skip("no NPU in this container")
     from engine.container.inspect import parse_device_list
@@ -462,7 +471,7 @@ def check_owned_npus(ctx: Context) -> Outcome:
             )
     count = len(owned) if owned is not None else len(nodes)
     if not count:
-        return skip("no NPU owned by this container (see devices.nodes)")
+        return skip(_("no NPU owned by this container (see devices.nodes)"))
     ids = visible_devices(ctx.host)
     if ids is not None:
         beyond = [i for i in ids if i >= count]
@@ -472,4 +481,4 @@ def check_owned_npus(ctx: Context) -> Outcome:
                 f"({source}): inside it they are numbered 0-{count - 1}",
                 f"set ASCEND_RT_VISIBLE_DEVICES to ids from 0 to {count - 1}, or unset it",
             )
-    return ok(f"the container owns {count} NPU(s) ({source})")
+    return ok(_("the container owns {count} NPU(s) ({source})").format(count=count, source=source))

@@ -6,72 +6,84 @@ from engine.doctor.checks import NO_NPU, check, not_ascend, unrecorded
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.doctor.stack_checks import installed_row
+from engine.i18n import N_, _
 
 
-@check("devices.nodes", "devices", "Device nodes: /dev/davinciN, davinci_manager, devmm_svm, hisi_hdc")
+@check("devices.nodes", "devices", N_("Device nodes: /dev/davinciN, davinci_manager, devmm_svm, hisi_hdc"))
 def check_nodes(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     n = ctx.nodes
     if not n.davinci and unrecorded(ctx):
-        return skip("device nodes not recorded")
+        return skip(_("device nodes not recorded"))
     flags = " ".join(
         f"--device {p}" for p in ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
     )
     if not n.davinci:
         if ctx.container:
             return error(
-                "no /dev/davinciN in this container: no NPU is visible",
-                f"docker run {flags} ...  (one --device /dev/davinciN per NPU)",
+                _("no /dev/davinciN in this container: no NPU is visible"),
+                _("docker run {flags} ...  (one --device /dev/davinciN per NPU)").format(flags=flags),
             )
         return error(
-            "no /dev/davinciN: the NPU driver is not loaded",
-            "reinstall the driver package and reboot; then `ls /dev/davinci*`",
+            _("no /dev/davinciN: the NPU driver is not loaded"),
+            _("reinstall the driver package and reboot; then `ls /dev/davinci*`"),
         )
     if n.missing_shared:
         fix = (
             f"docker run ... {' '.join('--device ' + p for p in n.missing_shared)}"
             if ctx.container
-            else "reinstall the NPU driver package (it creates these nodes), then reboot"
+            else _("reinstall the NPU driver package (it creates these nodes), then reboot")
         )
-        return error(f"missing {', '.join(n.missing_shared)} ({len(n.davinci)} /dev/davinciN present)", fix)
+        return error(
+            _("missing {nodes} ({count} /dev/davinciN present)").format(
+                nodes=", ".join(n.missing_shared), count=len(n.davinci)
+            ),
+            fix,
+        )
     ids = n.davinci
     span = f"/dev/davinci{ids[0]}" if len(ids) == 1 else f"/dev/davinci{ids[0]}-{ids[-1]}"
-    return ok(f"{len(ids)} NPU node(s) ({span}) and davinci_manager, devmm_svm, hisi_hdc")
+    return ok(
+        _("{count} NPU node(s) ({span}) and davinci_manager, devmm_svm, hisi_hdc").format(count=len(ids), span=span)
+    )
 
 
-@check("devices.npu_smi", "devices", "npu-smi present and answering (with a timeout)")
+@check("devices.npu_smi", "devices", N_("npu-smi present and answering (with a timeout)"))
 def check_npu_smi(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
     probe = ctx.npu_smi
     if not probe.found:
         if not ctx.live:
-            return skip("npu-smi output not recorded")
+            return skip(_("npu-smi output not recorded"))
         fix = (
             "docker run ... -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi -v /usr/local/dcmi:/usr/local/dcmi"
             if ctx.container
-            else "reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH"
+            else _("reinstall the NPU driver (npu-smi ships with it) or add /usr/local/bin to PATH")
         )
-        return error("npu-smi not found", fix)
+        return error(_("npu-smi not found"), fix)
     if probe.error:
         if not ctx.live and "not recorded" in probe.error:
-            return skip("npu-smi output not recorded")
-        return error(probe.error, probe.fix or "run `npu-smi info` by hand")
+            return skip(_("npu-smi output not recorded"))
+        return error(probe.error, probe.fix or _("run `npu-smi info` by hand"))
     t = probe.table
-    return ok(f"npu-smi {t.tool_version or 'N/A'} answered: {len(t.chips)} chip(s), driver {t.driver_version or 'N/A'}")
+    return ok(
+        _("npu-smi {version} answered: {count} chip(s), driver {driver}").format(
+            version=t.tool_version or "N/A", count=len(t.chips), driver=t.driver_version or "N/A"
+        )
+    )
 
 
 def _table(ctx: Context):
     if ctx.platform != "ascend":
-        return None, skip(NO_NPU if ctx.platform == "cpu" else "no NPU on this host")
+        return None, skip(_(NO_NPU) if ctx.platform == "cpu" else _("no NPU on this host"))
     probe = ctx.npu_smi
     if probe.table is None:
-        return None, skip("npu-smi gave no table (see devices.npu_smi)")
+        return None, skip(_("npu-smi gave no table (see devices.npu_smi)"))
     return probe.table, None
 
 
-@check("devices.health", "devices", "Every NPU chip reports Health OK")
+@check("devices.health", "devices", N_("Every NPU chip reports Health OK"))
 def check_health(ctx: Context) -> Outcome:
     table, s = _table(ctx)
     if s is not None:
@@ -80,11 +92,13 @@ def check_health(ctx: Context) -> Outcome:
     if bad:
         listed = "; ".join(f"NPU {c.npu} chip {c.chip}: {c.health or 'N/A'}" for c in bad[:4])
         return error(
-            f"{len(bad)} chip(s) not healthy: {listed}",
-            f"devices.faults names each chip's fault codes and the action (`npu-smi info -t health -i {bad[0].npu} "
-            f"-c {bad[0].chip}` shows them); reset or replace the card as it says",
+            _("{count} chip(s) not healthy: {chips}").format(count=len(bad), chips=listed),
+            _(
+                "devices.faults names each chip's fault codes and the action (`npu-smi info -t health -i {npu} "
+                "-c {chip}` shows them); reset or replace the card as it says"
+            ).format(npu=bad[0].npu, chip=bad[0].chip),
         )
-    return ok(f"all {len(table.chips)} chip(s) report Health OK")
+    return ok(_("all {count} chip(s) report Health OK").format(count=len(table.chips)))
 
 
 # What doctor says about a chip's active fault code, by MindCluster's action class: the chip must be
@@ -93,7 +107,7 @@ def check_health(ctx: Context) -> Outcome:
 HEALTH_TIMEOUT = 8.0
 
 
-@check("devices.faults", "devices", "No NPU chip reports a fault code that needs action (npu-smi info -t health)")
+@check("devices.faults", "devices", N_("No NPU chip reports a fault code that needs action (npu-smi info -t health)"))
 def check_faults(ctx: Context) -> Outcome:
     table, s = _table(ctx)
     if s is not None:
@@ -115,7 +129,7 @@ def check_faults(ctx: Context) -> Outcome:
             continue
         seen.extend((where, c.npu, c.chip, device_fault(code)) for code in codes)
     if not seen and not unread:
-        return ok(f"no fault code: all {len(table.chips)} chip(s) report Health OK")
+        return ok(_("no fault code: all {count} chip(s) report Health OK").format(count=len(table.chips)))
     return fault_outcome(seen, unread)
 
 
@@ -179,7 +193,7 @@ def _fault_text(where: str, fault) -> str:
 def _fault_fix(seen) -> str:
     """One concrete step per NPU for its most serious code (the list is sorted worst first)."""
     steps: dict[int, str] = {}
-    for _, npu, chip, fault in seen:
+    for _rank, npu, chip, fault in seen:
         if npu in steps or fault.severity == "ok":
             continue
         steps[npu] = {
@@ -192,7 +206,9 @@ def _fault_fix(seen) -> str:
 
 
 @check(
-    "devices.memory", "devices", "Device memory per card (HBM on 910B / A3, DDR on 310P) and how much is already used"
+    "devices.memory",
+    "devices",
+    N_("Device memory per card (HBM on 910B / A3, DDR on 310P) and how much is already used"),
 )
 def check_memory(ctx: Context) -> Outcome:
     table, s = _table(ctx)
@@ -209,19 +225,21 @@ def check_memory(ctx: Context) -> Outcome:
         if used is not None and total and used > 0.25 * total:
             busy.append(f"NPU {c.npu}.{c.chip} {used}/{total} MB")
     if not rows:
-        return skip("npu-smi reported no memory figures")
-    kind = "HBM" if any(c.hbm for c in table.chips) else "memory"
+        return skip(_("npu-smi reported no memory figures"))
+    kind = "HBM" if any(c.hbm for c in table.chips) else _("memory")
     sizes = sorted(set(rows))
     size = f"{sizes[0]} MB" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} MB"
     if busy:
         return warn(
-            f"{kind} {size} per chip; already in use: {', '.join(busy[:4])}",
-            "npu-smi info shows the processes holding it; stop them or choose other NPUs with ASCEND_RT_VISIBLE_DEVICES",
+            _("{kind} {size} per chip; already in use: {busy}").format(kind=kind, size=size, busy=", ".join(busy[:4])),
+            _(
+                "npu-smi info shows the processes holding it; stop them or choose other NPUs with ASCEND_RT_VISIBLE_DEVICES"
+            ),
         )
-    return ok(f"{len(rows)} chip(s) with {size} {kind} each, idle")
+    return ok(_("{count} chip(s) with {size} {kind} each, idle").format(count=len(rows), size=size, kind=kind))
 
 
-@check("devices.chip", "devices", "The chip is one vLLM-Ascend supports, with the dtypes it can run")
+@check("devices.chip", "devices", N_("The chip is one vLLM-Ascend supports, with the dtypes it can run"))
 def check_chip(ctx: Context) -> Outcome:
     table, s = _table(ctx)
     if s is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, ok, skip, warn
+from engine.i18n import N_, _
 
 VLLM_TARGET = 65535  # what vLLM asks for
 # Below this, a load of a few thousand connections runs out. The one threshold for the open-file
@@ -44,12 +45,20 @@ def _show(n: int) -> str:
 def judge(soft: int, hard: int) -> Outcome:
     limit = effective(soft, hard)
     if _allows(limit, VLLM_TARGET):
-        how = "" if limit == soft else f" (soft {_show(soft)}; the hard limit {_show(hard)} lets vLLM raise it)"
-        return ok(f"open files: {_show(limit)}{how}")
+        how = (
+            ""
+            if limit == soft
+            else _(" (soft {soft}; the hard limit {hard} lets vLLM raise it)").format(
+                soft=_show(soft), hard=_show(hard)
+            )
+        )
+        return ok(_("open files: {limit}").format(limit=_show(limit)) + how)
     if limit >= ENOUGH:
         return ok(
-            f"open files: {_show(limit)} (hard {_show(hard)}); vLLM asks for {VLLM_TARGET:,} and will log that it "
-            "cannot raise it, but this many connections is plenty here"
+            _(
+                "open files: {limit} (hard {hard}); vLLM asks for {target} and will log that it "
+                "cannot raise it, but this many connections is plenty here"
+            ).format(limit=_show(limit), hard=_show(hard), target=f"{VLLM_TARGET:,}")
         )
     raise_to = hard if hard > soft else None
     fix = (
@@ -65,10 +74,10 @@ def judge(soft: int, hard: int) -> Outcome:
     )
 
 
-@check("system.nofile", "system", "The open-file limit (ulimit -n) lets the engine hold its connections")
+@check("system.nofile", "system", N_("The open-file limit (ulimit -n) lets the engine hold its connections"))
 def check_nofile(ctx: Context) -> Outcome:
     if not ctx.live:
-        return skip("the limits of a recorded machine are not known")
+        return skip(_("the limits of a recorded machine are not known"))
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -20,6 +20,7 @@ from typing import Any
 from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, Status, ok, skip, warn
+from engine.i18n import N_, _
 from engine.system.host import Host
 
 GOVERNOR = "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor"
@@ -64,8 +65,8 @@ def _applies(ctx: Context, cid: str) -> Outcome | None:
     where = spec()[cid]["platforms"]
     if ctx.platform in where:
         return None
-    names = {"ascend": "Ascend NPU hosts", "cpu": "CPU engine hosts", "cuda": "CUDA hosts"}
-    return skip("applies to " + " and ".join(names[p] for p in where))
+    names = {"ascend": N_("Ascend NPU hosts"), "cpu": N_("CPU engine hosts"), "cuda": N_("CUDA hosts")}
+    return skip(_("applies to {hosts}").format(hosts=_(" and ").join(_(names[p]) for p in where)))
 
 
 def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: str, unknown: str = "") -> Outcome:
@@ -82,10 +83,19 @@ def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: 
         "status": status.value,
     }
     if good is None:
-        return skip(f"unknown: {unknown}")
+        return skip(_("unknown: {why}").format(why=unknown))
     if good:
         return ok(found)
-    return warn(f"{found}; recommended: {s['recommended']} ({s['level']}, {s['source']}): {s['effect']}", str(s["fix"]))
+    # effect and fix are perf.yaml's texts, in the catalogue through babel.cfg; the level is one of LEVELS
+    return warn(
+        _("{found}; recommended: {value} ({level}, {source}): {effect}").format(
+            found=found, value=s["recommended"], level=_(s["level"]), source=s["source"], effect=_(s["effect"])
+        ),
+        _(str(s["fix"])),
+    )
+
+
+LEVELS = (N_("recommendation"), N_("warning"))  # perf.yaml's levels, as a row shows them
 
 
 def _read(ctx: Context, path: str) -> str | None:
@@ -95,8 +105,10 @@ def _read(ctx: Context, path: str) -> str | None:
 
 def _why_unreadable(ctx: Context, path: str) -> str:
     if ctx.live and ctx.host.path(path).exists():
-        return f"{path} is not readable here (a container or a non-root user)"
-    return f"{path} is not {'recorded' if not ctx.live else 'present'}"
+        return _("{path} is not readable here (a container or a non-root user)").format(path=path)
+    if not ctx.live:
+        return _("{path} is not recorded").format(path=path)
+    return _("{path} is not present").format(path=path)
 
 
 # -- the kernel and the CPU -----------------------------------------------------------------------
@@ -119,7 +131,7 @@ def expand_cpus(text: str) -> list[int] | None:
     return cpus
 
 
-@check("perf.governor", "perf", "CPU frequency governor is `performance` on every core")
+@check("perf.governor", "perf", N_("CPU frequency governor is `performance` on every core"))
 def check_governor(ctx: Context) -> Outcome:
     cid = "perf.governor"
     cpus = online_cpus(ctx) or [0]
@@ -134,11 +146,11 @@ def check_governor(ctx: Context) -> Outcome:
             why = "no cpufreq on this machine (a VM or a container without /sys/devices/system/cpu/cpu0/cpufreq)"
         return _judge(ctx, cid, None, None, "", why)
     value = ",".join(sorted(found))
-    said = "; ".join(f"{g} on {n} core(s)" for g, n in sorted(found.items()))
-    return _judge(ctx, cid, value, set(found) == {"performance"}, f"governor {said}")
+    said = "; ".join(_("{governor} on {count} core(s)").format(governor=g, count=n) for g, n in sorted(found.items()))
+    return _judge(ctx, cid, value, set(found) == {"performance"}, _("governor {said}").format(said=said))
 
 
-@check("perf.thp", "perf", "Transparent huge pages are `always`")
+@check("perf.thp", "perf", N_("Transparent huge pages are `always`"))
 def check_thp(ctx: Context) -> Outcome:
     cid = "perf.thp"
     if (out := _applies(ctx, cid)) is not None:
@@ -158,7 +170,7 @@ def _swap_active(ctx: Context) -> bool | None:
     return any(line.strip() for line in text.splitlines()[1:])
 
 
-@check("perf.swap", "perf", "The kernel avoids swapping (vm.swappiness 0 or 1, or no swap)")
+@check("perf.swap", "perf", N_("The kernel avoids swapping (vm.swappiness 0 or 1, or no swap)"))
 def check_swap(ctx: Context) -> Outcome:
     cid = "perf.swap"
     text = _read(ctx, SWAPPINESS)
@@ -175,7 +187,7 @@ def check_swap(ctx: Context) -> Outcome:
     return _judge(ctx, cid, text, False, f"vm.swappiness {value}" + (" with swap active" if active else ""))
 
 
-@check("perf.numa_balancing", "perf", "Automatic NUMA balancing is off on multi-node hosts")
+@check("perf.numa_balancing", "perf", N_("Automatic NUMA balancing is off on multi-node hosts"))
 def check_numa_balancing(ctx: Context) -> Outcome:
     cid = "perf.numa_balancing"
     text = _read(ctx, NUMA_BALANCING)
@@ -198,7 +210,7 @@ def _numa_nodes(ctx: Context) -> int | None:
     return len(cpus) if cpus else None
 
 
-@check("perf.sched_migration", "perf", "The scheduler's migration cost is 50,000-100,000 ns")
+@check("perf.sched_migration", "perf", N_("The scheduler's migration cost is 50,000-100,000 ns"))
 def check_sched_migration(ctx: Context) -> Outcome:
     cid = "perf.sched_migration"
     if (out := _applies(ctx, cid)) is not None:
@@ -210,11 +222,18 @@ def check_sched_migration(ctx: Context) -> Outcome:
             good = 50000 <= value <= 100000
             return _judge(ctx, cid, text, good, f"sched_migration_cost_ns {value:,} ({path})")
     return _judge(
-        ctx, cid, None, None, "", f"neither {MIGRATION[0]} nor {MIGRATION[1]} is readable (debugfs needs root)"
+        ctx,
+        cid,
+        None,
+        None,
+        "",
+        _("neither {first} nor {second} is readable (debugfs needs root)").format(
+            first=MIGRATION[0], second=MIGRATION[1]
+        ),
     )
 
 
-@check("perf.kernel", "perf", "Kernel 5.10 or newer")
+@check("perf.kernel", "perf", N_("Kernel 5.10 or newer"))
 def check_kernel(ctx: Context) -> Outcome:
     cid = "perf.kernel"
     if (out := _applies(ctx, cid)) is not None:
@@ -307,7 +326,7 @@ def _allowed(ctx: Context, status_path: str) -> list[int] | None:
     return expand_cpus(m.group(1)) if m else None
 
 
-@check("perf.allocator", "perf", "jemalloc or tcmalloc is preloaded (LD_PRELOAD)")
+@check("perf.allocator", "perf", N_("jemalloc or tcmalloc is preloaded (LD_PRELOAD)"))
 def check_allocator(ctx: Context) -> Outcome:
     cid = "perf.allocator"
     if (out := _applies(ctx, cid)) is not None:
@@ -329,7 +348,11 @@ def check_allocator(ctx: Context) -> Outcome:
     libs = [p for p in preload if any(a in p.rsplit("/", 1)[-1] for a in ALLOCATORS)]
     if not libs:
         have = installed_allocator(ctx.host)
-        found = "LD_PRELOAD " + (f"has no allocator ({':'.join(preload)})" if preload else "is empty: glibc malloc")
+        found = (
+            _("LD_PRELOAD has no allocator ({preload})").format(preload=":".join(preload))
+            if preload
+            else _("LD_PRELOAD is empty: glibc malloc")
+        )
         if have:
             found += f"; {have} is installed"
         return _judge(ctx, cid, "glibc malloc", False, found)
@@ -349,14 +372,14 @@ def installed_allocator(host: Any) -> str | None:
     return None
 
 
-@check("perf.cpu_binding", "perf", "The running engine's processes are bound to CPU cores")
+@check("perf.cpu_binding", "perf", N_("The running engine's processes are bound to CPU cores"))
 def check_cpu_binding(ctx: Context) -> Outcome:
     cid = "perf.cpu_binding"
     if (out := _applies(ctx, cid)) is not None:
         return out
     pids = engine_pids(ctx)
     if not pids:
-        return skip("no engine is running: its CPU binding is checked while it runs")
+        return skip(_("no engine is running: its CPU binding is checked while it runs"))
     online = online_cpus(ctx)
     if online is None:
         return _judge(ctx, cid, None, None, "", _why_unreadable(ctx, CPU_ONLINE))
@@ -391,20 +414,26 @@ def _variable(ctx: Context, cid: str, name: str) -> Outcome:
     value = ctx.host.env.get(name)
     accept = [str(a) for a in spec()[cid].get("accept", ())]
     shown = "unset" if value is None else value
-    return _judge(ctx, cid, shown, value in accept, f"{name}={shown}" if value is not None else f"{name} is unset")
+    return _judge(
+        ctx,
+        cid,
+        shown,
+        value in accept,
+        f"{name}={shown}" if value is not None else _("{name} is unset").format(name=name),
+    )
 
 
-@check("perf.task_queue", "perf", "TASK_QUEUE_ENABLE dispatches operators through the queue (2, or 1)")
+@check("perf.task_queue", "perf", N_("TASK_QUEUE_ENABLE dispatches operators through the queue (2, or 1)"))
 def check_task_queue(ctx: Context) -> Outcome:
     return _variable(ctx, "perf.task_queue", "TASK_QUEUE_ENABLE")
 
 
-@check("perf.hccl_expansion", "perf", "HCCL_OP_EXPANSION_MODE is AIV")
+@check("perf.hccl_expansion", "perf", N_("HCCL_OP_EXPANSION_MODE is AIV"))
 def check_hccl_expansion(ctx: Context) -> Outcome:
     return _variable(ctx, "perf.hccl_expansion", "HCCL_OP_EXPANSION_MODE")
 
 
-@check("perf.cpu_affinity", "perf", "CPU_AFFINITY_CONF binds torch_npu's threads (1 or 2)")
+@check("perf.cpu_affinity", "perf", N_("CPU_AFFINITY_CONF binds torch_npu's threads (1 or 2)"))
 def check_cpu_affinity(ctx: Context) -> Outcome:
     cid = "perf.cpu_affinity"
     if (out := _applies(ctx, cid)) is not None:
@@ -415,11 +444,15 @@ def check_cpu_affinity(ctx: Context) -> Outcome:
     mode = (value or "").split(",")[0].strip()
     shown = "unset" if value is None else value
     return _judge(
-        ctx, cid, shown, mode in ("1", "2"), f"CPU_AFFINITY_CONF={shown}" if value else "CPU_AFFINITY_CONF is unset"
+        ctx,
+        cid,
+        shown,
+        mode in ("1", "2"),
+        f"CPU_AFFINITY_CONF={shown}" if value else _("{name} is unset").format(name="CPU_AFFINITY_CONF"),
     )
 
 
-@check("perf.npu_alloc", "perf", "PYTORCH_NPU_ALLOC_CONF uses expandable segments (or max_split_size_mb)")
+@check("perf.npu_alloc", "perf", N_("PYTORCH_NPU_ALLOC_CONF uses expandable segments (or max_split_size_mb)"))
 def check_npu_alloc(ctx: Context) -> Outcome:
     cid = "perf.npu_alloc"
     if (out := _applies(ctx, cid)) is not None:
@@ -429,13 +462,13 @@ def check_npu_alloc(ctx: Context) -> Outcome:
     value = ctx.host.env.get("PYTORCH_NPU_ALLOC_CONF")
     if value is None:  # vllm-ascend's platform sets expandable_segments:True itself when unset
         return _judge(
-            ctx, cid, "unset", True, "PYTORCH_NPU_ALLOC_CONF unset: vllm-ascend sets expandable_segments:True"
+            ctx, cid, "unset", True, _("PYTORCH_NPU_ALLOC_CONF unset: vllm-ascend sets expandable_segments:True")
         )
     good = "expandable_segments:true" in value.replace(" ", "").lower() or "max_split_size_mb" in value
     return _judge(ctx, cid, value, good, f"PYTORCH_NPU_ALLOC_CONF={value}")
 
 
-@check("perf.launch_blocking", "perf", "ASCEND_LAUNCH_BLOCKING is not set")
+@check("perf.launch_blocking", "perf", N_("ASCEND_LAUNCH_BLOCKING is not set"))
 def check_launch_blocking(ctx: Context) -> Outcome:
     cid = "perf.launch_blocking"
     if (out := _applies(ctx, cid)) is not None:
@@ -449,7 +482,7 @@ def check_launch_blocking(ctx: Context) -> Outcome:
         cid,
         value or "unset",
         good,
-        f"ASCEND_LAUNCH_BLOCKING={value}" if value else "ASCEND_LAUNCH_BLOCKING is unset",
+        f"ASCEND_LAUNCH_BLOCKING={value}" if value else _("{name} is unset").format(name="ASCEND_LAUNCH_BLOCKING"),
     )
 
 

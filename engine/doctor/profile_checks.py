@@ -13,6 +13,7 @@ from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.dtypes import canonical_dtype
 from engine.errors import AscendctlError
+from engine.i18n import N_, _
 from engine.system.devnodes import visible_devices
 
 DEFAULT_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default
@@ -37,7 +38,7 @@ def _host_npus(ctx: Context) -> list[Any]:
     return list(table.chips) if table is not None else []
 
 
-@check("profile.platform", "profile", "The profile is written for this kind of machine", needs_profile=True)
+@check("profile.platform", "profile", N_("The profile is written for this kind of machine"), needs_profile=True)
 def check_profile_platform(ctx: Context) -> Outcome:
     want = ctx.profile.platform
     if want == ctx.platform:
@@ -55,7 +56,7 @@ def check_profile_platform(ctx: Context) -> Outcome:
     )
 
 
-@check("profile.tp", "profile", "Tensor-parallel degree fits the NPUs the engine will see", needs_profile=True)
+@check("profile.tp", "profile", N_("Tensor-parallel degree fits the NPUs the engine will see"), needs_profile=True)
 def check_profile_tp(ctx: Context) -> Outcome:
     if ctx.platform != "ascend" or ctx.profile.platform != "ascend":
         return skip("not an Ascend profile on an Ascend host")
@@ -88,13 +89,15 @@ def check_profile_tp(ctx: Context) -> Outcome:
     return ok(f"tensor_parallel_size {tp} on {visible} visible NPU(s) ({source})")
 
 
-@check("profile.dtype", "profile", "The profile's dtype is one the chip runs (310P: float16 only)", needs_profile=True)
+@check(
+    "profile.dtype", "profile", N_("The profile's dtype is one the chip runs (310P: float16 only)"), needs_profile=True
+)
 def check_profile_dtype(ctx: Context) -> Outcome:
     if ctx.platform != "ascend":
         return skip("dtype limits apply to NPUs")
     names = sorted({c.name for c in _host_npus(ctx)})
     if not names:
-        return skip("chip name unknown (npu-smi gave no table)")
+        return skip(_("chip name unknown (npu-smi gave no table)"))
     # `half` is float16 to vLLM: compare canonical names, as the schema and the planner do.
     dtype = canonical_dtype(ctx.profile.engine.dtype) or "auto"
     for name in names:
@@ -117,7 +120,7 @@ def check_profile_dtype(ctx: Context) -> Outcome:
 @check(
     "profile.memory",
     "profile",
-    "Device memory: the profile's HBM and the plan against what the cards have free",
+    N_("Device memory: the profile's HBM and the plan against what the cards have free"),
     needs_profile=True,
 )
 def check_profile_memory(ctx: Context) -> Outcome:

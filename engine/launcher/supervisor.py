@@ -17,6 +17,7 @@ from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from engine import runs
+from engine.i18n import N_
 from engine.launcher import rundir
 from engine.launcher.diagnosis import Diagnosis, describe_exit, diagnose
 from engine.launcher.hangwatch import HangPolicy, HangWatch
@@ -294,7 +295,7 @@ class Supervisor:
                 if self.engine.poll() is not None:
                     return False
                 try:
-                    page = read_page(client, self._health, deadline=2.0, max_bytes=64 * 1024, what="the engine")
+                    page = read_page(client, self._health, deadline=2.0, max_bytes=64 * 1024, what=N_("the engine"))
                     if page.status_code == 200 and self._serves_port():
                         ready_at = self.tracker.elapsed()
                         self._catch_up_on_phases()

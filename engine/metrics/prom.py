@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from engine.errors import BadInput, Unreachable
+from engine.i18n import N_, _
 from engine.metrics.catalog import HISTOGRAMS, SCALARS, optional_fields
 
 # Headline figure -> metric family names that carry it, newest vLLM first.
@@ -268,9 +269,12 @@ def scrape(
 
     url = base_url.rstrip("/") + "/metrics"
     shown = url_without_credentials(url)
-    page = read_page(client, url, deadline=timeout, what="the engine")
+    page = read_page(client, url, deadline=timeout, what=N_("the engine"))
     if page.status_code != 200:
-        raise Unreachable(f"{shown} answered HTTP {page.status_code}", "check the URL and the server's API key")
+        raise Unreachable(
+            _("{url} answered HTTP {status}").format(url=shown, status=page.status_code),
+            _("check the URL and the server's API key"),
+        )
     text = page.text
     if "html" in page.content_type.lower() or text.lstrip()[:1] == "<":
         # A proxy's login page, a web UI: say so, instead of quoting the page as a parse error.

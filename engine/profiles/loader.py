@@ -16,6 +16,7 @@ import yaml
 
 from engine import yamlfile
 from engine.errors import BadInput
+from engine.i18n import _
 from engine.profiles.schema import SCHEMA, SECTIONS, Problem, Profile, build, mask_override, suggest
 
 PROFILE_SUFFIXES = (".yaml", ".yml")
@@ -29,8 +30,11 @@ class ProfileInvalid(BadInput):
         self.problems = problems
         self.source = source
         lines = "\n".join(f"  {p}" for p in problems)
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(f"invalid profile {source} ({count}):\n{lines}", _fix_for(source, problems))
+        if len(problems) == 1:
+            head = _("invalid profile {source} (1 problem):").format(source=source)
+        else:
+            head = _("invalid profile {source} ({count} problems):").format(source=source, count=len(problems))
+        super().__init__(f"{head}\n{lines}", _fix_for(source, problems))
 
 
 def _fix_for(source: str, problems: list[Problem]) -> str:
@@ -39,9 +43,15 @@ def _fix_for(source: str, problems: list[Problem]) -> str:
     flags = list(dict.fromkeys(p.file for p in problems if p.line is None and p.file.startswith("--")))
     in_file = [p for p in problems if not (p.line is None and p.file.startswith("--"))]
     if flags and not in_file:
-        return f"correct {' and '.join(flags)} on the command line (`ascendctl profile show` lists the keys)"
-    edit = f"edit {source} (see `ascendctl profile show` for a valid example)" if source else "fix the profile"
-    return f"{edit}, and correct {' and '.join(flags)}" if flags else edit
+        return _("correct {flags} on the command line (`ascendctl profile show` lists the keys)").format(
+            flags=" and ".join(flags)
+        )
+    edit = (
+        _("edit {source} (see `ascendctl profile show` for a valid example)").format(source=source)
+        if source
+        else _("fix the profile")
+    )
+    return _("{edit}, and correct {flags}").format(edit=edit, flags=" and ".join(flags)) if flags else edit
 
 
 @dataclass(frozen=True)
@@ -148,8 +158,10 @@ def resolve_source(name_or_path: str) -> tuple[str, str]:
         return str(entry), entry.read_text(encoding="utf-8")
     names = sorted(set(shipped) | set(user))
     raise BadInput(
-        f"no profile named {name_or_path!r}{suggest(name_or_path, names)}",
-        f"pick one of: {', '.join(names)} (`ascendctl profile list`), or give a path to a YAML file",
+        _("no profile named {name}").format(name=repr(name_or_path)) + suggest(name_or_path, names),
+        _("pick one of: {names} (`ascendctl profile list`), or give a path to a YAML file").format(
+            names=", ".join(names)
+        ),
     )
 
 
@@ -158,14 +170,20 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BadInput(
-            f"profile file not found: {path}", "check the path, or give a name from `ascendctl profile list`"
+            _("profile file not found: {path}").format(path=path),
+            _("check the path, or give a name from `ascendctl profile list`"),
         )
     except IsADirectoryError:
-        raise BadInput(f"{path} is a directory, not a profile file", "give the path of a YAML file")
+        raise BadInput(
+            _("{path} is a directory, not a profile file").format(path=path), _("give the path of a YAML file")
+        )
     except UnicodeDecodeError:
-        raise BadInput(f"{path} is not a text file (not UTF-8)", "give a YAML profile file")
+        raise BadInput(_("{path} is not a text file (not UTF-8)").format(path=path), _("give a YAML profile file"))
     except OSError as exc:
-        raise BadInput(f"cannot read profile {path}: {exc.strerror or exc}", "check the file's permissions")
+        raise BadInput(
+            _("cannot read profile {path}: {error}").format(path=path, error=exc.strerror or exc),
+            _("check the file's permissions"),
+        )
 
 
 def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[str, int], list[Problem]]:

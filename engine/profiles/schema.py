@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from engine.data import load_yaml
 from engine.dtypes import ALIASES, canonical_dtype
+from engine.i18n import _
 from engine.profiles.container import Container, container_section
 from engine.profiles.roles import Role, roles_section
 from engine.redact import MASK, is_secret_name, redact_env, redact_value
@@ -486,14 +487,14 @@ def removed_args() -> dict[str, dict[str, str]]:
 
 def suggest(word: str, known: list[str]) -> str:
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return _(" (did you mean {word}?)").format(word=repr(close[0])) if close else ""
 
 
 def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
     """The value converted to the spec's type, or an error message."""
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
     if value is None:
-        return None, ("is required" if spec.required else None)
+        return None, (_("is required") if spec.required else None)
     # bool is an int in Python; a YAML `true` must not pass as a count.
     if isinstance(value, bool) and bool not in kinds:
         return value, f"must be {spec.describe()}, got {quote(value)}"
@@ -548,7 +549,7 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
             spec = specs.get(key)
             if spec is None:
                 known = list(specs) + ([s for s in SECTIONS] if not section else [])
-                problems.append(Problem(*locate(dotted), dotted, f"unknown key{suggest(key, known)}"))
+                problems.append(Problem(*locate(dotted), dotted, _("unknown key") + suggest(key, known)))
                 continue
             if dotted in NESTED_KEYS:
                 out[key] = value
@@ -678,7 +679,7 @@ def _nodes(
         for name in item:
             if name not in HOST_KEYS:
                 line = (at[0], line_of(item, name) or at[1]) if at[1] is not None else at
-                problems.append(Problem(*line, f"{key}.{name}", f"unknown key{suggest(str(name), list(HOST_KEYS))}"))
+                problems.append(Problem(*line, f"{key}.{name}", _("unknown key") + suggest(str(name), list(HOST_KEYS))))
         nic = item.get("nic")
         if nic is not None and not isinstance(nic, str):
             problems.append(Problem(*at, f"{key}.nic", f"must be a string, got {quote(nic)}"))

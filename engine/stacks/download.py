@@ -38,6 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from engine.i18n import N_
 from engine.stacks.plan import Package, Plan, Step, requirement_name
 from engine.stacks.wheelhouse import (
     FileEntry,
@@ -132,7 +133,7 @@ def fetch_sdist(index: str, requirement: str, dest: Path, timeout: float = 120) 
     page = f"{index.rstrip('/')}/{_normal(name)}/"
     with _index_client(timeout) as http:
         try:
-            got = read_page(http, page, deadline=timeout, max_bytes=MAX_PAGE_BYTES, what="the package index")
+            got = read_page(http, page, deadline=timeout, max_bytes=MAX_PAGE_BYTES, what=N_("the package index"))
         except Unreachable as exc:
             raise DownloadError(f"cannot read {page}: {exc.cause}") from None
         if got.status_code >= 400:

@@ -98,7 +98,8 @@ class _Filter:
     """tarfile's data filter with the caps; absolute links are set aside, to be made afterwards
     under the tree's top (known only once every member is out)."""
 
-    def __init__(self, max_bytes: int, max_members: int) -> None:
+    def __init__(self, max_bytes: int, max_members: int, skipped: list[str] | None = None) -> None:
+        self.skipped = skipped  # when a list: a member the data filter refuses is left out and named here
         self.max_bytes = max_bytes
         self.max_members = max_members
         self.bytes = 0
@@ -127,7 +128,14 @@ class _Filter:
         try:
             return tarfile.data_filter(member, dest)
         except tarfile.LinkOutsideDestinationError:
+            if self.skipped is not None:
+                self.skipped.append(f"{member.name}: a link out of the archive (to {member.linkname}), left out")
             return None  # a link that leaves the folder is not kept: what reads it finds nothing
+        except tarfile.FilterError as exc:
+            if self.skipped is None:
+                raise
+            self.skipped.append(f"{member.name}: {exc}; left out")
+            return None
 
     def make_absolute_links(self, dest: Path) -> None:
         """Each absolute link made relative to the recorded tree's top (the one folder of a bundle,
@@ -148,10 +156,13 @@ def unpack(
     dest: str | os.PathLike[str],
     max_bytes: int | None = None,
     max_members: int | None = None,
+    skipped: list[str] | None = None,
 ) -> None:
     """Unpack a .tar(.gz) into `dest` (an empty folder) with the data filter and the caps.
 
-    Raises ArchiveRefused past a cap, tarfile.TarError / OSError / EOFError when it cannot be read;
+    With `skipped` (a list), a member the data filter refuses (`../x`, `/etc/x`, a link that leaves
+    the folder) is left out and named there, and the rest is unpacked; without it, it fails the
+    whole archive. Raises ArchiveRefused past a cap, tarfile.TarError / OSError / EOFError when it cannot be read;
     `dest` is emptied again on any failure, Ctrl-C and SIGTERM included."""
     import shutil
     import tarfile
@@ -159,7 +170,7 @@ def unpack(
     dest = Path(dest)
     try:
         with term_as_interrupt():
-            keep = _Filter(max_bytes or MAX_UNPACKED, max_members or MAX_MEMBERS)
+            keep = _Filter(max_bytes or MAX_UNPACKED, max_members or MAX_MEMBERS, skipped)
             with tarfile.open(archive) as tar:
                 tar.extractall(dest, filter=keep)
             keep.make_absolute_links(dest)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.i18n import _
 from engine.system import paths
 from engine.system.cann import CannToolkit, family_code
 from engine.system.host import Host
@@ -123,15 +124,30 @@ def pair(toolkit: CannToolkit, driver: DriverInfo, huawei: bool | None) -> Pairi
     cann_accepts = families(toolkit.compatible_version)
     drv_accepts = families(driver.compatible_version)
     if drv_fam and cann_accepts is not None and int(drv_fam[1:]) in cann_accepts:
-        return Pairing("ok", f"CANN {toolkit.version} lists driver family {drv_fam} as compatible")
+        return Pairing(
+            "ok",
+            _("CANN {cann} lists driver family {family} as compatible").format(cann=toolkit.version, family=drv_fam),
+        )
     if cann_fam and drv_accepts is not None and int(cann_fam[1:]) in drv_accepts:
-        return Pairing("ok", f"driver {driver.version} lists CANN family {cann_fam} as compatible")
+        return Pairing(
+            "ok",
+            _("driver {driver} lists CANN family {family} as compatible").format(
+                driver=driver.version, family=cann_fam
+            ),
+        )
     if huawei:
-        return Pairing("ok", f"Huawei's compatibility table lists driver {driver.version} for CANN {toolkit.version}")
+        return Pairing(
+            "ok",
+            _("Huawei's compatibility table lists driver {driver} for CANN {cann}").format(
+                driver=driver.version, cann=toolkit.version
+            ),
+        )
     if huawei is False:
         return Pairing(
             "mismatch",
-            f"Huawei's compatibility table marks driver {driver.version} incompatible with CANN {toolkit.version}",
+            _("Huawei's compatibility table marks driver {driver} incompatible with CANN {cann}").format(
+                driver=driver.version, cann=toolkit.version
+            ),
         )
     if drv_fam and cann_fam and cann_accepts is not None and drv_accepts is not None:
         return Pairing(

@@ -6,6 +6,7 @@ import errno
 import socket
 
 from engine.errors import BadInput
+from engine.i18n import _
 
 
 def port_holder(port: int) -> str | None:
@@ -35,10 +36,10 @@ def port_is_free(host: str, port: int) -> bool:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise BadInput(
-            f"cannot resolve the server host {host!r}: {exc.strerror}",
-            "set server.host to an address of this machine, e.g. --set server.host=127.0.0.1",
+            _("cannot resolve the server host {host}: {error}").format(host=repr(host), error=exc.strerror),
+            _("set server.host to an address of this machine, e.g. --set server.host=127.0.0.1"),
         ) from exc
-    family, _, _, _, addr = infos[0]
+    family, addr = infos[0][0], infos[0][4]
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -48,8 +49,8 @@ def port_is_free(host: str, port: int) -> bool:
                 return False
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise BadInput(
-                    f"{host} is not an address of this machine",
-                    "set server.host to 127.0.0.1 or 0.0.0.0, e.g. --set server.host=127.0.0.1",
+                    _("{host} is not an address of this machine").format(host=host),
+                    _("set server.host to 127.0.0.1 or 0.0.0.0, e.g. --set server.host=127.0.0.1"),
                 ) from exc
             raise
     return True

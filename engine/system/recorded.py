@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from engine.errors import Unreachable
+from engine.i18n import _
 from engine.system.host import Host
 from engine.system.runner import CommandResult, ToolMissing, ToolTimeout
 
@@ -166,8 +167,8 @@ def recorded_root(path: str | Path) -> Path:
         is_archive = path.is_file() and tarfile.is_tarfile(path)
     except (OSError, EOFError) as exc:  # unreadable by this user, or a compressed file cut short
         raise Unreachable(
-            f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
-            "give --root a recorded tree or a whole archive this user can read (its permissions, its size)",
+            _("cannot read {path}: {error}").format(path=path, error=getattr(exc, "strerror", None) or exc),
+            _("give --root a recorded tree or a whole archive this user can read (its permissions, its size)"),
         ) from exc
     if not is_archive:
         return path
@@ -194,8 +195,8 @@ def recorded_root(path: str | Path) -> Path:
         except (tarfile.TarError, OSError, EOFError) as exc:
             shutil.rmtree(dest, ignore_errors=True)
             raise Unreachable(
-                f"cannot unpack {path}: {exc}",
-                "give --root a recorded tree or an archive written by `ascendctl bundle`",
+                _("cannot unpack {path}: {error}").format(path=path, error=exc),
+                _("give --root a recorded tree or an archive written by `ascendctl bundle`"),
             ) from exc
         except BaseException:
             shutil.rmtree(dest, ignore_errors=True)
@@ -239,13 +240,16 @@ def recorded_host(root: str | Path) -> tuple[Host, bool]:
     root = recorded_root(root)
     if not root.is_dir():
         raise Unreachable(
-            f"no recorded machine at {root}: not a directory",
-            "give --root the top of a recorded tree (the folder holding usr/, etc/, dev/)",
+            _("no recorded machine at {root}: not a directory").format(root=root),
+            _("give --root the top of a recorded tree (the folder holding usr/, etc/, dev/)"),
         )
     if not any(root.iterdir()):
         raise Unreachable(
-            f"nothing recorded at {root}: the directory is empty",
-            'copy the machine\'s /usr/local/Ascend, /etc and /dev listing into it (see docs/doctor.md, "A recorded machine")',
+            _("nothing recorded at {root}: the directory is empty").format(root=root),
+            _(
+                "copy the machine's /usr/local/Ascend, /etc and /dev listing into it "
+                '(see docs/doctor.md, "A recorded machine")'
+            ),
         )
     rec = root / RECORD_DIR
     env_file = rec / "env"

@@ -83,6 +83,15 @@ class Rule:
     def match(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
 
+    def text(self, field: str, lang: str | None = None) -> str:
+        """Its title, cause, fix or generic reason in `lang` (default: the output language,
+        engine/i18n.py); the English when the catalogue has no translation. By id: for an
+        operator's own rule that replaces a bundled one, use the attribute itself."""
+        from engine.i18n import language
+        from engine.triage.localize import rule_text
+
+        return rule_text(self.id, field, getattr(self, field), lang or language())
+
 
 @lru_cache(maxsize=None)
 def limit(name: str) -> int:

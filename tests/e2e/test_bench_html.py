@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from helpers import require_module, require_tool
+from helpers import headless_browser
 
 from ascendctl.cli import main
 from engine.bench.stub import StubConfig, StubThread
@@ -32,23 +32,8 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => ({
 """
 
 
-def _browser():
-    require_module("selenium")
-    chromium = require_tool("chromium", "chromium")
-    driver_path = require_tool("chromedriver", "chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(driver_path), options=opts)
-
-
 def test_the_html_report_loads_offline_with_data_in_every_plot(tmp_path, capsys):
-    browser = _browser()
+    browser = headless_browser()
     try:
         scenario = tmp_path / "burst.yaml"
         scenario.write_text(SCENARIO)

@@ -10,7 +10,7 @@ import zipfile
 
 from helpers import ROOT
 
-DATA = (".py", ".yaml", ".yml", ".tcss")
+DATA = (".py", ".yaml", ".yml", ".tcss", ".mo")  # .mo: the compiled Chinese messages
 
 
 def _expected() -> set[str]:
@@ -48,7 +48,8 @@ def test_a_built_wheel_ships_the_whole_tree_and_the_profiles(tmp_path):
     zipfile.ZipFile(wheel).extractall(target)
     probe = (
         "from engine.profiles.loader import list_profiles; import engine; "
-        "print(engine.__file__); print(sorted(p.name for p in list_profiles()))"
+        "print(engine.__file__); print(sorted(p.name for p in list_profiles())); "
+        "from engine import i18n; i18n.set_language('zh'); print(i18n._('ready to serve'))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -59,6 +60,7 @@ def test_a_built_wheel_ships_the_whole_tree_and_the_profiles(tmp_path):
         env={"PYTHONPATH": str(target), "ASCENDCTL_PROFILES_DIR": str(tmp_path / "none"), "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
-    where, names_line = done.stdout.splitlines()[:2]
+    where, names_line, chinese = done.stdout.splitlines()[:3]
     assert where.startswith(str(target))  # the wheel's copy, not the repository's
     assert "cpu-tiny" in names_line and "910b-32b" in names_line
+    assert chinese == "可以提供服务"  # the installed package speaks Chinese without a compile step

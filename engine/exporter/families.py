@@ -223,6 +223,7 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
             stall_s.add_metric([name, host], seconds)
             stalled.add_metric([name, host], 1.0 if seconds >= extra.stall_after_s else 0.0)
     yield from (up, info, role, phase, ready, restarts, hangs, reason, blocks, stalled, stall_s)
+    yield from _proxy_families(state)
     yield from (container, container_cpu, container_memory)
 
 
@@ -249,6 +250,26 @@ def _engine_npus(pid: int | None, npus_by_pid: dict[int, set[str]]) -> list[str]
 
 
 # -- diagnostics, doctor, sources ------------------------------------------------------------
+
+
+def _proxy_families(state: ExporterState) -> Iterator[Metric]:
+    """The requests and failures each pd / external-dp proxy on this host sent to each backend."""
+    host = state.host
+    families = {
+        "requests": CounterMetricFamily(
+            "ascendctl_proxy_requests",
+            "Requests a pd / external-dp layout's proxy (serve --role proxy) sent to each backend.",
+            labels=["proxy", "role", "backend", "host"],
+        ),
+        "failures": CounterMetricFamily(
+            "ascendctl_proxy_failures",
+            "Requests to a backend that failed at the proxy (no answer, or an error status).",
+            labels=["proxy", "role", "backend", "host"],
+        ),
+    }
+    for (proxy, kind, role, backend), value in sorted(state.proxies.items()):
+        families[kind].add_metric([engine_name(proxy), role, backend, host], value)
+    yield from families.values()
 
 
 def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:

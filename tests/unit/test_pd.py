@@ -575,3 +575,44 @@ def test_each_part_is_preflighted_as_its_role(monkeypatch, capsys):
     assert (prefill.engine.tensor_parallel_size, prefill.engine.gpu_memory_utilization) == (8, 0.9)
     assert (decode.engine.tensor_parallel_size, decode.engine.gpu_memory_utilization) == (1, 0.94)
     assert decode.nodes is not None and decode.nodes.count == 2 and decode.nodes.mode == "dp"
+
+
+def test_the_exporter_serves_each_proxys_counts_per_backend(tmp_path, monkeypatch):
+    """A live proxy run (serve --role proxy) is read for its counts: Prometheus on another host
+    sees how many requests went to each prefill and decode instance, and how many failed."""
+    import os
+    import time
+
+    from engine.exporter.collect import Exporter
+    from engine.exporter.families import families
+    from engine.pdproxy import Pool, ProxyServer
+    from engine.runs import RunInfo, runs_dir, write_run
+
+    prefill, decode = _backend("P"), _backend("D")
+    proxy = ProxyServer(
+        ("127.0.0.1", 0),
+        [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [("127.0.0.1", decode.server_port)])],
+        30,
+    )
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path))
+    run = runs_dir() / "r-proxy"
+    run.mkdir(parents=True)
+    write_run(RunInfo("r-proxy", str(run), os.getpid(), url, "pd-proxy", started_at=time.time(), role="proxy"))
+    exp = Exporter(doctor=False, plogs=False)
+    try:
+        for _ in range(2):
+            assert httpx.post(f"{url}/v1/completions", json={"prompt": "x"}, timeout=10).status_code == 200
+        state = exp.run_once()
+    finally:
+        exp.close()
+        for server in (proxy, prefill, decode):
+            server.shutdown()
+            server.server_close()
+    samples = [s for fam in families(state) for s in fam.samples if s.name.startswith("ascendctl_proxy_")]
+    got = {(s.name, s.labels["role"], s.labels["backend"]): s.value for s in samples}
+    assert got[("ascendctl_proxy_requests_total", "prefill", f"127.0.0.1:{prefill.server_port}")] == 2
+    assert got[("ascendctl_proxy_requests_total", "decode", f"127.0.0.1:{decode.server_port}")] == 2
+    assert got[("ascendctl_proxy_failures_total", "decode", f"127.0.0.1:{decode.server_port}")] == 0
+    assert {s.labels["proxy"] for s in samples} == {"r-proxy"}

@@ -83,6 +83,10 @@ class RunInfo:
     # An engine in a container: runtime, name, id, image, image_id, image_digest
     # (engine.container.command.ContainerPlan.record); None for an engine on the host.
     container: dict[str, str | None] | None = None
+    # The part of a pd or external-dp layout this run is (`serve --role`): prefill, decode, rank
+    # or proxy; None for any other run. A proxy has no vLLM /metrics: top and the exporter show
+    # the roles behind it as engines, and leave it out.
+    role: str | None = None
 
     @property
     def log_path(self) -> Path:

@@ -68,6 +68,14 @@ def _k8s(
 
     out = get_output()
     prof = load(profile, sets, model)
+    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
+        from engine.errors import BadInput
+
+        raise BadInput(
+            f"deploy k8s does not write nodes.mode {prof.nodes.mode} layouts yet (profile {prof.name})",
+            f"start each part with `ascendctl serve --profile {prof.name} --role R --node-rank K`; "
+            "`serve --dry-run` prints every part's command",
+        )
     image, vllm_version = _image(prof, image)
     if prof.nodes is None:
         _one_host_k8s(

@@ -199,9 +199,36 @@ def _plan(
     resolved = load(profile, sets, model)
     for warning in compat_warnings(resolved):
         out.warn(warning)
+    if resolved.nodes is not None and resolved.nodes.mode == "pd":
+        _plan_roles(out, resolved)
+        return
     result = plan(resolved)
     out.emit(result, lambda console: render_plan(result, console))
     if result.verdict == NO_FIT:
+        raise typer.Exit(1)
+
+
+def _plan_roles(out, resolved) -> None:
+    """A pd layout: one plan per role's data-parallel group (prefill and decode need different
+    memory), exit 1 when any of them does not fit."""
+    from engine.capacity import NO_FIT, OK, TIGHT, plan
+    from engine.profiles.parts import role_profiles
+
+    plans = [(label, plan(derived)) for _, label, derived in role_profiles(resolved)]
+    data = {
+        "profile": resolved.name,
+        "mode": "pd",
+        "roles": [{"role": label.split(" ", 1)[0], "what": label, "plan": p} for label, p in plans],
+        "verdict": next((v for v in (NO_FIT, TIGHT) if any(p.verdict == v for _, p in plans)), OK),
+    }
+
+    def render(console: "Console") -> None:
+        for i, (label, p) in enumerate(plans):
+            console.print(("\n" if i else "") + f"# {escape(label)}", style="bold")
+            render_plan(p, console)
+
+    out.emit(data, render)
+    if data["verdict"] == NO_FIT:
         raise typer.Exit(1)
 
 

@@ -98,6 +98,18 @@ def serve(
         help="For a profile with a `nodes` section: run host K's part of the layout (0 is the DP master or "
         "the Ray head). With --dry-run and no rank, every host's commands are printed.",
     ),
+    role: Optional[str] = typer.Option(
+        None,
+        "--role",
+        help="For nodes.mode pd or external-dp: the part to start on this host, prefill | decode | proxy (pd) "
+        "or rank | proxy (external-dp, the proxy being the balancer); with --node-rank (default 0).",
+    ),
+    instance: Optional[int] = typer.Option(
+        None,
+        "--instance",
+        min=0,
+        help="With --role: which of the role's instances on this host (0, 1, ... in port order) when it runs several.",
+    ),
 ) -> None:
     from ascendctl.output import get_output
     from ascendctl.profile_args import resolve
@@ -114,6 +126,22 @@ def serve(
     plan = None
     if container if container is not None else prof.container is not None:
         prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
+    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
+        if plan is not None:
+            raise BadInput(
+                f"profile {prof.name} is a nodes.mode {prof.nodes.mode} layout, which does not run in containers yet",
+                "serve it without --container, or `ascendctl deploy k8s`",
+            )
+        serve_part(
+            out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, engine_output,
+            restart, max_restarts, grace, ready_timeout, hang_action,
+        )  # fmt: skip
+        return
+    if role is not None or instance is not None:
+        raise BadInput(
+            f"--role and --instance are for nodes.mode pd and external-dp layouts; profile {prof.name} is not one",
+            "drop them (a dp or ray layout takes only --node-rank)",
+        )
     if prof.nodes is not None or node_rank is not None:
         if plan is not None and prof.nodes is not None and prof.nodes.mode != "dp":
             raise BadInput(
@@ -400,6 +428,141 @@ def serve_node(
     group_url = None if launch.serves_api else f"http://{prof.nodes.addresses[0]}:{prof.server.port}"
     supervisor.hang_policy = hang_policy(prof, launch.spec, hang_action, group_url)
     _supervise(out, view, supervisor)
+
+
+def serve_part(
+    out: Output,
+    prof: Profile,
+    spec: LaunchSpec,
+    version: str | None,
+    role: str | None,
+    rank: int | None,
+    instance: int | None,
+    dry_run: bool,
+    skip_preflight: bool,
+    engine_output: bool | None,
+    restart: str,
+    max_restarts: int,
+    grace: float,
+    ready_timeout: float,
+    hang_action: str,
+) -> None:
+    """One part of a pd or external-dp layout (an instance of a role, or the proxy) under the same
+    supervision as a one-host engine; with --dry-run, every part of every host."""
+    import dataclasses
+    import sys
+
+    from engine.errors import BadInput
+    from engine.profiles.parts import PROXY, check_connector, layout_parts, part_profile, pick
+
+    parts = layout_parts(prof, version, spec.argv[0], sys.executable)
+    check_connector(prof, spec.argv[0])
+    layerwise = prof.nodes is not None and "Layerwise" in (prof.nodes.kv_connector or "")
+    if layerwise and (dry_run or role == PROXY):
+        why = (
+            f"{prof.nodes.kv_connector if prof.nodes else ''} sends each request to a decoder first "
+            "(vllm-ascend's load_balance_proxy_layerwise_server_example.py); ascendctl's proxy prefills first"
+        )
+        if role == PROXY and not dry_run:
+            raise BadInput(
+                f"the proxy of profile {prof.name} would route wrongly: {why}",
+                "run vllm-ascend's layerwise proxy instead of --role proxy, or use MooncakeConnectorV1",
+            )
+        out.warn(f"the proxy line below does not suit this connector: {why}")
+    if dry_run:
+        chosen = parts if role is None else [pick(parts, role, rank or 0, instance)]
+        show_parts_dry_run(out, prof, chosen, version, spec.dropped)
+        return
+    if role is None:
+        roles = ", ".join(sorted({p.role for p in parts}))
+        raise BadInput(
+            f"profile {prof.name} is a nodes.mode {prof.nodes.mode if prof.nodes else ''} layout: say which part "
+            "this is",
+            f"run `ascendctl serve --profile {prof.name} --role R --node-rank K` for each part (R: {roles}); "
+            "--dry-run lists every part of every host",
+        )
+    part = pick(parts, role, rank or 0, instance)
+
+    from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
+    from engine.launcher import RestartPolicy, prepare_run
+
+    engine = part.role != PROXY
+    name = f"{prof.name}-{part.role}" + (f"-{part.rank}" if part.rank is not None else "")
+    derived = dataclasses.replace(prof, name=name)
+    if engine:
+        ensure_demo_model(out, prof.model.path)
+        if not skip_preflight:
+            # Planned as its role: a prefill of TP 8 is not the profile's engine section at TP 1.
+            preflight(out, dataclasses.replace(part_profile(prof, part), name=name), part.spec)
+    view = LaunchView(out, echo=engine_output)
+    supervisor = prepare_run(
+        derived,
+        part.spec,
+        listener=view,
+        grace=grace,
+        ready_timeout=ready_timeout,
+        policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
+    )
+    supervisor.role = part.role
+    if engine:
+        supervisor.hang_policy = hang_policy(derived, part.spec, hang_action)
+    out.info(f"{part.name}: {part.command_line()}")
+    _supervise(out, view, supervisor)
+
+
+def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | None, dropped: list[str]) -> None:
+    """Every part's variables and command, host by host, the proxy last."""
+    import shlex
+
+    nodes = prof.nodes
+    assert nodes is not None
+    items = [
+        {
+            "role": p.role,
+            "host": p.host,
+            "instance": p.index,
+            "rank": p.rank,
+            "address": p.address,
+            "devices": list(p.devices),
+            "env": p.masked_env(),
+            "argv": p.spec.masked_argv(),
+            "command_line": p.command_line(),
+            "url": p.spec.url,
+        }
+        for p in parts
+    ]
+    data = {
+        "profile": prof.name,
+        "source": prof.source,
+        "engine_version": version,
+        "layout": {"count": nodes.count, "mode": nodes.mode, "kv_connector": nodes.kv_connector},
+        "parts": items,
+        "dropped": dropped,
+    }
+
+    def render(console: Console) -> None:
+        console.print(
+            f"# profile {prof.name} ({prof.source}), engine vLLM {version or 'N/A'}: {nodes.count} host(s), "
+            f"mode {nodes.mode}" + (f", KV connector {nodes.kv_connector}" if nodes.mode == "pd" else ""),
+            markup=False,
+            soft_wrap=True,
+        )
+        index: dict[tuple[str, int], int] = {}
+        for item in items:
+            key = (item["role"], item["host"])
+            nth = index[key] = index.get(key, -1) + 1
+            console.print(
+                f"\n# {item['role']} on node {item['host']} ({item['address']}): ascendctl serve --profile "
+                f"{prof.name} --role {item['role']} --node-rank {item['host']} --instance {nth}",
+                markup=False,
+                soft_wrap=True,
+            )
+            for key_, value in item["env"].items():
+                console.print(f"export {key_}={shlex.quote(value)}", markup=False, soft_wrap=True)
+            console.print(item["command_line"], markup=False, soft_wrap=True)
+            console.print(f"# serves {item['url']}", markup=False)
+
+    out.emit(data, render)
 
 
 def show_layout_dry_run(

@@ -17,6 +17,7 @@ and links move slowly and are asked less often than utilisation.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.jsonsafe import loads
 from engine.metrics.prom import LeanParser, scrape
-from engine.telemetry.collector import Collector, Target, target_of, with_containers
+from engine.telemetry.collector import Collector, Target, is_proxy, target_of, watched, with_containers
 from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
 from engine.telemetry.thresholds import Thresholds
@@ -97,6 +98,13 @@ class _Group:
         return self._done_once.wait(timeout)
 
 
+# One sample of engine/pdproxy.py's page: ascendctl_proxy_requests_total{role="prefill",backend="h:p"} 3
+MAX_PROXY_PAGE = 1024 * 1024  # two lines per backend: a page past this is not our proxy's
+PROXY_SAMPLE = re.compile(
+    r'^ascendctl_proxy_(requests|failures)_total\{role="([^"]*)",backend="([^"]*)"\} ([0-9.eE+-]+)$', re.M
+)
+
+
 @dataclass(frozen=True)
 class EngineExtra:
     """What the exporter knows of an engine beyond its /metrics: from its run, its process tree
@@ -120,6 +128,7 @@ class EngineExtra:
     # From the run's record: the hangs serve's monitor found, and why the engine last restarted.
     hangs: int = 0
     restart_reason: str | None = None
+    role: str | None = None  # serve --role: prefill, decode or rank in a pd / external-dp layout
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,8 @@ class ExporterState:
     devices: tuple[DeviceSample, ...] = ()
     snapshot: Snapshot | None = None
     engines: Mapping[str, EngineExtra] = field(default_factory=dict)
+    # (proxy run id, "requests" | "failures", role, backend) -> count (engine/pdproxy.py's /metrics).
+    proxies: Mapping[tuple[str, str, str, str], float] = field(default_factory=dict)
     doctor: Any = None  # engine.doctor.DoctorReport
     plog_codes: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (code, kind) -> lines
     statuses: tuple[GroupStatus, ...] = ()
@@ -191,6 +202,9 @@ class Exporter:
         self._runs: dict[str, Any] = {}
         self._container_profiles: dict[str, str | None] = {}
         self._extras: dict[str, EngineExtra] = {}
+        # The live proxies of pd / external-dp layouts (serve --role proxy) and their counts.
+        self._proxies: list[Any] = []
+        self._proxy_counts: dict[tuple[str, str, str, str], float] = {}
         self._snapshot: Snapshot | None = None
         self._groups: list[_Group] = []
         self._device_group: _Group | None = None
@@ -296,6 +310,7 @@ class Exporter:
             devices=tuple(dev.value or ()) if dev is not None else (),
             snapshot=self._snapshot,
             engines=dict(self._extras),
+            proxies=dict(self._proxy_counts),
             doctor=self._doctor_group.value if self._doctor_group is not None else None,
             plog_codes=dict(self._plog_group.value or {}) if self._plog_group is not None else {},
             statuses=tuple(g.status for g in self._groups),
@@ -311,7 +326,10 @@ class Exporter:
             from engine.runs import list_runs
 
             # a headless data-parallel rank serves no API here: node 0's exporter covers it
-            runs = [r for r in list_runs(live_only=True) if r.serves_api]
+            # and a pd / external-dp layout's proxy has no vLLM /metrics: the roles behind it do
+            live = list_runs(live_only=True)
+            runs = [r for r in live if watched(r)]
+            self._proxies = [r for r in live if is_proxy(r)]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
             # Engines in containers, found by their `ascendctl.run` label: no URL needed.
             from engine.container.discover import find_engines
@@ -347,7 +365,25 @@ class Exporter:
         snap = self._collector.poll()
         self._snapshot = snap
         self._extras = {e.label: self._extra(e, snap) for e in snap.engines}
+        self._proxy_counts = self._read_proxies()
         return snap
+
+    def _read_proxies(self) -> dict[tuple[str, str, str, str], float]:
+        """Each live proxy's request and failure counts per backend, from its /metrics:
+        (proxy run id, "requests" | "failures", role, backend) -> count. A proxy that does not
+        answer is left out (its run ends with it)."""
+        counts: dict[tuple[str, str, str, str], float] = {}
+        for run in self._proxies:
+            try:
+                page = read_page(
+                    self._client, run.url.rstrip("/") + "/metrics", deadline=self.timeout, max_bytes=MAX_PROXY_PAGE
+                )
+            except Unreachable:
+                continue
+            text = page.text if page.status_code == 200 else ""
+            for kind, role, backend, value in PROXY_SAMPLE.findall(text):
+                counts[(run.run_id, kind, role, backend)] = float(value)
+        return counts
 
     def _extra(self, view, snap: Snapshot) -> EngineExtra:
         run = self._runs.get(view.label)
@@ -379,6 +415,7 @@ class Exporter:
             stall_after_s=self.thresholds.hang_progress_s,
             hangs=len(run.hangs) if run is not None else 0,
             restart_reason=run.restart_reason if run is not None else None,
+            role=run.role if run is not None else None,
         )
 
 

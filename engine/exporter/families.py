@@ -276,6 +276,12 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         "Seconds with requests running and no token generated (0 when tokens flow).",
         labels=["engine", "host"],
     )
+    role = GaugeMetricFamily(
+        "ascendctl_engine_role",
+        "The part of a prefill / decode or external data-parallel layout the engine is (value 1): prefill, "
+        "decode or rank (ascendctl serve --role).",
+        labels=["engine", "role", "host"],
+    )
     container = GaugeMetricFamily(
         "ascendctl_engine_container_info",
         "The container an engine runs in, found by its ascendctl.run label (value 1).",
@@ -330,6 +336,8 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
         )
         if extra is None:
             continue
+        if extra.role:
+            role.add_metric([name, extra.role, host], 1.0)
         if extra.phase:
             phase.add_metric([name, extra.phase, host], 1.0)
         if extra.ready_seconds is not None:
@@ -347,7 +355,8 @@ def _engine_families(state: ExporterState) -> Iterator[Metric]:
             seconds = extra.stalled_for or 0.0
             stall_s.add_metric([name, host], seconds)
             stalled.add_metric([name, host], 1.0 if seconds >= extra.stall_after_s else 0.0)
-    yield from (up, info, phase, ready, restarts, hangs, reason, blocks, stalled, stall_s)
+    yield from (up, info, role, phase, ready, restarts, hangs, reason, blocks, stalled, stall_s)
+    yield from _proxy_families(state)
     yield from (container, container_cpu, container_memory)
 
 
@@ -358,6 +367,26 @@ def engine_name(label: str) -> str:
 
 
 # -- diagnostics, doctor, sources ------------------------------------------------------------
+
+
+def _proxy_families(state: ExporterState) -> Iterator[Metric]:
+    """The requests and failures each pd / external-dp proxy on this host sent to each backend."""
+    host = state.host
+    families = {
+        "requests": CounterMetricFamily(
+            "ascendctl_proxy_requests",
+            "Requests a pd / external-dp layout's proxy (serve --role proxy) sent to each backend.",
+            labels=["proxy", "role", "backend", "host"],
+        ),
+        "failures": CounterMetricFamily(
+            "ascendctl_proxy_failures",
+            "Requests to a backend that failed at the proxy (no answer, or an error status).",
+            labels=["proxy", "role", "backend", "host"],
+        ),
+    }
+    for (proxy, kind, role, backend), value in sorted(state.proxies.items()):
+        families[kind].add_metric([engine_name(proxy), role, backend, host], value)
+    yield from families.values()
 
 
 def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:

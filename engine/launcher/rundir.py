@@ -46,7 +46,13 @@ def write_profile(run_dir: Path, text: str) -> Path:
 
 
 def new_record(
-    run_dir: Path, profile_name: str, url: str, argv: list[str], pid: int | None, serves_api: bool = True
+    run_dir: Path,
+    profile_name: str,
+    url: str,
+    argv: list[str],
+    pid: int | None,
+    serves_api: bool = True,
+    role: str | None = None,
 ) -> runs.RunInfo:
     """The run as run.json will record it; the supervisor writes it (runs.write_run), and a
     state directory that cannot be written costs the record, not the run."""
@@ -59,6 +65,7 @@ def new_record(
         argv=redact_argv(argv),  # run.json is read by top and bundles: no secret flag in it
         started_at=time.time(),
         serves_api=serves_api,
+        role=role,
     )
 
 

@@ -129,6 +129,7 @@ class Supervisor:
         # False for an engine without an API server (a headless data-parallel host): nothing to
         # wait for, it is supervised from its start.
         self.health = health
+        self.role: str | None = None  # serve --role: the part of a pd / external-dp layout (run.json)
         self.env = dict(env)
         self.url = url
         self.run_dir = Path(run_dir)
@@ -211,7 +212,13 @@ class Supervisor:
         if self.info is None:
             with self._record_lock:
                 self.info = rundir.new_record(
-                    self.run_dir, self.profile_name, self.url, self.argv, engine.pid, serves_api=self.health
+                    self.run_dir,
+                    self.profile_name,
+                    self.url,
+                    self.argv,
+                    engine.pid,
+                    serves_api=self.health,
+                    role=self.role,
                 )
             self._record(container=engine.describe())
         else:

@@ -64,6 +64,9 @@ METRICS: tuple[Metric, ...] = (
         window="preemptions_in_window",
     ),
     Metric("admission_rejections", ("vllm:admission_rejections",), COUNTER, view=True, rate="rejections_per_s"),
+    # A KV consumer's (a decode instance's) requests waiting for their KV from prefill, every stage
+    # summed (vLLM 0.32+: waiting_to_start, in_progress, completed_waiting); absent elsewhere.
+    Metric("kv_fetching", ("vllm:num_requests_kv_fetch_by_stage",), GAUGE, view=True),
     # Read together as the prefix-cache hit rate over the window (`RateTracker`).
     Metric("prefix_queries", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"), COUNTER),
     Metric("prefix_hits", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"), COUNTER),

@@ -17,11 +17,12 @@ from engine.data import load_yaml
 from engine.dtypes import ALIASES, canonical_dtype
 from engine.i18n import _
 from engine.profiles.container import Container, container_section
+from engine.profiles.roles import Role, roles_section
 from engine.redact import MASK, is_secret_name, redact_env, redact_value
 from engine.yamlfile import Problem, line_of, quote
 
 PLATFORMS = ("ascend", "cuda", "cpu")
-NODE_MODES = ("dp", "ray")
+NODE_MODES = ("dp", "ray", "pd", "external-dp")
 CONTAINER_RUNTIMES = ("auto", "docker", "podman", "nerdctl")  # engine.container.runtime.CHOICES
 CONTAINER_DEVICES = ("auto", "ascend-runtime", "mounts", "gpus", "cdi", "none")
 CONTAINER_NETWORKS = ("host", "publish")
@@ -57,7 +58,14 @@ class Spec:
     pattern: tuple[str, str] | None = None
 
     def describe(self) -> str:
-        names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+        names = {
+            int: "an integer",
+            float: "a number",
+            str: "a string",
+            bool: "true or false",
+            list: "a list",
+            dict: "a mapping",
+        }
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
         text = "a number" if set(kinds) == {int, float} else " or ".join(names.get(k, k.__name__) for k in kinds)
         if self.choices:
@@ -172,14 +180,22 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         },
     },
     "nodes": {
-        "count": Spec(int, required=True, minimum=2, help="hosts in the layout (a profile without `nodes` uses one)"),
+        "count": Spec(
+            int,
+            required=True,
+            minimum=1,
+            help="hosts in the layout (a profile without `nodes` uses one); 2 or more in modes dp and ray, "
+            "1 or more in pd and external-dp",
+        ),
         "devices_per_host": Spec(int, minimum=1, help="devices each host gives the layout (default: device.count)"),
         "mode": Spec(
             str,
             default="dp",
             choices=NODE_MODES,
             help="dp: vLLM data parallel, one engine per host (node 0 serves the API, the others run --headless); "
-            "ray: a Ray cluster, one vllm serve with --distributed-executor-backend ray on node 0",
+            "ray: a Ray cluster, one vllm serve with --distributed-executor-backend ray on node 0; "
+            "pd: prefill / decode disaggregation (nodes.roles, a KV connector, a proxy; docs/pd.md); "
+            "external-dp: one API server per data-parallel rank and a balancer in front",
         ),
         "addresses": Spec(
             list,
@@ -208,6 +224,29 @@ SCHEMA: dict[str, dict[str, Spec]] = {
             default=(),
             help="overrides per host, in rank order: a list of mappings with `nic` and `env` (variables for that "
             "host only)",
+        ),
+        "roles": Spec(
+            list,
+            default=(),
+            help="mode pd: the prefill and decode instances, a list of mappings with role (prefill | decode), host "
+            "(node rank), devices (NPU ids), port, tensor_parallel_size, dp_group, kv_port, dp_rpc_port, engine (keys of "
+            "the engine section for this role) and env (docs/pd.md)",
+        ),
+        "kv_connector": Spec(
+            str,
+            help="mode pd: the KV connector's name as the installed vLLM registers it (default on ascend: "
+            "MooncakeConnectorV1, as vllm-ascend's PD tutorials)",
+        ),
+        "kv_connector_extra": Spec(
+            dict, default={}, help="mode pd: more kv_connector_extra_config settings, merged into the generated ones"
+        ),
+        "instance_port": Spec(
+            int,
+            default=7100,
+            minimum=1,
+            maximum=65535,
+            help="mode external-dp: API port of a host's first rank, the next ones counting up (the tutorials' "
+            "vllm-start-port); the balancer listens on server.port",
         ),
     },
     "container": {
@@ -266,7 +305,7 @@ SECTIONS = tuple(s for s in SCHEMA if s) + ("env",)
 # Sections that are absent unless the profile has them (one host: no layout; no image: the host).
 OPTIONAL_SECTIONS = ("nodes", "container")
 # Keys whose value is not a scalar or a list of scalars; build() checks them itself.
-NESTED_KEYS = {"nodes.hosts"}
+NESTED_KEYS = {"nodes.hosts", "nodes.roles", "nodes.kv_connector_extra"}
 HOST_KEYS = ("nic", "env")
 # The variables a nodes section sets on each host, and the key that sets them.
 NODE_ENV_KEYS = {
@@ -357,6 +396,10 @@ class Nodes:
     hccl_buffsize: int | None = None
     hccl_connect_timeout: int | None = None
     hosts: tuple[Host, ...] = ()
+    roles: tuple[Role, ...] = ()
+    kv_connector: str | None = None
+    kv_connector_extra: Mapping[str, Any] = field(default_factory=dict)
+    instance_port: int = 7100
 
     def host(self, rank: int) -> Host:
         return self.hosts[rank] if rank < len(self.hosts) else Host()
@@ -367,6 +410,12 @@ class Nodes:
             value = getattr(self, f.name)
             if f.name == "hosts":
                 value = [{k: v for k, v in (("nic", h.nic), ("env", redact_env(h.env))) if v} for h in self.hosts]
+            elif f.name == "roles":
+                value = [role.to_dict() for role in self.roles]
+            elif f.name == "instance_port" and self.mode != "external-dp":
+                continue  # the key of one mode only
+            elif f.name == "kv_connector_extra":
+                value = dict(value) or None
             elif isinstance(value, tuple):
                 value = list(value)
             if value is not None and value != []:
@@ -661,7 +710,11 @@ def _nodes(
         hccl_buffsize=given.get("hccl_buffsize"),
         hccl_connect_timeout=given.get("hccl_connect_timeout"),
         hosts=tuple(hosts),
+        instance_port=given.get("instance_port", 7100),
     )
+    if nodes.mode in ("pd", "external-dp"):
+        nodes, more = roles_section(nodes, given, values, locate)
+        problems.extend(more)
     return nodes, problems
 
 
@@ -778,13 +831,18 @@ def _layout_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pr
         )
     tp = engine.get("tensor_parallel_size", 1)
     pp = engine.get("pipeline_parallel_size") or 1
-    if nodes.get("mode", "dp") == "dp":
+    mode = nodes.get("mode", "dp")
+    if mode in ("dp", "ray") and count < 2:
+        problems.append(Problem(*locate("nodes.count"), "nodes.count", f"must be an integer >= 2 in mode {mode}"))
+    if mode == "pd":
+        return problems  # each role states its own parallelism (engine/profiles/roles.py checks it)
+    if mode in ("dp", "external-dp"):
         if (tp * pp) > per_host or per_host % (tp * pp):
             problems.append(
                 Problem(
                     *locate("engine.tensor_parallel_size"),
                     "engine.tensor_parallel_size",
-                    f"mode dp runs whole replicas on each host: TP {tp} x PP {pp} must divide the {per_host} "
+                    f"mode {mode} runs whole replicas on each host: TP {tp} x PP {pp} must divide the {per_host} "
                     "devices of a host",
                 )
             )

@@ -61,6 +61,8 @@ class Target:
     runtime: str | None = None
     npus: tuple[int, ...] | None = None
     image: str | None = None
+    # The part of a pd / external-dp layout the run is (prefill, decode, rank), from run.json.
+    role: str | None = None
 
     @property
     def name(self) -> str:
@@ -84,7 +86,22 @@ def targets_from_runs(skipped: list[str] | None = None, containers: list | None 
     for r in runs:
         if not r.serves_api:
             notes.append(f"{r.run_id} is a headless data-parallel rank: it serves no API here (watch node 0's)")
-    return with_containers([target_of(r) for r in runs if r.serves_api], notes, containers)
+        elif is_proxy(r):
+            notes.append(
+                f"{r.run_id} is the layout's proxy, not an engine: the roles behind it are shown; "
+                f"its request counts per backend are at {url_without_credentials(r.url)}/metrics"
+            )
+    return with_containers([target_of(r) for r in runs if watched(r)], notes, containers)
+
+
+def is_proxy(run) -> bool:
+    """The proxy or balancer of a pd / external-dp layout (`serve --role proxy`): no vLLM /metrics."""
+    return getattr(run, "role", None) == "proxy"
+
+
+def watched(run) -> bool:
+    """A run whose URL serves vLLM's /metrics: not a headless rank, not a layout's proxy."""
+    return run.serves_api and not is_proxy(run)
 
 
 def with_containers(targets: list[Target], notes: list[str], containers: list | None = None) -> list[Target]:
@@ -124,7 +141,12 @@ def target_of(run) -> Target:
     from engine.runs import PROFILE_FILE
 
     return Target(
-        run.url, run.run_id, str(run.log_path), *_profile_limits(Path(run.directory) / PROFILE_FILE), pid=run.pid
+        run.url,
+        run.run_id,
+        str(run.log_path),
+        *_profile_limits(Path(run.directory) / PROFILE_FILE),
+        pid=run.pid,
+        role=getattr(run, "role", None),
     )
 
 

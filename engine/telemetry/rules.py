@@ -136,6 +136,23 @@ class RuleEngine:
                         since=since,
                     )
                 )
+            waiting_kv = bool(e.kv_fetching) and not e.running
+            since = self._sustained("kv-fetch", e.label, waiting_kv, now, t.kv_fetch_sustain_s)
+            if since is not None:
+                out.append(
+                    Diagnostic(
+                        "kv-fetch-stuck",
+                        "error",
+                        e.label,
+                        f"{e.label}: {e.kv_fetching:g} requests waiting for their KV cache",
+                        f"requests have waited {now - since:.0f} s for their KV from the prefill instances and nothing "
+                        "runs: the transfer does not come",
+                        "read the prefill instances' logs for transfer errors (`ascendctl triage <run>/engine.log`), "
+                        "check that decode reaches prefill on the connector's ports (kv_port) and that both use the "
+                        "same kv_connector_extra; the proxy's /metrics counts failures per backend",
+                        since=since,
+                    )
+                )
             usage_pct = None if e.kv.usage is None else 100.0 * e.kv.usage
             rising = e.levels.get("preemptions_in_window") is Severity.WARNING
             if e.levels.get("kv_usage") is Severity.CRITICAL and rising:

@@ -50,6 +50,7 @@ class Thresholds:
     hbm_bw_sustain_s: float
     pending_requests: float
     pending_sustain_s: float
+    kv_fetch_sustain_s: float
     kv_usage_pct: float
     window_s: float
     hang_probe_interval_s: float

@@ -207,6 +207,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "waiting",
         "preemptions",
         "admission_rejections",
+        "kv_fetching",
         "kv",
         "rates",
         "history",

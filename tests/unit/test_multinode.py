@@ -212,7 +212,7 @@ nodes:
         )
     )
     for expected in (
-        "p.yaml:13 nodes.mode: must be one of dp, ray, got 'mpi'",
+        "p.yaml:13 nodes.mode: must be one of dp, ray, pd, external-dp, got 'mpi'",
         "p.yaml:14 nodes.addresses: lists 3 address(es) for nodes.count 2 hosts",
         "p.yaml:14 nodes.addresses: 'host-b' is not an IP address",
         "p.yaml:15 nodes.dp_rpc_port: must be an integer >= 1 and <= 65535",

@@ -57,8 +57,9 @@ def test_burst_small_measures_the_queue(capsys, vllm_server):
     _sane(r)
     q = r["queue"]
     # Four /metrics samples a second are asked for; an engine saturated on a 2-core runner answers
-    # some late, so fewer come back (5 of 72 with a CPU hog when each scrape had 2 s).
-    assert q["after_phase"] == "burst" and q["samples"] >= 6
+    # some late, so fewer come back (5 of 72 with a CPU hog when each scrape had 2 s; 5 again in a
+    # whole-suite run on 2 cores with 15 s per scrape). Four still draw the burst's rise and fall.
+    assert q["after_phase"] == "burst" and q["samples"] >= 4
     assert q["peak"] is not None  # the burst itself was sampled
     assert q["formed"] == (q["peak"] > q["baseline"])
     if q["formed"]:

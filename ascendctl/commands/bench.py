@@ -462,7 +462,9 @@ def render_report(console, r) -> None:
             f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
             f"phase, peak {_fmt(q.peak, '.0f')} during it"
         )
-        if not q.formed:
+        if q.formed is None:
+            tail = "; no /metrics reading came back during it (the engine answered too slowly), so no drain time (N/A)"
+        elif not q.formed:
             tail = "; no queue formed, so no drain time (N/A)"
         elif q.drain_s is not None:
             tail = f", back to that level {q.drain_s:.2f} s after it ended"

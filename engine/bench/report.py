@@ -50,8 +50,9 @@ class QueueFigures:
     drain_s: float | None  # from the end of the burst until back at the baseline; None: never (or no queue)
     samples: int
     # False: the queue never rose above its baseline during the burst, so nothing drained: the
-    # first sample after the burst is no drain time.
-    formed: bool = True
+    # first sample after the burst is no drain time. None: no reading came back during the burst
+    # (each /metrics page took longer than the burst on a saturated host): nothing can be said.
+    formed: bool | None = True
     # The KV cache (vllm:kv_cache_usage_perc, 0..1) the same way: back within KV_TOLERANCE of
     # its median before the burst; None when the engine does not report it.
     kv_baseline: float | None = None
@@ -275,8 +276,10 @@ def queue_figures(
     before = [v for t, v in samples if t < burst.start_s]
     during = [v for t, v in samples if burst.start_s <= t < burst.end_s]
     baseline = percentile(sorted(before), 50) if before else 0.0
-    peak = max(during) if during else None
-    if peak is not None and peak <= (baseline or 0.0):
+    if not during:
+        return QueueFigures(sc.drain_after, baseline, None, None, len(samples), None, *kv_figures)
+    peak = max(during)
+    if peak <= (baseline or 0.0):
         return QueueFigures(sc.drain_after, baseline, peak, None, len(samples), False, *kv_figures)
     drain = None
     for t, v in samples:

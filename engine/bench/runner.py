@@ -456,9 +456,13 @@ class BenchRunner:
 
     async def _sample_metrics(self) -> None:
         while True:
+            asked = self.clock() - self._t0
             m = await self._scrape()
             if m is not None:
-                now = self.clock() - self._t0
+                # The reading belongs to the moment the page was made, between asking and the answer:
+                # under a burst on 2 cores a page takes seconds, and stamped on arrival the burst's
+                # readings land after it (the burst then reads as never sampled).
+                now = (asked + self.clock() - self._t0) / 2
                 self._series.append((now, m.waiting, m.running, m.kv_usage))
                 if m.waiting is not None:
                     self._waiting = m.waiting

@@ -265,3 +265,34 @@ max_tokens: 3000
     assert report.interrupted and not report.passed
     assert report.completed == 0 and report.cancelled == 2
     assert report.requests == 2
+
+
+def test_a_slow_metrics_page_is_placed_where_it_was_made_not_where_it_arrived():
+    # Under a burst on 2 cores vLLM's /metrics takes seconds: stamped on arrival, a reading taken
+    # inside an 8 s burst lands after it, and the report said the burst was never sampled.
+    from types import SimpleNamespace
+
+    now = [10.0]
+    runner = BenchRunner("http://127.0.0.1:1", load_scenario("burst"), metrics_every_s=0.01, clock=lambda: now[0])
+    runner._t0 = 0.0
+    calls = 0
+
+    async def slow_scrape():
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            await asyncio.Event().wait()  # the next page never comes: the test cancels
+        now[0] += 4.0  # the page took 4 s
+        return SimpleNamespace(waiting=7.0, running=8.0, kv_usage=0.5)
+
+    runner._scrape = slow_scrape
+
+    async def one_sample():
+        task = asyncio.create_task(runner._sample_metrics())
+        while calls < 2:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(one_sample())
+    runner._scraper.close()
+    assert runner._samples == [(12.0, 7.0)]

@@ -63,6 +63,15 @@ def test_queue_drain_is_measured_from_the_end_of_the_burst():
     assert never.drain_s is None
 
 
+def test_a_burst_with_no_reading_inside_it_says_so_and_invents_no_drain_time():
+    # Every /metrics page taken during the burst came back too late (or not at all): before, the
+    # report said a queue formed and timed its "drain" from the first reading after the burst.
+    sc = with_duration(load_scenario("burst"), 30)  # phases 0-10, 10-20, 20-30
+    samples = [(1.0, 2.0), (5.0, 2.0), (9.0, 2.0), (21.0, 30.0), (23.5, 2.0)]
+    q = queue_figures(sc, samples, windows(sc))
+    assert q.peak is None and q.formed is None and q.drain_s is None and q.samples == 5
+
+
 def test_estimate_counts_words_and_chinese_characters():
     assert estimate_tokens("hello world") == 3
     assert estimate_tokens("你好世界") == 4

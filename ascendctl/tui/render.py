@@ -108,7 +108,8 @@ def devices_table(snap: Snapshot) -> Text:
     # takes two); each translation fits the width of its column's figures.
     dev, name = _("dev"), _("name")
     # The fault column only when a chip has a fault: a healthy table keeps its width.
-    fault = "  " + _("fault") if any(chip_mark(d) is not None for d in snap.devices) else ""
+    marks = [chip_mark(d) for d in snap.devices]
+    fault = "  " + _("fault") if any(m is not None for m in marks) else ""
     key_w = max([cells(dev)] + [len(d.key) for d in snap.devices])
     name_w = max([cells(name)] + [len(d.name) for d in snap.devices])
     out.append(
@@ -117,7 +118,7 @@ def devices_table(snap: Snapshot) -> Text:
         f"{_rjust(_('power'), 6)} {_rjust(_('temp'), 5)} {_rjust(_('procs'), 5)}{fault}",
         style="bold underline",
     )
-    for d in snap.devices:
+    for d, mark in zip(snap.devices, marks):
         pct, levels = d.mem_pct, snap.device_levels.get(d.key, {})
         used = num(None if d.mem_used_mb is None else d.mem_used_mb / 1024, "{:.1f}")
         total = num(None if d.mem_total_mb is None else d.mem_total_mb / 1024, "{:.0f}")
@@ -133,7 +134,6 @@ def devices_table(snap: Snapshot) -> Text:
         out.append(f"{num(d.temp_c, '{:.0f}', 'C'):>5}", style=level_style(levels.get("temp_c")))
         out.append(f" {num(d.processes):>5}")
         # A chip with an active fault code: what to do about it (the action class of its code).
-        mark = chip_mark(d)
         if mark is not None:
             out.append(f"  {clean(mark[0])}", style=severity_style(Severity(mark[1])))
     if src is not None and not src.ok:

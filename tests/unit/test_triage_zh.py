@@ -100,6 +100,22 @@ def test_catalogues_use_the_glossary_terms():
     assert not found, "Chinese catalogues use words the glossary avoids: " + "; ".join(found)
 
 
+def test_catalogues_space_chinese_as_the_glossary_says():
+    """docs/zh-glossary.md's style: a space between Chinese and a Latin word, none between two
+    Chinese characters nor before Chinese punctuation ("释放 设备内存" reads as a typo and is what a
+    word swapped in by hand leaves behind)."""
+    from helpers import ROOT
+
+    cjk = "\u4e00-\u9fff"
+    odd = re.compile(f"[{cjk}] +[{cjk}]| +[，；：（）、。]")
+    found = []
+    for name in ("rules.yaml", "codes.yaml", "faultcodes.yaml"):
+        body = (ROOT / "engine" / "triage" / "zh" / name).read_text(encoding="utf-8")
+        for n, line in enumerate(body.splitlines(), 1):
+            found += [f"{name}:{n}: {m.group(0)!r}" for m in odd.finditer(line)]
+    assert not found, "Chinese texts spaced against the glossary: " + "; ".join(found)
+
+
 # -- the rules -------------------------------------------------------------------------------
 
 

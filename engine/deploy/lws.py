@@ -70,6 +70,8 @@ class K8sOptions:
     npu_resource: str | None = None  # an explicit resource name wins
     shm_size: str | None = None
     engine_version: str | None = None  # the image's vLLM: version-gated flags follow it
+    kind: str = "Deployment"  # pd / external-dp: the workload of a part that fits one pod
+    proxy_image: str | None = None  # pd / external-dp: the proxy's image (default: `image`)
 
 
 def chip(profile: Profile) -> str:

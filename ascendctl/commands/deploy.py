@@ -40,7 +40,9 @@ def _k8s(
         help="One-host profiles: run the pod on the host's network (multi-host pods always do).",
     ),
     model_pvc: Optional[str] = typer.Option(
-        None, "--model-pvc", help="One-host profiles: mount the model from this PersistentVolumeClaim, not a hostPath."
+        None,
+        "--model-pvc",
+        help="One-host, pd and external-dp profiles: mount the model from this PersistentVolumeClaim, not a hostPath.",
     ),
     proxy_image: Optional[str] = typer.Option(
         None,
@@ -96,6 +98,7 @@ def _k8s(
                 engine_version=vllm_version,
                 kind=kind,
                 proxy_image=proxy_image,
+                model_pvc=model_pvc,
             ),
             output,
         )

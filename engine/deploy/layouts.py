@@ -130,6 +130,8 @@ def layout_manifests(
             selector = {INSTANCE: name}
             services.append(_service(options, base, name, pods[0], selector))
         else:
+            # Not the leader's Service name: LWS makes a headless Service of its own name.
+            name = _check_name(f"{base}-{pods[0].role}-dp{pods[0].group}", 50)
             documents.append(_lws(profile, options, base, name, pods, resource, load_s))
             for k, pod in enumerate(pods):
                 selector = {LWS_NAME_LABEL: name, WORKER_INDEX_LABEL: str(k)}
@@ -144,8 +146,9 @@ def _environ(profile: Profile) -> dict[str, str]:
     return {profile.server.api_key_env: "from-a-secret"} if profile.server.api_key_env else {}
 
 
-def _check_name(name: str) -> str:
-    if not DNS_LABEL.match(name) or len(name) > 63:
+def _check_name(name: str, longest: int = 63) -> str:
+    """`name` if it can name the object (an LWS: 50, its pods add `-GROUP-WORKER`)."""
+    if not DNS_LABEL.match(name) or len(name) > longest:
         raise BadInput(
             f"{name!r} cannot name a Kubernetes object",
             "give a shorter --name: lower-case letters, digits and '-', the role and host are added to it",
@@ -182,8 +185,7 @@ def _workloads(profile: Profile, parts: list[Part]) -> list[list[Pod]]:
 
 def _role_line(profile: Profile, pod: Pod) -> tuple[str, int | None, str]:
     """Where the entry of nodes.roles (or nodes.count, in external-dp) that makes `pod` is."""
-    from engine.profiles.loader import _parse, resolve_source
-    from engine.yamlfile import line_of
+    from engine import yamlfile
 
     nodes = profile.nodes
     assert nodes is not None
@@ -196,14 +198,14 @@ def _role_line(profile: Profile, pod: Pod) -> tuple[str, int | None, str]:
         key = f"nodes.roles[{index}]"
     source = profile.source or "<profile>"
     try:
-        _, text = resolve_source(source)
-        raw, lines, _ = _parse(text, source)
-    except Exception:  # a profile built from text: no file to point at
+        with open(source, encoding="utf-8") as handle:
+            data = yamlfile.load(handle.read(), source)
+    except (OSError, yamlfile.YamlInvalid):  # a profile built from text: no file to point at
         return source, None, key
-    line = lines.get("nodes.roles" if index is not None else "nodes.count")
-    if index is not None:
-        roles = raw.get("nodes", {}).get("roles")
-        line = line_of(roles, index) or line
+    section = data.get("nodes") if isinstance(data, dict) else None
+    line = yamlfile.line_of(section, key.split(".")[1] if index is None else "roles") if section else None
+    if index is not None and isinstance(section, dict):
+        line = yamlfile.line_of(section.get("roles"), index) or line
     return source, line, key
 
 
@@ -313,7 +315,10 @@ def _volumes(profile: Profile, options: K8sOptions) -> tuple[list[dict], list[di
         mounts = [{"name": m["name"], "mountPath": m["path"], "readOnly": True} for m in data["host_mounts"]]
         volumes = [{"name": m["name"], "hostPath": {"path": m["path"], "type": m["type"]}} for m in data["host_mounts"]]
     mounts.append({"name": "model", "mountPath": profile.model.path, "readOnly": True})
-    volumes.append({"name": "model", "hostPath": {"path": profile.model.path, "type": "Directory"}})
+    if options.model_pvc:
+        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": options.model_pvc, "readOnly": True}})
+    else:
+        volumes.append({"name": "model", "hostPath": {"path": profile.model.path, "type": "Directory"}})
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     volumes.append(
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size or data["shm_size"]}}

@@ -120,7 +120,7 @@ def test_every_document_passes_the_lws_and_kubernetes_schemas(path, sets, kind):
     documents = manifests(load_profile(str(path), list(sets)), kind=kind)
     check(documents)
     assert {d["kind"] for d in documents} >= {kind, "Service", "ConfigMap", "Deployment"}
-    check(manifests(load_profile_text(EP_EDP, "edp.yaml"), namespace="serving"))
+    check(manifests(load_profile_text(EP_EDP, "edp.yaml"), namespace="serving", model_pvc="models"))
 
 
 def test_the_schemas_catch_a_mistake():
@@ -137,13 +137,15 @@ def test_the_2p1d_layout_is_a_workload_per_role_part():
     assert workloads == [
         ("Deployment", f"{base}-prefill-0"),  # a data-parallel group of 2 on one host: one pod
         ("Deployment", f"{base}-prefill-1"),
-        ("LeaderWorkerSet", f"{base}-decode-2"),  # the decode group of 32 spans hosts 2 and 3
+        ("LeaderWorkerSet", f"{base}-decode-dp0"),  # the decode group of 32 spans hosts 2 and 3
         ("Deployment", f"{base}-proxy"),
     ]
     by_name = {d["metadata"]["name"]: d for d in documents if d["kind"] != "Service"}
-    decode = by_name[f"{base}-decode-2"]["spec"]["leaderWorkerTemplate"]
+    # LWS makes a headless Service of its own name: none of ours may take it.
+    assert f"{base}-decode-dp0" not in {d["metadata"]["name"] for d in documents if d["kind"] == "Service"}
+    decode = by_name[f"{base}-decode-dp0"]["spec"]["leaderWorkerTemplate"]
     assert decode["size"] == 2 and decode["restartPolicy"] == "RecreateGroupOnPodRestart"
-    for name, npus in ((f"{base}-prefill-0", "16"), (f"{base}-decode-2", "16")):
+    for name, npus in ((f"{base}-prefill-0", "16"), (f"{base}-decode-dp0", "16")):
         for template in templates(by_name[name]):
             c = container(template)
             assert c["resources"]["limits"] == c["resources"]["requests"] == {"huawei.com/Ascend910": npus}
@@ -175,7 +177,7 @@ def test_each_roles_instances_run_serves_parts_for_that_role():
         for k, template in enumerate(templates(doc)):
             if template["metadata"]["labels"][COMPONENT] in ("prefill", "decode"):
                 pods[doc["metadata"]["name"], k] = template
-    where = {0: ("prefill-0", 0), 1: ("prefill-1", 0), 2: ("decode-2", 0), 3: ("decode-2", 1)}
+    where = {0: ("prefill-0", 0), 1: ("prefill-1", 0), 2: ("decode-dp0", 0), 3: ("decode-dp0", 1)}
     addresses = dict(enumerate(profile.nodes.addresses))
     seen = 0
     for part in parts:
@@ -202,7 +204,7 @@ def test_the_manifests_run_the_tutorials_command_lines():
     data-parallel master is the LWS leader's address (or the pod's own IP), worker 1's ranks follow
     the leader's."""
     by_name = {d["metadata"]["name"]: d for d in pd_manifests() if d["kind"] != "Service"}
-    pods = [("prefill-0", 0), ("prefill-1", 0), ("decode-2", 0), ("decode-2", 1)]
+    pods = [("prefill-0", 0), ("prefill-1", 0), ("decode-dp0", 0), ("decode-dp0", 1)]
     for host, (name, launch) in enumerate(zip(HOSTS, launches())):
         doc, k = by_name[f"a3-deepseek-r1-w8a8-pd-2p1d-{pods[host][0]}"], pods[host][1]
         template = templates(doc)[k]
@@ -260,7 +262,7 @@ def test_the_proxy_reaches_every_instance_through_the_services():
     assert ours == theirs
     # Each Service selects exactly its pod: the LWS worker by its index.
     decode3 = services["a3-deepseek-r1-w8a8-pd-2p1d-decode-3"]["spec"]["selector"]
-    assert decode3 == {"leaderworkerset.sigs.k8s.io/name": "a3-deepseek-r1-w8a8-pd-2p1d-decode-2", WORKER: "1"}
+    assert decode3 == {"leaderworkerset.sigs.k8s.io/name": "a3-deepseek-r1-w8a8-pd-2p1d-decode-dp0", WORKER: "1"}
     prefill = services["a3-deepseek-r1-w8a8-pd-2p1d-prefill-1"]["spec"]["selector"]
     (workload,) = [d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("prefill-1")]
     assert prefill.items() <= workload["spec"]["template"]["metadata"]["labels"].items()
@@ -284,7 +286,7 @@ def test_a_label_selects_each_role():
             if t["metadata"]["labels"].get(COMPONENT) == role
         }
 
-    assert selected("decode") == {"a3-deepseek-r1-w8a8-pd-2p1d-decode-2"}
+    assert selected("decode") == {"a3-deepseek-r1-w8a8-pd-2p1d-decode-dp0"}
     assert selected("prefill") == {"a3-deepseek-r1-w8a8-pd-2p1d-prefill-0", "a3-deepseek-r1-w8a8-pd-2p1d-prefill-1"}
     assert selected("proxy") == {"a3-deepseek-r1-w8a8-pd-2p1d-proxy"}
     assert all(COMPONENT in d["metadata"]["labels"] for d in documents)
@@ -376,6 +378,10 @@ def test_cli_writes_yaml_json_and_a_file(capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)["documents"]
     (proxy,) = [d for d in data if d["kind"] == "Deployment" and d["metadata"]["name"] == "cpu-tiny-pd-proxy"]
     assert container(proxy["spec"]["template"])["image"] == "python:3.12-slim"
+    assert main(["deploy", "k8s", "--profile", str(CPU_PD), "--image", IMAGE, "--json", "--model-pvc", "weights"]) == 0
+    data = json.loads(capsys.readouterr().out)["documents"]
+    (volume,) = [v for v in data[0]["spec"]["template"]["spec"]["volumes"] if v["name"] == "model"]
+    assert volume == {"name": "model", "persistentVolumeClaim": {"claimName": "weights", "readOnly": True}}
     target = tmp_path / "pd.yaml"
     assert main(["deploy", "k8s", "--profile", str(CPU_EDP), "--image", IMAGE, "-o", str(target)]) == 0
     assert [d["kind"] for d in yaml.safe_load_all(target.read_text(encoding="utf-8"))] == [
@@ -451,3 +457,41 @@ def test_the_pods_shell_stops_every_instance_when_one_stops(tmp_path):
                 os.kill(int(p.read_text().split()[0]), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+def test_a_pods_probes_ask_every_instance(monkeypatch):
+    """Liveness fails a pod when one of its instances hangs (its /health still answers);
+    startup and readiness fail it while one instance's /health does not answer."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from test_deploy_single import _Engine, _probe
+
+    from engine.deploy import single
+    from engine.deploy.single import health_script, liveness_script
+
+    class Hung(_Engine):
+        mode = "hang"
+
+    data = single.facts()
+    monkeypatch.setattr(single, "facts", lambda: {**data, "liveness": {**data["liveness"], "timeout_s": 1}})
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), handler) for handler in (_Engine, _Engine, Hung)]
+    threads = []
+    for server in servers:
+        server.daemon_threads = True
+        threads.append(threading.Thread(target=server.serve_forever, daemon=True))
+        threads[-1].start()
+    try:
+        ok, ok2, hung = (s.server_address[1] for s in servers)
+        prof = load_profile(str(CPU_PD))
+        assert _probe(liveness_script(prof, ports=[ok, ok2])) == 0
+        assert _probe(liveness_script(prof, ports=[ok, hung])) == 1
+        assert _probe(health_script([ok, hung])) == 0
+        servers[1].shutdown()
+        servers[1].server_close()
+        assert _probe(health_script([ok, ok2])) == 1
+    finally:
+        for server, thread in zip(servers, threads):
+            server.shutdown()
+            server.server_close()
+            thread.join(5)

@@ -218,7 +218,10 @@ def _check_alike(profile: Profile, pods: list[Pod]) -> None:
         if [p.rank for p in pod.parts] != [lead + (k - 1) * each + i for i in range(len(pod.parts))]:
             why = "holds data-parallel ranks out of the order of its worker index"
         elif len(pod.parts) != len(first.parts) or pod.devices != first.devices:
-            why = f"runs {len(pod.parts)} instance(s) on {pod.devices} NPU(s), host {first.host} {len(first.parts)} on {first.devices}"
+            why = (
+                f"runs {len(pod.parts)} instance(s) on {pod.devices} NPU(s) where host {first.host} runs "
+                f"{len(first.parts)} on {first.devices}"
+            )
         elif pod.ports != first.ports:
             why = f"serves on ports {pod.ports}, host {first.host} on {first.ports}"
         elif [_neutral(p, pod.host) for p in pod.parts] != [_neutral(p, first.host) for p in first.parts]:

@@ -340,7 +340,7 @@ def test_a_group_lws_workers_cannot_share_is_refused_with_its_line(tmp_path, cap
     captured = capsys.readouterr()
     assert captured.out == ""
     assert f"{path}:{line}: nodes.roles[4]: cannot be placed by deploy k8s" in captured.err
-    assert "runs 8 instance(s) on 8 NPU(s), host 3 16 on 16" in captured.err
+    assert "runs 8 instance(s) on 8 NPU(s) where host 3 runs 16 on 16" in captured.err
     with pytest.raises(ProfileInvalid):
         manifests(load_profile(str(path)))
     # The same hosts as a group of their own are placed.

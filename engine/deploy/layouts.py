@@ -514,7 +514,9 @@ def _proxy(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(options, name, labels),
-        "data": {"pdproxy.py": source},
+        # A package of its own (an empty __init__.py): first on PYTHONPATH, it wins over any
+        # other `engine` the image may hold, which a namespace package would not.
+        "data": {"__init__.py": "", "pdproxy.py": source},
     }
     env = [
         {"name": "PYTHONPATH", "value": PROXY_DIR},

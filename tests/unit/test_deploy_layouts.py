@@ -495,3 +495,86 @@ def test_a_pods_probes_ask_every_instance(monkeypatch):
             server.shutdown()
             server.server_close()
             thread.join(5)
+
+
+def test_the_proxy_runs_from_its_configmap_with_a_python_that_has_no_ascendctl(tmp_path):
+    """The proxy container's command, run as Kubernetes would run it: its ConfigMap's files at the
+    mount path, PYTHONPATH from its env, a python3 without ascendctl (the system's), the Services'
+    names pointed at two stand-in ranks on 127.0.0.1. Requests reach both ranks in turn."""
+    import shutil
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    import httpx
+    from test_deploy_single import _Engine
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if (
+        python is None
+        or subprocess.run(
+            [python, "-c", "import engine"], cwd=tmp_path, capture_output=True, env={"PATH": "/usr/bin:/bin"}
+        ).returncode
+        == 0
+    ):
+        python = None
+    if python is None:
+        pytest.skip("no python3 without ascendctl on this machine")
+    documents = manifests(load_profile(str(CPU_EDP)))
+    (config,) = [d for d in documents if d["kind"] == "ConfigMap"]
+    (proxy,) = [d for d in documents if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-proxy")]
+    c = container(proxy["spec"]["template"])
+    (mount,) = c["volumeMounts"]
+    root = tmp_path / mount["mountPath"].lstrip("/")
+    root.mkdir(parents=True)
+    for name, text in config["data"].items():
+        (root / name).write_text(text, encoding="utf-8")
+    pythonpath = next(e["value"] for e in c["env"] if e["name"] == "PYTHONPATH")
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), _Engine) for _ in range(2)]
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for t in threads:
+        t.start()
+    port = free_port()
+    argv = list(c["command"])
+    argv[0] = python
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv[argv.index("--port") + 1] = str(port)
+    at = argv.index("--backends") + 1
+    for i, server in enumerate(servers):
+        assert argv[at + i].startswith("cpu-tiny-external-dp-rank-0-")
+        argv[at + i] = f"127.0.0.1:{server.server_address[1]}"
+    # Another `engine` package later on the path (an image may hold one) must not shadow the proxy's.
+    decoy = tmp_path / "site" / "engine"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("", encoding="utf-8")
+    environ = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}{pythonpath}:{decoy.parent}"}
+    proc = subprocess.Popen(argv, env=environ, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        _Engine.seen = []
+        for _ in range(2):
+            answer = httpx.post(f"http://127.0.0.1:{port}/v1/completions", json={"model": "tiny", "prompt": "hi"})
+            assert answer.status_code == 200 and answer.json()["choices"]
+        assert len(_Engine.seen) == 2
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        for server in servers:
+            assert f'backend="127.0.0.1:{server.server_address[1]}"}} 1' in metrics
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        for server, t in zip(servers, threads):
+            server.shutdown()
+            server.server_close()
+            t.join(5)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -225,7 +225,7 @@ def _check_alike(profile: Profile, pods: list[Pod]) -> None:
         elif pod.ports != first.ports:
             why = f"serves on ports {pod.ports}, host {first.host} on {first.ports}"
         elif [_neutral(p, pod.host) for p in pod.parts] != [_neutral(p, first.host) for p in first.parts]:
-            why = f"runs other flags or variables than host {first.host}"
+            why = f"runs other flags or secret-looking variables than host {first.host}"
         if why:
             from engine.profiles.loader import ProfileInvalid
             from engine.yamlfile import Problem
@@ -248,11 +248,14 @@ def _check_alike(profile: Profile, pods: list[Pod]) -> None:
 
 
 def _neutral(part: Part, host: int) -> tuple[list[str], dict[str, str]]:
-    """A part's command and variables without what differs from worker to worker by design."""
+    """A part's command and secret-looking variables without what differs from worker to worker
+    by design (the others may differ: the worker template exports each host's own)."""
+    from engine.redact import is_secret_name
+
     argv = list(part.spec.argv)
     if DP_RANK in argv:
         argv[argv.index(DP_RANK) + 1] = "R"
-    env = {k: v for k, v in part.spec.env.items() if k not in (VISIBLE,)}
+    env = {k: v for k, v in part.spec.env.items() if is_secret_name(k)}
     own = _token(host)
     return [w.replace(own, "@own@") for w in argv], {k: v.replace(own, "@own@") for k, v in env.items()}
 
@@ -308,6 +311,20 @@ def _script(pod: Pod, leader: int | None, ranks: tuple[int, int] | None) -> tupl
             "exit $$((code ? code : 1))",
         ]
     return "\n".join(lines) + "\n", env
+
+
+def _per_worker(workers: list[Pod], leader: int | None) -> tuple[dict[str, str], list[str]]:
+    """The variables of an LWS's one worker template: those every worker host has alike, and a
+    `case` on LWS_WORKER_INDEX exporting each worker's own (a host's nic or env override)."""
+    envs = [_script(pod, leader, None)[1] for pod in workers]
+    common = {k: v for k, v in envs[0].items() if all(env.get(k) == v for env in envs)}
+    cases = []
+    for k, env in enumerate(envs, start=1):
+        own = {key: v for key, v in env.items() if key not in common}
+        if own:
+            body = " ".join(f"export {key}={k8s_literal(shlex.quote(v))};" for key, v in own.items())
+            cases.append(f"  {k}) {body} ;;")
+    return common, (['case "$$LWS_WORKER_INDEX" in', *cases, "esac"] if cases else [])
 
 
 def _volumes(profile: Profile, options: K8sOptions) -> tuple[list[dict], list[dict]]:
@@ -384,8 +401,13 @@ def _pod_spec(
     load_s: float | None,
     leader: int | None,
     ranks: tuple[int, int] | None = None,
+    workers: list[Pod] | None = None,
 ) -> dict[str, Any]:
     script, values = _script(pod, leader, ranks)
+    if workers:
+        values, case = _per_worker(workers, leader)
+        if case:
+            script = script.replace("set -e\n", "set -e\n" + "\n".join(case) + "\n", 1)
     mounts, volumes = _volumes(profile, options)
     env = [
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -465,6 +487,7 @@ def _lws(
                         load_s,
                         leader,
                         (len(pods[0].parts), len(pods[1].parts)),
+                        pods[1:],
                     ),
                 },
             },

@@ -350,6 +350,35 @@ def test_a_group_lws_workers_cannot_share_is_refused_with_its_line(tmp_path, cap
     check(manifests(load_profile_text(fixed, "fixed.yaml")))
 
 
+def test_a_worker_hosts_own_nic_is_exported_by_its_worker_index():
+    """Three decode hosts in one group, the third with its own NIC (nodes.hosts): the one worker
+    template exports each worker's own variables by LWS_WORKER_INDEX, as the dp LWS does."""
+    text = PD_PROFILE.read_text(encoding="utf-8").replace("count: 4", "count: 5")
+    text = text.replace("192.0.0.4]", "192.0.0.4, 192.0.0.5]")
+    text = text.replace("  nic: eth0\n", "  nic: eth0\n  hosts: [{}, {}, {}, {}, {nic: enp2}]\n")
+    text += "    - <<: *decode\n      host: 4\n"
+    documents = manifests(load_profile_text(text, "three.yaml"))
+    check(documents)
+    (lws,) = [d for d in documents if d["kind"] == "LeaderWorkerSet"]
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 3
+    worker = templates(lws)[1]
+    assert "GLOO_SOCKET_IFNAME" not in env(worker) and env(worker)["HCCL_IF_IP"] == "$(POD_IP)"
+    shell = k8s_expand(container(worker)["command"][2], {})
+    for index, nic in ((1, "eth0"), (2, "enp2")):
+        head = shell.split("\nASCEND_RT_VISIBLE_DEVICES=0 ")[0]
+        done = subprocess.run(
+            ["bash", "-c", head + "\necho $GLOO_SOCKET_IFNAME $HCCL_SOCKET_IFNAME"],
+            env={"LWS_WORKER_INDEX": str(index), "PATH": os.environ["PATH"]},
+            capture_output=True,
+            text=True,
+        )
+        assert done.stdout.split() == [nic, nic]
+    # Worker 2's ranks follow worker 1's.
+    ranks = [flags_of(argv[3:])["--data-parallel-rank"] for _, argv in instances(worker, worker_index=2)]
+    assert ranks == [str(32 + i) for i in range(16)]
+    assert flags_of(instances(worker, 2)[0][1][3:])["--data-parallel-size"] == "48"
+
+
 def test_a_role_larger_than_a_node_and_other_bad_input_exit_2(tmp_path, capsys):
     text = PD_PROFILE.read_text(encoding="utf-8").replace(
         "devices: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]\n      tensor_parallel_size: 8",

@@ -40,7 +40,14 @@ def _k8s(
         help="One-host profiles: run the pod on the host's network (multi-host pods always do).",
     ),
     model_pvc: Optional[str] = typer.Option(
-        None, "--model-pvc", help="One-host profiles: mount the model from this PersistentVolumeClaim, not a hostPath."
+        None,
+        "--model-pvc",
+        help="One-host, pd and external-dp profiles: mount the model from this PersistentVolumeClaim, not a hostPath.",
+    ),
+    proxy_image: Optional[str] = typer.Option(
+        None,
+        "--proxy-image",
+        help="pd / external-dp: image of the proxy (any with python3; default: the engine's image).",
     ),
 ) -> None:
     """Write Kubernetes manifests for a profile: a LeaderWorkerSet for a `nodes` layout, a Deployment for one host.
@@ -61,22 +68,41 @@ def _k8s(
     directory read-only, and get a memory-backed /dev/shm. Secret-looking variables and the API
     key come from a Secret named NAME-secrets.
 
-    Exit codes: 0 written; 2 a bad option, or a profile no image is known for without --image.
+    A `nodes.mode: pd` or `external-dp` layout gets one workload per role's part: the part one
+    host runs for a role (its instances, each the command `serve --role R --node-rank K` runs),
+    an LWS where a data-parallel group spans hosts, else a Deployment (--kind StatefulSet); a
+    Service per pod, and the proxy (balancer) as a Deployment and Service NAME-proxy whose
+    upstreams are those Services. Labelled app.kubernetes.io/component=prefill|decode|rank|proxy.
+
+    Exit codes: 0 written; 2 a bad option, a profile no image is known for without --image, or a
+    layout Kubernetes cannot place (file:line of the role's entry).
     """
     from ascendctl.output import get_output
     from engine.deploy import K8sOptions, lws_manifest
 
     out = get_output()
     prof = load(profile, sets, model)
-    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
-        from engine.errors import BadInput
-
-        raise BadInput(
-            f"deploy k8s does not write nodes.mode {prof.nodes.mode} layouts yet (profile {prof.name})",
-            f"start each part with `ascendctl serve --profile {prof.name} --role R --node-rank K`; "
-            "`serve --dry-run` prints every part's command",
-        )
     image, vllm_version = _image(prof, image)
+    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
+        _layout_k8s(
+            prof,
+            model,
+            K8sOptions(
+                image=image,
+                name=name or "",
+                namespace=namespace,
+                replicas=replicas,
+                device_plugin=device_plugin,
+                npu_resource=npu_resource,
+                shm_size=shm_size,
+                engine_version=vllm_version,
+                kind=kind,
+                proxy_image=proxy_image,
+                model_pvc=model_pvc,
+            ),
+            output,
+        )
+        return
     if prof.nodes is None:
         _one_host_k8s(
             prof,
@@ -125,6 +151,52 @@ def _k8s(
     if secrets:
         out.info(f"create the Secret {set_name}-secrets with {', '.join(secrets)} before applying it")
     out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {set_name}-leader")
+
+
+def _layout_k8s(prof, model, options, output) -> None:
+    """A pd or external-dp layout: each role's workloads and Services, and the proxy."""
+    from ascendctl.output import get_output
+    from engine.deploy.layouts import COMPONENT, layout_manifests
+    from engine.deploy.single import expected_load_s, startup_budget_s
+    from engine.profiles.parts import part_profile
+
+    out = get_output()
+    loads: dict[str, tuple] = {}
+
+    def load_for(part):
+        loads[part.role] = expected_load_s(part_profile(prof, part), model)
+        return loads[part.role][0]
+
+    documents = layout_manifests(prof, options, load_for)
+    _write(documents, f"# {prof.nodes.mode} layout of profile {prof.name}, written by ascendctl deploy k8s\n", output)
+    for role, (load_s, how) in loads.items():
+        out.info(f"{role}: the startup probe allows {startup_budget_s(load_s)} s ({how})")
+    secrets = sorted(
+        {
+            e["valueFrom"]["secretKeyRef"]["key"]
+            for doc in documents
+            for pod in _pod_specs(doc)
+            for c in pod["containers"]
+            for e in c.get("env", ())
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
+    )
+    base = options.name or documents[-1]["metadata"]["name"].rsplit("-", 1)[0]
+    if secrets:
+        out.info(f"create the Secret {base}-secrets with {', '.join(secrets)} before applying it")
+    kinds = ", ".join(
+        f"{d['kind']} {d['metadata']['name']}" for d in documents if d["kind"] not in ("Service", "ConfigMap")
+    )
+    out.info(f"workloads: {kinds}; list a role with kubectl get pods -l {COMPONENT}=ROLE")
+    out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {base}-proxy")
+
+
+def _pod_specs(document: dict) -> list:
+    spec = document.get("spec", {})
+    if "leaderWorkerTemplate" in spec:
+        lwt = spec["leaderWorkerTemplate"]
+        return [lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]]
+    return [spec["template"]["spec"]] if "template" in spec else []
 
 
 def _image(prof, image: Optional[str]) -> tuple[str, Optional[str]]:

@@ -70,6 +70,9 @@ class K8sOptions:
     npu_resource: str | None = None  # an explicit resource name wins
     shm_size: str | None = None
     engine_version: str | None = None  # the image's vLLM: version-gated flags follow it
+    kind: str = "Deployment"  # pd / external-dp: the workload of a part that fits one pod
+    proxy_image: str | None = None  # pd / external-dp: the proxy's image (default: `image`)
+    model_pvc: str | None = None  # pd / external-dp: the model from this claim, not a hostPath
 
 
 def chip(profile: Profile) -> str:

@@ -88,12 +88,14 @@ def startup_budget_s(load_s: float | None) -> int:
     return int(math.ceil(s["base_s"] + s["load_factor"] * (load_s or 0.0)))
 
 
-def liveness_script(profile: Profile, port: int | None = None) -> str:
+def liveness_script(profile: Profile, port: int | None = None, ports: list[int] | None = None) -> str:
     """A python3 program (standard library only) that exits 0 when the engine at 127.0.0.1
-    completes one token within the liveness timeout, 1 otherwise. The API key, when the profile
-    has one, is read from the container's VLLM_API_KEY, never written into the probe."""
+    completes one token within the liveness timeout, 1 otherwise; with `ports` (a pod of several
+    instances, deploy k8s of a pd layout), when every one of them does, asked together. The API
+    key, when the profile has one, is read from the container's VLLM_API_KEY, never written into
+    the probe."""
     timeout = facts()["liveness"]["timeout_s"]
-    port = port or profile.server.port
+    ports = ports or [port or profile.server.port]
     key = "VLLM_API_KEY" if profile.server.api_key_env else None
     lines = [
         "import json, os, sys, urllib.request",
@@ -102,8 +104,24 @@ def liveness_script(profile: Profile, port: int | None = None) -> str:
     ]
     if key:
         lines.append(f"headers['Authorization'] = 'Bearer ' + os.environ.get({key!r}, '')")
+    if len(ports) > 1:
+        lines[0] += "\nfrom concurrent.futures import ThreadPoolExecutor"
+        lines += [
+            "def one(port):",
+            "    req = urllib.request.Request(f'http://127.0.0.1:{port}/v1/completions', body, headers)",
+            "    try:",
+            f"        with urllib.request.urlopen(req, timeout={timeout}) as r:",
+            "            return r.status == 200 and bool(json.load(r).get('choices'))",
+            "    except Exception as e:",
+            "        print('liveness:', port, e, file=sys.stderr)",
+            "        return False",
+            f"ports = {list(ports)!r}",
+            "with ThreadPoolExecutor(len(ports)) as pool:",
+            "    sys.exit(0 if all(pool.map(one, ports)) else 1)",
+        ]
+        return "\n".join(lines) + "\n"
     lines += [
-        f"req = urllib.request.Request('http://127.0.0.1:{port}/v1/completions', body, headers)",
+        f"req = urllib.request.Request('http://127.0.0.1:{ports[0]}/v1/completions', body, headers)",
         "try:",
         f"    with urllib.request.urlopen(req, timeout={timeout}) as r:",
         "        sys.exit(0 if r.status == 200 and json.load(r).get('choices') else 1)",
@@ -112,6 +130,26 @@ def liveness_script(profile: Profile, port: int | None = None) -> str:
         "    sys.exit(1)",
     ]
     return "\n".join(lines) + "\n"
+
+
+def health_script(ports: list[int]) -> str:
+    """A python3 program that exits 0 when /health of every engine of a pod answers 200."""
+    return (
+        "\n".join(
+            [
+                "import sys, urllib.request",
+                f"for port in {list(ports)!r}:",
+                "    try:",
+                "        with urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=5) as r:",
+                "            if r.status != 200:",
+                "                sys.exit(1)",
+                "    except Exception as e:",
+                "        print('health:', port, e, file=sys.stderr)",
+                "        sys.exit(1)",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _pod_profile(profile: Profile, host: str) -> Profile:

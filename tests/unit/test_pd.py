@@ -366,14 +366,6 @@ def test_plan_plans_each_role_with_its_own_parallelism_and_memory(capsys, tmp_pa
     assert out.count("verdict: ok") == 2 and "verdict: does-not-fit" in out
 
 
-def test_deploy_k8s_refuses_these_layouts_instead_of_writing_a_wrong_lws(capsys):
-    code = main(["deploy", "k8s", "--profile", str(PD_PROFILE)])
-    captured = capsys.readouterr()
-    assert code == 2 and captured.out == ""
-    assert "deploy k8s does not write nodes.mode pd layouts yet" in captured.err
-    assert "--role R --node-rank K" in captured.err
-
-
 # -- top and the exporter ----------------------------------------------------------------------
 
 

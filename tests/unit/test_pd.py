@@ -315,7 +315,7 @@ def test_the_proxy_prefills_one_token_then_decodes_with_the_prefillers_kv_params
             server.server_close()
 
 
-def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
+def test_the_balancer_takes_the_ranks_in_turn_and_routes_around_a_dead_one():
     from engine.pdproxy import Pool, ProxyServer
 
     ranks = [_backend("A"), _backend("B")]
@@ -324,14 +324,112 @@ def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{proxy.server_port}"
     try:
-        texts = [httpx.post(f"{url}/v1/completions", json={"prompt": str(i)}, timeout=10).json() for i in range(3)]
-        assert [t.get("choices", [{}])[0].get("text") for t in texts[:2]] == ["A", "B"]
-        assert "rank 127.0.0.1:1" in texts[2]["error"]
+        texts = [httpx.post(f"{url}/v1/completions", json={"prompt": str(i)}, timeout=10).json() for i in range(4)]
+        assert sorted(t["choices"][0]["text"] for t in texts) == ["A", "A", "B", "B"]
         health = httpx.get(f"{url}/health", timeout=10)
-        assert health.status_code == 503 and health.json() == {"unhealthy": ["127.0.0.1:1"]}
-        assert 'ascendctl_proxy_failures_total{role="rank",backend="127.0.0.1:1"} 1' in httpx.get(f"{url}/metrics").text
+        assert health.status_code == 200 and health.json()["status"] == "degraded"
+        assert health.json()["down"]["127.0.0.1:1"]["reason"] == "connection refused"
+        metrics = httpx.get(f"{url}/metrics").text
+        assert 'ascendctl_proxy_backend_up{role="rank",backend="127.0.0.1:1"} 0' in metrics
+        assert 'ascendctl_proxy_requests_total{role="rank",backend="127.0.0.1:1"} 0' in metrics
     finally:
         for server in (proxy, *ranks):
+            server.shutdown()
+            server.server_close()
+
+
+class Prefiller(Backend):
+    """A prefill instance whose answers carry its engine_id of the moment (vLLM draws a new one
+    at each start)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.seen.append(body)  # type: ignore[attr-defined]
+        self._send({"choices": [{"text": "P"}], "kv_transfer_params": {"remote_engine_id": self.server.engine_id}})  # type: ignore[attr-defined]
+
+
+def test_the_proxy_fails_fast_while_the_decoder_is_down_and_takes_it_back_when_restarted():
+    """The decode instance dies: the next completion is refused at once with 503 naming it, no
+    prefill is spent on it, /health says which role has no instance; the instance restarts on
+    its port (a prefill restarted too, with a new engine_id): the proxy routes to it again by
+    itself and the decoder gets the new prefiller's KV params."""
+    import time
+
+    from engine.pdproxy import Pool, ProxyServer
+
+    prefill = ThreadingHTTPServer(("127.0.0.1", 0), Prefiller)
+    prefill.seen, prefill.engine_id = [], "p-first"  # type: ignore[attr-defined]
+    threading.Thread(target=prefill.serve_forever, daemon=True).start()
+    decode = _backend("D")
+    port = decode.server_port
+    proxy = ProxyServer(
+        ("127.0.0.1", 0), [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [("127.0.0.1", port)])],
+        30, check_interval=0.2,
+    )  # fmt: skip
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    servers = [proxy, prefill, decode]
+    request = {"model": "m", "prompt": "hi", "max_tokens": 5}
+    try:
+        assert httpx.post(f"{url}/v1/completions", json=request, timeout=10).json()["choices"][0]["text"] == "D"
+        decode.shutdown()
+        decode.server_close()
+        started = time.monotonic()
+        reply = httpx.post(f"{url}/v1/completions", json=request, timeout=30)
+        assert time.monotonic() - started < 5
+        assert reply.status_code == 503 and reply.headers["Retry-After"] == "1"
+        error = reply.json()["error"]
+        assert f"no decode instance is up (127.0.0.1:{port} " in error
+        assert "the request was not sent" in error
+        assert len(prefill.seen) == 1  # type: ignore[attr-defined]  # no prefill spent on it
+        health = httpx.get(f"{url}/health", timeout=10)
+        assert health.status_code == 503 and health.json()["no_instance_up"] == ["decode"]
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert f'ascendctl_proxy_backend_up{{role="decode",backend="127.0.0.1:{port}"}} 0' in metrics
+        assert 'ascendctl_proxy_refused_total{role="decode"} 1' in metrics
+
+        prefill.engine_id = "p-restarted"  # type: ignore[attr-defined]
+        decode = ThreadingHTTPServer(("127.0.0.1", port), Backend)
+        decode.name, decode.seen = "D2", []  # type: ignore[attr-defined]
+        servers.append(decode)
+        threading.Thread(target=decode.serve_forever, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{url}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the proxy did not take the restarted decoder back"
+            time.sleep(0.1)
+        assert httpx.get(f"{url}/health", timeout=10).json() == {"status": "ok", "down": {}}
+        assert httpx.post(f"{url}/v1/completions", json=request, timeout=10).json()["choices"][0]["text"] == "D2"
+        (second,) = decode.seen  # type: ignore[attr-defined]
+        assert second["kv_transfer_params"] == {"remote_engine_id": "p-restarted"}
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_a_decoder_that_refuses_is_skipped_for_the_next_one_without_losing_the_request():
+    from engine.pdproxy import Pool, ProxyServer
+
+    prefill, live = _backend("P"), _backend("D")
+    dead = ("127.0.0.1", 1)
+    # No background checks: the dead decoder is found by the request itself.
+    proxy = ProxyServer(
+        ("127.0.0.1", 0),
+        [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [dead, ("127.0.0.1", live.server_port)])],
+        30, check_interval=0,
+    )  # fmt: skip
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    try:
+        replies = [httpx.post(f"{url}/v1/completions", json={"prompt": "x"}, timeout=10) for _ in range(3)]
+        assert [r.json()["choices"][0]["text"] for r in replies] == ["D", "D", "D"]
+        assert len(live.seen) == 3  # type: ignore[attr-defined]
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert 'ascendctl_proxy_failures_total{role="decode",backend="127.0.0.1:1"} 1' in metrics
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        assert health["status"] == "degraded" and list(health["down"]) == ["127.0.0.1:1"]
+    finally:
+        for server in (proxy, prefill, live):
             server.shutdown()
             server.server_close()
 

@@ -606,6 +606,77 @@ def test_top_says_when_a_decode_instance_waits_for_kv_that_does_not_come():
     assert not [d for d in run([stuck, moving, stuck, moving])[-1].diagnostics if d.id == "kv-fetch-stuck"]
 
 
+def _kv_collector(target, bodies: list[str], clock: list[float]):
+    from top_fakes import ScriptedScrape
+
+    from engine.telemetry.collector import Collector
+    from engine.telemetry.thresholds import Thresholds
+
+    th = Thresholds.defaults().updated({"window_s": 60})
+    return Collector([target], None, th, scrape_fn=ScriptedScrape({target.url: bodies}),
+                     clock=lambda: clock[0], wall=lambda: clock[0])  # fmt: skip
+
+
+def test_top_says_when_a_prefill_instances_kv_transfers_fail_by_its_counters():
+    """A recorded vLLM page with NIXL's counters as vLLM registers them on a prefill instance
+    (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py: nixl_num_failed_transfers,
+    nixl_num_kv_expired_reqs, "tracked on the P instance"): counts that grow within the window
+    raise kv-transfer-failing; counts that stay do not."""
+    from top_fakes import seq_bodies
+
+    from engine.telemetry.collector import Target
+
+    idle = seq_bodies()[0][1]
+    nixl = (
+        "# TYPE vllm:nixl_num_failed_transfers counter\n"
+        'vllm:nixl_num_failed_transfers_total{engine="0",model_name="tiny"} %s\n'
+        "# TYPE vllm:nixl_num_kv_expired_reqs counter\n"
+        'vllm:nixl_num_kv_expired_reqs_total{engine="0",model_name="tiny"} %s\n'
+    )
+    clock = [1000.0]
+    target = Target("http://p", label="r-prefill-0", role="prefill")
+    c = _kv_collector(target, [idle + nixl % (0, 0), idle + nixl % (3, 2), idle + nixl % (3, 2)], clock)
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    clock[0] += 5
+    (diag,) = [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    assert diag.severity == "error" and diag.subject == "r-prefill-0"
+    assert diag.title == "prefill instance r-prefill-0: KV transfers failing"
+    assert "3 failed transfers" in diag.cause and "2 requests whose KV expired" in diag.cause
+    assert "kv_port" in diag.fix and "decode" in diag.fix
+    clock[0] += 120  # nothing new for a whole window: no longer failing
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+
+
+def test_top_says_when_a_prefill_instances_log_shows_new_kv_transfer_errors(tmp_path):
+    """Mooncake exports no metrics: the prefill instance's log is the witness. Real lines of
+    vllm-ascend's Mooncake connector (the samples of triage's mooncake-transfer-failed) written
+    after top started raise kv-transfer-failing; the same lines already in the log when top
+    started are history (the log diagnostics show them), not failures of now."""
+    from top_fakes import seq_bodies
+
+    from engine.telemetry.collector import Target
+    from engine.triage import load_rules
+
+    (rule,) = [r for r in load_rules() if r.id == "mooncake-transfer-failed"]
+    line = rule.samples[0]
+    log = tmp_path / "engine.log"
+    log.write_text(f"INFO starting\n{line}\n", encoding="utf-8")
+    clock = [1000.0]
+    target = Target("http://p", label="r-prefill-0", log_path=str(log), role="prefill")
+    c = _kv_collector(target, [seq_bodies()[0][1]], clock)
+    first = c.poll().diagnostics
+    assert [d.id for d in first if d.source == "log"] == ["mooncake-transfer-failed"]
+    assert not [d for d in first if d.id == "kv-transfer-failing"]
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"{line}\n{line}\n")
+    clock[0] += 5
+    (diag,) = [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    assert diag.title == "prefill instance r-prefill-0: KV transfers failing"
+    assert "in its log mooncake-transfer-failed x2" in diag.cause and diag.since == 1005.0
+    clock[0] += 61
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+
+
 def test_external_dp_ranks_are_launch_online_dps_over_two_hosts():
     """vllm-ascend's examples/external_online_dp/README.md, "DP4 TP4 in two nodes with 8 NPUs
     each": node 0 `--dp-size 4 --tp-size 4 --dp-size-local 2 --dp-rank-start 0`, node 1 the same

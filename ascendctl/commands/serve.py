@@ -130,12 +130,7 @@ def serve(
     if container if container is not None else prof.container is not None:
         prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
     if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
-        if plan is not None:
-            raise BadInput(
-                f"profile {prof.name} is a nodes.mode {prof.nodes.mode} layout, which does not run in containers yet",
-                "serve it without --container, or `ascendctl deploy k8s`",
-            )
-        serve_part(out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, how)
+        serve_part(out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, how, plan)
         return
     if role is not None or instance is not None:
         raise BadInput(
@@ -285,7 +280,8 @@ def container_launch(
     assert settings is not None
     runtime = find_runtime(host, settings.runtime)
     choice = choose_image(prof, host, host_version)
-    if not dry_run or device_nodes(host).davinci:
+    per_part = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")  # checked per part
+    if not per_part and (not dry_run or device_nodes(host).davinci):
         check_devices(prof, host)
     version = choice.vllm or host_version
     spec = launch_spec(prof, version, settings.python)
@@ -445,14 +441,17 @@ def serve_part(
     dry_run: bool,
     skip_preflight: bool,
     how: Supervision,
+    plan: ContainerPlan | None = None,
 ) -> None:
     """One part of a pd or external-dp layout (an instance of a role, or the proxy) under the same
-    supervision as a one-host engine; with --dry-run, every part of every host."""
+    supervision as a one-host engine; with --dry-run, every part of every host. With a container
+    `plan` each instance runs in a container of its own (its devices, the KV store of a connector
+    that shares files mounted); the proxy stays on the host."""
     import dataclasses
     import sys
 
     from engine.errors import BadInput
-    from engine.profiles.parts import PROXY, check_connector, layout_parts, part_profile, pick
+    from engine.profiles.parts import PROXY, check_connector, in_container, layout_parts, part_profile, pick
 
     parts = layout_parts(prof, version, spec.argv[0], sys.executable)
     check_connector(prof, spec.argv[0])
@@ -470,7 +469,7 @@ def serve_part(
         out.warn(f"the proxy line below does not suit this connector: {why}")
     if dry_run:
         chosen = parts if role is None else [pick(parts, role, rank or 0, instance)]
-        show_parts_dry_run(out, prof, chosen, version, spec.dropped)
+        show_parts_dry_run(out, prof, chosen, version, spec.dropped, plan)
         return
     if role is None:
         roles = ", ".join(sorted({p.role for p in parts}))
@@ -486,24 +485,45 @@ def serve_part(
 
     engine = part.role != PROXY
     name = f"{prof.name}-{part.role}" + (f"-{part.rank}" if part.rank is not None else "")
+    boxed = plan if engine else None
+    if boxed is not None:
+        from engine.container.command import check_devices
+        from engine.system import Host
+
+        prof, part = in_container(prof, part)
+        assert prof.container is not None
+        boxed = dataclasses.replace(boxed, settings=prof.container)
+        check_devices(prof, Host())
+    elif plan is not None:
+        out.info(_("the proxy runs on the host, beside the instances' containers"))
     derived = dataclasses.replace(prof, name=name)
     if engine:
-        ensure_demo_model(out, prof.model.path)
+        ensure_demo_model(out, prof.model.path)  # a container mounts it from the host
         if not skip_preflight:
             # Planned as its role: a prefill of TP 8 is not the profile's engine section at TP 1.
-            preflight(out, dataclasses.replace(part_profile(prof, part), name=name), part.spec)
+            planned = dataclasses.replace(part_profile(prof, part), name=name, container=prof.container)
+            preflight(out, planned, part.spec, container=boxed is not None)
     out.info(f"{part.name}: {part.command_line()}")
-    supervise(out, derived, part.spec, how, role=part.role, watch=engine)
+    supervise(out, derived, part.spec, how, role=part.role, watch=engine, container=boxed)
 
 
-def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | None, dropped: list[str]) -> None:
-    """Every part's variables and command, host by host, the proxy last."""
+def show_parts_dry_run(
+    out: Output, prof: Profile, parts: list, version: str | None, dropped: list[str], plan: ContainerPlan | None = None
+) -> None:
+    """Every part's variables and command, host by host, the proxy last; with a container `plan`,
+    each instance as its `docker run` line (its variables then travel with -e)."""
+    import dataclasses
     import shlex
+
+    from engine.container.command import printable, run_spec
+    from engine.launcher.rundir import run_id
+    from engine.profiles.parts import PROXY, in_container
 
     nodes = prof.nodes
     assert nodes is not None
-    items = [
-        {
+    items = []
+    for p in parts:
+        item = {
             "role": p.role,
             "host": p.host,
             "instance": p.index,
@@ -515,8 +535,19 @@ def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | N
             "command_line": p.command_line(),
             "url": p.spec.url,
         }
-        for p in parts
-    ]
+        if plan is not None and p.role != PROXY:
+            boxed_prof, inner = in_container(prof, p)
+            assert boxed_prof.container is not None
+            name = run_id(f"{prof.name}-{p.role}" + (f"-{p.rank}" if p.rank is not None else ""))
+            run = run_spec(boxed_prof, inner.spec, dataclasses.replace(plan, settings=boxed_prof.container), name)
+            item.update(
+                env=run.masked_env(),
+                argv=[plan.runtime.name, *run.masked_argv()[1:]],
+                command_line=printable(run, plan.runtime),
+                engine_argv=inner.spec.masked_argv(),
+                image=plan.image,
+            )
+        items.append(item)
     data = {
         "profile": prof.name,
         "source": prof.source,
@@ -537,9 +568,17 @@ def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | N
         for item in items:
             key = (item["role"], item["host"])
             nth = index[key] = index.get(key, -1) + 1
+            boxed = " --container" if plan is not None else ""
+            where = (
+                f", in {plan.runtime.name}: {plan.image}"
+                if plan is not None and "engine_argv" in item
+                else ", on the host"
+                if plan is not None
+                else ""
+            )
             console.print(
-                f"\n# {item['role']} on node {item['host']} ({item['address']}): ascendctl serve --profile "
-                f"{prof.name} --role {item['role']} --node-rank {item['host']} --instance {nth}",
+                f"\n# {item['role']} on node {item['host']} ({item['address']}{where}): ascendctl serve --profile "
+                f"{prof.name} --role {item['role']} --node-rank {item['host']} --instance {nth}{boxed}",
                 markup=False,
                 soft_wrap=True,
             )

@@ -713,6 +713,54 @@ nodes:
     ]  # fmt: skip
 
 
+def test_each_instance_runs_in_its_own_container_sharing_the_kv_store_and_the_proxy_stays_on_the_host(capsys):
+    """serve --container --dry-run of the CPU layout: each instance is the runtime's `run` of its
+    own command (its port, its KV role), ExampleConnector's store mounted at the same path in both
+    containers (else each writes and reads a /tmp of its own and decode finds no KV), the host's
+    network (a layout's only one), the proxy a host command."""
+    args = ["serve", "-p", str(CPU_PD), "--container", "--dry-run", "--json"]
+    store = ["--set", "nodes.kv_connector_extra={shared_storage_path: /srv/kv}"]
+    assert main([*args, *store, "--set", "container.image=localhost/vllm-cpu:test"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert [p["role"] for p in parts] == ["prefill", "decode", "proxy"]
+    for part, port, kv_role in ((parts[0], 8100, "kv_producer"), (parts[1], 8200, "kv_consumer")):
+        argv = part["argv"]
+        assert argv[:2] in (["docker", "run"], ["podman", "run"]) and part["image"] == "localhost/vllm-cpu:test"
+        assert argv[argv.index("--network") + 1] == "host"
+        assert "/srv/kv:/srv/kv" in [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+        inner = argv[argv.index("localhost/vllm-cpu:test") + 1 :]
+        assert inner == part["engine_argv"] and inner[0] == "python3"
+        assert inner[inner.index("--port") + 1] == str(port)
+        config = json.loads(inner[inner.index("--kv-transfer-config") + 1])
+        assert config["kv_role"] == kv_role and config["kv_connector_extra_config"] == {
+            "shared_storage_path": "/srv/kv"
+        }
+    assert parts[2]["argv"][1:3] == ["-m", "engine.pdproxy"] and "image" not in parts[2]
+
+    # vLLM's default store, /tmp, is shared as well when the profile names none.
+    assert main([*args, "--set", "container.image=localhost/vllm-cpu:test"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert all("/tmp:/tmp" in p["argv"] for p in parts[:2])
+
+
+def test_each_ascend_instance_gets_exactly_its_npus_numbered_from_0_inside(capsys):
+    """The 2P1D layout in containers: each instance's container gets its role's /dev/davinci*
+    only, and no ASCEND_RT_VISIBLE_DEVICES (a container numbers the chips it was given from 0)."""
+    assert main(["serve", "-p", str(PD_PROFILE), "--container", "--dry-run", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    engines = [p for p in parts if p["role"] != PROXY]
+    assert len(engines) == 36
+    for part in engines:
+        argv = part["argv"]
+        davinci = [argv[i + 1] for i, a in enumerate(argv) if a == "--device" and argv[i + 1][-1].isdigit()]
+        assert davinci == [f"/dev/davinci{n}" for n in part["devices"]], part["devices"]
+        assert (
+            not any("ASCEND_RT_VISIBLE_DEVICES" in a for a in argv) and "ASCEND_RT_VISIBLE_DEVICES" not in part["env"]
+        )
+        assert "--kv-transfer-config" in part["engine_argv"]
+    assert not [p for p in parts if p["role"] == PROXY][0]["argv"][0].endswith(("docker", "podman"))
+
+
 def test_the_layerwise_connector_is_not_given_a_prefill_first_proxy(capsys):
     layerwise = ["--set", "nodes.kv_connector=MooncakeLayerwiseConnector"]
     assert main(["serve", "--profile", str(PD_PROFILE), *layerwise, "--role", "proxy"]) == 2

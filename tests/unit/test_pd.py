@@ -828,8 +828,12 @@ def test_the_exporter_serves_each_proxys_counts_per_backend(tmp_path, monkeypatc
             server.shutdown()
             server.server_close()
     samples = [s for fam in families(state) for s in fam.samples if s.name.startswith("ascendctl_proxy_")]
-    got = {(s.name, s.labels["role"], s.labels["backend"]): s.value for s in samples}
+    got = {(s.name, s.labels["role"], s.labels.get("backend")): s.value for s in samples}
     assert got[("ascendctl_proxy_requests_total", "prefill", f"127.0.0.1:{prefill.server_port}")] == 2
     assert got[("ascendctl_proxy_requests_total", "decode", f"127.0.0.1:{decode.server_port}")] == 2
     assert got[("ascendctl_proxy_failures_total", "decode", f"127.0.0.1:{decode.server_port}")] == 0
     assert {s.labels["proxy"] for s in samples} == {"r-proxy"}
+    # Whether it routes to each backend, and what it refused for want of one (none here).
+    assert got[("ascendctl_proxy_backend_up", "decode", f"127.0.0.1:{decode.server_port}")] == 1
+    (refused,) = [s for s in samples if s.name == "ascendctl_proxy_refused_total" and s.labels["role"] == "decode"]
+    assert refused.value == 0 and refused.labels["host"]

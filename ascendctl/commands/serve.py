@@ -127,9 +127,14 @@ def serve(
     )
     prof, spec, version = resolve(profile, model, sets)
     plan = None
-    if container if container is not None else prof.container is not None:
+    boxed = container if container is not None else prof.container is not None
+    parts = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")
+    if boxed and parts and role == "proxy" and not dry_run:
+        # Standard-library Python beside the instances: neither the runtime nor the image is needed.
+        out.info(_("the proxy runs on the host, beside the instances' containers"))
+    elif boxed:
         prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
-    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
+    if parts:
         serve_part(out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, how, plan)
         return
     if role is not None or instance is not None:
@@ -494,8 +499,6 @@ def serve_part(
         assert prof.container is not None
         boxed = dataclasses.replace(boxed, settings=prof.container)
         check_devices(prof, Host())
-    elif plan is not None:
-        out.info(_("the proxy runs on the host, beside the instances' containers"))
     derived = dataclasses.replace(prof, name=name)
     if engine:
         ensure_demo_model(out, prof.model.path)  # a container mounts it from the host

@@ -525,8 +525,9 @@ def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_p
 
 
 def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigterm(tmp_path):
-    """The proxy part for real (its instances stand-ins): `serve --role proxy` starts it, is ready
-    once both roles answer /health, records its role, and SIGTERM stops it with nothing left."""
+    """The proxy part for real (its instances stand-ins): `serve --role proxy` starts it on the host
+    (in a layout whose instances run in containers too), is ready once both roles answer /health,
+    records its role, and SIGTERM stops it with nothing left."""
     import os
     import signal
     import subprocess
@@ -548,6 +549,10 @@ def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigt
         encoding="utf-8",
     )
     env = {**os.environ, "ASCENDCTL_STATE_DIR": str(tmp_path / "state")}
+    # With a container section the instances run in containers; the proxy stays on the host and
+    # needs neither the runtime (nerdctl, not installed here) nor the image.
+    with profile.open("a", encoding="utf-8") as f:
+        f.write("container: {runtime: nerdctl, image: localhost/never-pulled:0}\n")
     argv = [sys.executable, "-m", "ascendctl", "serve", "--profile", str(profile), "--role", "proxy", "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     pids: list[int] = []

@@ -253,6 +253,12 @@ def test_external_dp_spreads_requests_over_both_ranks(tiny_model, tmp_path):
         queues = [serve_events(p) for p in procs]
         pids += [wait_event(q, "started", 60)["pid"] for q in queues]
         ready = [wait_event(q, "ready", 420) for q in queues]
+        # The balancer is ready once one rank is; it takes the other once its /health answers
+        # (read every 2 s): wait for both before counting where the requests went.
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{ready[2]['url']}/health", timeout=10).json()["status"] != "ok":
+            assert time.monotonic() < deadline, "the balancer never saw both ranks up"
+            time.sleep(0.5)
         for i in range(4):
             reply = httpx.post(
                 f"{ready[2]['url']}/v1/completions",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
@@ -121,21 +122,20 @@ def serve(
             _("unknown restart policy {policy}").format(policy=repr(restart)),
             _("use --restart no or --restart on-failure"),
         )
-    hang_action = hang_action_of(on_hang, restart)
+    how = Supervision(
+        hang_action_of(on_hang, restart), restart == "on-failure", max_restarts, grace, ready_timeout, engine_output
+    )
     prof, spec, version = resolve(profile, model, sets)
     plan = None
-    if container if container is not None else prof.container is not None:
+    boxed = container if container is not None else prof.container is not None
+    parts = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")
+    if boxed and parts and role == "proxy" and not dry_run:
+        # Standard-library Python beside the instances: neither the runtime nor the image is needed.
+        out.info(_("the proxy runs on the host, beside the instances' containers"))
+    elif boxed:
         prof, spec, plan, version = container_launch(out, prof, version, pull, dry_run)
-    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
-        if plan is not None:
-            raise BadInput(
-                f"profile {prof.name} is a nodes.mode {prof.nodes.mode} layout, which does not run in containers yet",
-                "serve it without --container, or `ascendctl deploy k8s`",
-            )
-        serve_part(
-            out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, engine_output,
-            restart, max_restarts, grace, ready_timeout, hang_action,
-        )  # fmt: skip
+    if parts:
+        serve_part(out, prof, spec, version, role, node_rank, instance, dry_run, skip_preflight, how, plan)
         return
     if role is not None or instance is not None:
         raise BadInput(
@@ -150,22 +150,7 @@ def serve(
                 "serve it without --container, use nodes.mode dp (each host's engine in its own container), or "
                 "`ascendctl deploy k8s`",
             )
-        serve_node(
-            out,
-            prof,
-            spec,
-            version,
-            node_rank,
-            dry_run,
-            skip_preflight,
-            engine_output,
-            restart,
-            max_restarts,
-            grace,
-            ready_timeout,
-            hang_action,
-            plan,
-        )
+        serve_node(out, prof, spec, version, node_rank, dry_run, skip_preflight, how, plan)
         return
     if dry_run:
         if plan is not None:
@@ -174,23 +159,59 @@ def serve(
             show_dry_run(out, prof, spec, version)
         return
 
-    from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
-    from engine.launcher import RestartPolicy, prepare_run
+    from ascendctl.launch_view import ensure_demo_model, preflight
 
     ensure_demo_model(out, prof.model.path)  # cpu-tiny before `demo` ever built its model
     if not skip_preflight:
         preflight(out, prof, spec, container=plan is not None)
-    view = LaunchView(out, echo=engine_output)
+    supervise(out, prof, spec, how, container=plan)
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """How every serve path supervises what it starts (--on-hang, --restart, --max-restarts,
+    --grace, --ready-timeout, --engine-output)."""
+
+    hang_action: str = "report"
+    on_failure: bool = False
+    max_restarts: int = 3
+    grace: float = 20.0
+    ready_timeout: float = 1800.0
+    engine_output: bool | None = None
+
+
+def supervise(
+    out: Output,
+    prof: Profile,
+    spec: LaunchSpec,
+    how: Supervision,
+    *,
+    health: bool = True,
+    container: ContainerPlan | None = None,
+    role: str | None = None,
+    watch: bool = True,
+    group_url: str | None = None,
+) -> None:
+    """Run `spec` under the supervisor, the launch view showing it, and exit with its outcome:
+    the one-host engine, a host's part of a dp / ray layout and a part of a pd / external-dp
+    layout alike. `watch`: give it the hang watch (not the proxy, which has no vLLM to watch)."""
+    from ascendctl.launch_view import LaunchView
+    from engine.launcher import RestartPolicy, prepare_run
+
+    view = LaunchView(out, echo=how.engine_output)
     supervisor = prepare_run(
         prof,
         spec,
         listener=view,
-        grace=grace,
-        ready_timeout=ready_timeout,
-        policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
-        container=plan,
+        grace=how.grace,
+        ready_timeout=how.ready_timeout,
+        policy=RestartPolicy(on_failure=how.on_failure, max_restarts=how.max_restarts),
+        health=health,
+        container=container,
     )
-    supervisor.hang_policy = hang_policy(prof, spec, hang_action)
+    supervisor.role = role
+    if watch:
+        supervisor.hang_policy = hang_policy(prof, spec, how.hang_action, group_url)
     _supervise(out, view, supervisor)
 
 
@@ -264,7 +285,8 @@ def container_launch(
     assert settings is not None
     runtime = find_runtime(host, settings.runtime)
     choice = choose_image(prof, host, host_version)
-    if not dry_run or device_nodes(host).davinci:
+    per_part = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")  # checked per part
+    if not per_part and (not dry_run or device_nodes(host).davinci):
         check_devices(prof, host)
     version = choice.vllm or host_version
     spec = launch_spec(prof, version, settings.python)
@@ -354,12 +376,7 @@ def serve_node(
     rank: int | None,
     dry_run: bool,
     skip_preflight: bool,
-    engine_output: bool | None,
-    restart: str,
-    max_restarts: int,
-    grace: float,
-    ready_timeout: float,
-    hang_action: str = "report",
+    how: Supervision,
     plan: ContainerPlan | None = None,
 ) -> None:
     """Host `rank`'s part of a multi-host layout: its one-shot steps (`ray start`), then its engine
@@ -388,8 +405,8 @@ def serve_node(
         )
     launch = node_launch(prof, rank, version, python)
 
-    from ascendctl.launch_view import LaunchView, preflight
-    from engine.launcher import RestartPolicy, prepare_run, run_once
+    from ascendctl.launch_view import preflight
+    from engine.launcher import run_once
 
     if not skip_preflight:
         preflight(out, prof, spec, listens=launch.serves_api, container=plan is not None)
@@ -411,23 +428,11 @@ def serve_node(
         out.info(f"node {rank}: {note}")
     if launch.spec is None:
         return  # a Ray worker: its part ends once Ray runs
-    view = LaunchView(out, echo=engine_output)
-    supervisor = prepare_run(
-        prof,
-        launch.spec,
-        listener=view,
-        grace=grace,
-        ready_timeout=ready_timeout,
-        policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
-        health=launch.serves_api,
-        container=plan,
-    )
     # Node 0 watches its own API; a headless rank watches the group's (node 0's), so that a hang or
     # the death of any part takes the whole group down and it restarts together.
     assert prof.nodes is not None
     group_url = None if launch.serves_api else f"http://{prof.nodes.addresses[0]}:{prof.server.port}"
-    supervisor.hang_policy = hang_policy(prof, launch.spec, hang_action, group_url)
-    _supervise(out, view, supervisor)
+    supervise(out, prof, launch.spec, how, health=launch.serves_api, container=plan, group_url=group_url)
 
 
 def serve_part(
@@ -440,20 +445,18 @@ def serve_part(
     instance: int | None,
     dry_run: bool,
     skip_preflight: bool,
-    engine_output: bool | None,
-    restart: str,
-    max_restarts: int,
-    grace: float,
-    ready_timeout: float,
-    hang_action: str,
+    how: Supervision,
+    plan: ContainerPlan | None = None,
 ) -> None:
     """One part of a pd or external-dp layout (an instance of a role, or the proxy) under the same
-    supervision as a one-host engine; with --dry-run, every part of every host."""
+    supervision as a one-host engine; with --dry-run, every part of every host. With a container
+    `plan` each instance runs in a container of its own (its devices, the KV store of a connector
+    that shares files mounted); the proxy stays on the host."""
     import dataclasses
     import sys
 
     from engine.errors import BadInput
-    from engine.profiles.parts import PROXY, check_connector, layout_parts, part_profile, pick
+    from engine.profiles.parts import PROXY, check_connector, in_container, layout_parts, part_profile, pick
 
     parts = layout_parts(prof, version, spec.argv[0], sys.executable)
     check_connector(prof, spec.argv[0])
@@ -471,7 +474,7 @@ def serve_part(
         out.warn(f"the proxy line below does not suit this connector: {why}")
     if dry_run:
         chosen = parts if role is None else [pick(parts, role, rank or 0, instance)]
-        show_parts_dry_run(out, prof, chosen, version, spec.dropped)
+        show_parts_dry_run(out, prof, chosen, version, spec.dropped, plan)
         return
     if role is None:
         roles = ", ".join(sorted({p.role for p in parts}))
@@ -483,41 +486,47 @@ def serve_part(
         )
     part = pick(parts, role, rank or 0, instance)
 
-    from ascendctl.launch_view import LaunchView, ensure_demo_model, preflight
-    from engine.launcher import RestartPolicy, prepare_run
+    from ascendctl.launch_view import ensure_demo_model, preflight
 
     engine = part.role != PROXY
     name = f"{prof.name}-{part.role}" + (f"-{part.rank}" if part.rank is not None else "")
+    boxed = plan if engine else None
+    if boxed is not None:
+        from engine.container.command import check_devices
+        from engine.system import Host
+
+        prof, part = in_container(prof, part)
+        assert prof.container is not None
+        boxed = dataclasses.replace(boxed, settings=prof.container)
+        check_devices(prof, Host())
     derived = dataclasses.replace(prof, name=name)
     if engine:
-        ensure_demo_model(out, prof.model.path)
+        ensure_demo_model(out, prof.model.path)  # a container mounts it from the host
         if not skip_preflight:
             # Planned as its role: a prefill of TP 8 is not the profile's engine section at TP 1.
-            preflight(out, dataclasses.replace(part_profile(prof, part), name=name), part.spec)
-    view = LaunchView(out, echo=engine_output)
-    supervisor = prepare_run(
-        derived,
-        part.spec,
-        listener=view,
-        grace=grace,
-        ready_timeout=ready_timeout,
-        policy=RestartPolicy(on_failure=restart == "on-failure", max_restarts=max_restarts),
-    )
-    supervisor.role = part.role
-    if engine:
-        supervisor.hang_policy = hang_policy(derived, part.spec, hang_action)
+            planned = dataclasses.replace(part_profile(prof, part), name=name, container=prof.container)
+            preflight(out, planned, part.spec, container=boxed is not None)
     out.info(f"{part.name}: {part.command_line()}")
-    _supervise(out, view, supervisor)
+    supervise(out, derived, part.spec, how, role=part.role, watch=engine, container=boxed)
 
 
-def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | None, dropped: list[str]) -> None:
-    """Every part's variables and command, host by host, the proxy last."""
+def show_parts_dry_run(
+    out: Output, prof: Profile, parts: list, version: str | None, dropped: list[str], plan: ContainerPlan | None = None
+) -> None:
+    """Every part's variables and command, host by host, the proxy last; with a container `plan`,
+    each instance as its `docker run` line (its variables then travel with -e)."""
+    import dataclasses
     import shlex
+
+    from engine.container.command import printable, run_spec
+    from engine.launcher.rundir import run_id
+    from engine.profiles.parts import PROXY, in_container
 
     nodes = prof.nodes
     assert nodes is not None
-    items = [
-        {
+    items = []
+    for p in parts:
+        item = {
             "role": p.role,
             "host": p.host,
             "instance": p.index,
@@ -529,8 +538,19 @@ def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | N
             "command_line": p.command_line(),
             "url": p.spec.url,
         }
-        for p in parts
-    ]
+        if plan is not None and p.role != PROXY:
+            boxed_prof, inner = in_container(prof, p)
+            assert boxed_prof.container is not None
+            name = run_id(f"{prof.name}-{p.role}" + (f"-{p.rank}" if p.rank is not None else ""))
+            run = run_spec(boxed_prof, inner.spec, dataclasses.replace(plan, settings=boxed_prof.container), name)
+            item.update(
+                env=run.masked_env(),
+                argv=[plan.runtime.name, *run.masked_argv()[1:]],
+                command_line=printable(run, plan.runtime),
+                engine_argv=inner.spec.masked_argv(),
+                image=plan.image,
+            )
+        items.append(item)
     data = {
         "profile": prof.name,
         "source": prof.source,
@@ -551,9 +571,17 @@ def show_parts_dry_run(out: Output, prof: Profile, parts: list, version: str | N
         for item in items:
             key = (item["role"], item["host"])
             nth = index[key] = index.get(key, -1) + 1
+            boxed = " --container" if plan is not None else ""
+            where = (
+                f", in {plan.runtime.name}: {plan.image}"
+                if plan is not None and "engine_argv" in item
+                else ", on the host"
+                if plan is not None
+                else ""
+            )
             console.print(
-                f"\n# {item['role']} on node {item['host']} ({item['address']}): ascendctl serve --profile "
-                f"{prof.name} --role {item['role']} --node-rank {item['host']} --instance {nth}",
+                f"\n# {item['role']} on node {item['host']} ({item['address']}{where}): ascendctl serve --profile "
+                f"{prof.name} --role {item['role']} --node-rank {item['host']} --instance {nth}{boxed}",
                 markup=False,
                 soft_wrap=True,
             )

@@ -103,6 +103,9 @@ MAX_PROXY_PAGE = 1024 * 1024  # two lines per backend: a page past this is not o
 PROXY_SAMPLE = re.compile(
     r'^ascendctl_proxy_(requests|failures)_total\{role="([^"]*)",backend="([^"]*)"\} ([0-9.eE+-]+)$', re.M
 )
+# ...whether it routes to each backend (backend_up), and the requests it refused for want of one.
+PROXY_UP = re.compile(r'^ascendctl_proxy_backend_up\{role="([^"]*)",backend="([^"]*)"\} ([0-9.eE+-]+)$', re.M)
+PROXY_REFUSED = re.compile(r'^ascendctl_proxy_refused_total\{role="([^"]*)"\} ([0-9.eE+-]+)$', re.M)
 
 
 @dataclass(frozen=True)
@@ -370,7 +373,8 @@ class Exporter:
 
     def _read_proxies(self) -> dict[tuple[str, str, str, str], float]:
         """Each live proxy's request and failure counts per backend, from its /metrics:
-        (proxy run id, "requests" | "failures", role, backend) -> count. A proxy that does not
+        (proxy run id, "requests" | "failures" | "up", role, backend) -> count (up: 1 or 0), and
+        the requests it refused per role: (proxy run id, "refused", role, "") -> count. A proxy that does not
         answer is left out (its run ends with it)."""
         counts: dict[tuple[str, str, str, str], float] = {}
         for run in self._proxies:
@@ -383,6 +387,10 @@ class Exporter:
             text = page.text if page.status_code == 200 else ""
             for kind, role, backend, value in PROXY_SAMPLE.findall(text):
                 counts[(run.run_id, kind, role, backend)] = float(value)
+            for role, backend, value in PROXY_UP.findall(text):
+                counts[(run.run_id, "up", role, backend)] = float(value)
+            for role, value in PROXY_REFUSED.findall(text):
+                counts[(run.run_id, "refused", role, "")] = float(value)
         return counts
 
     def _extra(self, view, snap: Snapshot) -> EngineExtra:

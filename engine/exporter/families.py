@@ -384,9 +384,26 @@ def _proxy_families(state: ExporterState) -> Iterator[Metric]:
             labels=["proxy", "role", "backend", "host"],
         ),
     }
+    up = GaugeMetricFamily(
+        "ascendctl_proxy_backend_up",
+        "1 while the proxy routes to the backend (its /health answers), 0 while it is down.",
+        labels=["proxy", "role", "backend", "host"],
+    )
+    refused = CounterMetricFamily(
+        "ascendctl_proxy_refused",
+        "Requests the proxy answered 503 because no backend of the role was up.",
+        labels=["proxy", "role", "host"],
+    )
     for (proxy, kind, role, backend), value in sorted(state.proxies.items()):
-        families[kind].add_metric([engine_name(proxy), role, backend, host], value)
+        if kind == "up":
+            up.add_metric([engine_name(proxy), role, backend, host], value)
+        elif kind == "refused":
+            refused.add_metric([engine_name(proxy), role, host], value)
+        else:
+            families[kind].add_metric([engine_name(proxy), role, backend, host], value)
     yield from families.values()
+    yield up
+    yield refused
 
 
 def _diagnostic_families(state: ExporterState) -> Iterator[Metric]:

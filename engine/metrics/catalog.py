@@ -32,6 +32,9 @@ class Metric:
     history: bool = False
     # Histograms only: read by the live dashboard. Its parse keeps only the buckets it shows.
     live: bool = True
+    # Counters: its window field comes after every field EngineRates had before it (scripts read
+    # the JSON's fields in place).
+    appended: bool = False
 
     @property
     def history_key(self) -> str:
@@ -67,6 +70,11 @@ METRICS: tuple[Metric, ...] = (
     # A KV consumer's (a decode instance's) requests waiting for their KV from prefill, every stage
     # summed (vLLM 0.32+: waiting_to_start, in_progress, completed_waiting); absent elsewhere.
     Metric("kv_fetching", ("vllm:num_requests_kv_fetch_by_stage",), GAUGE, view=True),
+    # KV transfers that failed (NIXL: handshakes and notifications included), and the requests a
+    # prefill instance held KV for that no decoder fetched in time: kv-transfer-failing
+    # (engine/telemetry/kvtransfer.py). Absent where the connector exports no metrics.
+    Metric("kv_failed", ("vllm:nixl_num_failed_transfers",), COUNTER, window="kv_failed_in_window", appended=True),
+    Metric("kv_expired", ("vllm:nixl_num_kv_expired_reqs",), COUNTER, window="kv_expired_in_window", appended=True),
     # Read together as the prefix-cache hit rate over the window (`RateTracker`).
     Metric("prefix_queries", ("vllm:prefix_cache_queries", "vllm:gpu_prefix_cache_queries"), COUNTER),
     Metric("prefix_hits", ("vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"), COUNTER),

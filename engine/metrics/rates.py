@@ -110,7 +110,7 @@ EngineRates = dataclasses.make_dataclass(
     [
         ("interval_s", float | None, field(default=None)),
         *optional_fields(RATE_FIELDS),
-        *optional_fields(tuple(m.window for m in COUNTERS if m.window)),
+        *optional_fields(tuple(m.window for m in COUNTERS if m.window and not m.appended)),
         ("prefix_hit_rate", float | None, field(default=None)),  # 0..1 over the window
         ("cached_tps_by_tier", Mapping[str, float], field(default_factory=dict)),  # device / host / ...
         ("offload_per_s", Mapping[str, float], field(default_factory=dict)),  # vllm:kv_offload_* counters
@@ -118,6 +118,7 @@ EngineRates = dataclasses.make_dataclass(
         # The seconds the window figures cover: less than the window until the scrapes span it
         # (`top --once` takes two scrapes a second apart). Last, so existing fields keep their places.
         ("window_span_s", float | None, field(default=None)),
+        *optional_fields(tuple(m.window for m in COUNTERS if m.window and m.appended)),
     ],
     namespace={"__module__": __name__},
     frozen=True,

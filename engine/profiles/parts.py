@@ -325,6 +325,30 @@ def check_connector(profile: Profile, python: str) -> None:
     )
 
 
+def in_container(profile: Profile, part: Part) -> tuple[Profile, Part]:
+    """The profile and the part as one instance runs in its own container (`serve --container`):
+    the container gets the part's devices, which the container numbers from 0 (logical ids are
+    remapped inside), so the part's ASCEND_RT_VISIBLE_DEVICES goes; a connector that passes the KV
+    through a directory (connectors.yaml storage_paths) has that directory mounted, the same
+    path inside, so that prefill and decode containers share it. The proxy is not an engine: it
+    stays on the host (standard-library Python), unchanged."""
+    settings = profile.container
+    nodes = profile.nodes
+    assert settings is not None and nodes is not None
+    if part.role == PROXY:
+        return profile, part
+    volumes = tuple(settings.volumes)
+    storage = load_yaml("engine.profiles", "connectors.yaml").get("storage_paths", {}).get(nodes.kv_connector or "")
+    if nodes.mode == "pd" and storage:
+        path = str(nodes.kv_connector_extra.get(storage["key"], storage["default"]))
+        if not any(v.split(":")[0] == path for v in volumes):
+            volumes += (f"{path}:{path}",)
+    devices = part.devices if part.devices and profile.platform != "cpu" else settings.visible_devices
+    boxed = replace(settings, visible_devices=devices, volumes=volumes)
+    env = {k: v for k, v in part.spec.env.items() if k != "ASCEND_RT_VISIBLE_DEVICES"}
+    return replace(profile, container=boxed), replace(part, spec=replace(part.spec, env=env))
+
+
 def part_profile(profile: Profile, part: Part) -> Profile:
     """The profile one part is planned and preflighted as: in mode pd, its role's group (its own
     TP, batch and memory share); otherwise the layout's."""

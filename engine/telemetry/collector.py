@@ -30,6 +30,7 @@ from engine.metrics.rates import EngineRates, RateTracker, kv_pool
 from engine.redact import redact_text, redact_value, url_without_credentials
 from engine.severity import rank as severity_rank
 from engine.system.proctree import tree_rss_mib
+from engine.telemetry.kvtransfer import KvTransferWatch
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
 from engine.telemetry.snapshot import ContainerView, Diagnostic, EngineView, ServeView, Snapshot, SourceStatus
@@ -218,6 +219,7 @@ class _EngineState:
         self.run_dir = Path(target.log_path).parent if target.log_path else None
         self.run_seen: tuple[int, int] | None = None
         self.serve: ServeView | None = None
+        self.kv = KvTransferWatch()  # kv-transfer-failing
 
 
 class Collector:
@@ -312,6 +314,10 @@ class Collector:
         diagnostics = self._rules.evaluate(now, devices, levels, engines)
         for state, view in zip(local, engines):
             diagnostics += _log_diagnostics(state, view)
+            issues = state.log.issues() if state.log is not None else []
+            kv = state.kv.diagnostic(now, view, state.target.role, issues, self.thresholds.window_s)
+            if kv is not None:
+                diagnostics.append(kv)
         # Remote hosts come judged by their own exporter: their rows are added as they are.
         for state in self._engines:
             if state.target.remote:

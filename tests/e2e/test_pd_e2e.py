@@ -4,6 +4,9 @@ part on this machine (127.0.0.1), each under its own `ascendctl serve --role R`:
 - pd: a prefill and a decode instance of the demo model passing KV through vLLM's ExampleConnector
   (files in a shared directory), ascendctl's proxy in front; a completion through the proxy, both
   roles' logs show their side of the transfer, SIGTERM to each part leaves no process behind.
+- the decode instance's EngineCore SIGKILLed: the proxy answers every request at once (503 naming
+  the decode instance, no prefill spent) instead of hanging, and routes to the instance again once
+  its serve has restarted it.
 - external-dp: two API servers (one per rank) and the balancer; requests spread over both.
 """
 
@@ -136,6 +139,92 @@ def test_prefill_and_decode_behind_the_proxy(tiny_model, tmp_path):
             stop_serve(proc, pids)
 
 
+def test_the_proxy_fails_fast_while_the_decoder_restarts_and_routes_to_it_again(tiny_model, tmp_path):
+    env = engine_env(ASCENDCTL_STATE_DIR=str(tmp_path / "state"), ASCENDCTL_CACHE_DIR=str(tmp_path / "cache"))
+    port, p_port, d_port = free_port(), free_port(), free_port()
+    profile = tmp_path / "pd.yaml"
+    profile.write_text(
+        "name: cpu-tiny-pd-e2e\n"
+        + BASE.format(model=tiny_model, port=port)
+        + textwrap.dedent(
+            f"""\
+            nodes:
+              mode: pd
+              count: 1
+              addresses: [127.0.0.1]
+              kv_connector: ExampleConnector
+              kv_connector_extra: {{shared_storage_path: {tmp_path / "kv"}}}
+              roles:
+                - {{role: prefill, devices: [0], port: {p_port}}}
+                - {{role: decode, devices: [1], port: {d_port}}}
+            """
+        ),
+        encoding="utf-8",
+    )
+    procs = [
+        _serve(profile, "prefill", env),
+        _serve(profile, "decode", env, "--restart", "on-failure"),
+        _serve(profile, "proxy", env),
+    ]
+    pids: list[int] = []
+    body = {"model": "tiny", "prompt": [100 + i for i in range(200)], "max_tokens": 4, "temperature": 0}
+    try:
+        queues = [serve_events(p) for p in procs]
+        pids += [wait_event(q, "started", 60)["pid"] for q in queues]
+        ready = [wait_event(q, "ready", 420) for q in queues]
+        url = ready[2]["url"]
+        assert httpx.post(f"{url}/v1/completions", json=body, timeout=120).status_code == 200
+        prefilled = _proxy_count(url, "prefill")
+
+        core = next(
+            p for p in psutil.Process(pids[1]).children(recursive=True) if "EngineCore" in " ".join(p.cmdline())
+        )
+        core.kill()
+        killed = time.monotonic()
+        answers: list[tuple[float, int, str]] = []
+        while time.monotonic() - killed < 120:
+            began = time.monotonic()
+            reply = httpx.post(f"{url}/v1/completions", json=body, timeout=120)
+            answers.append((time.monotonic() - began, reply.status_code, reply.text))
+            if reply.status_code == 503:
+                break
+            time.sleep(0.5)
+        print("after the kill (seconds, status):", [(round(t, 2), code) for t, code, _ in answers])
+        took, code, text = answers[-1]
+        assert code == 503 and f"no decode instance is up (127.0.0.1:{d_port} " in text, answers
+        assert took < 2, answers  # refused at once, not after a timeout
+        assert all(t < 30 for t, _, _ in answers), answers  # nothing hung on the dead instance
+        health = httpx.get(f"{url}/health", timeout=10)
+        assert health.status_code == 503 and health.json()["no_instance_up"] == ["decode"]
+        # The refused request cost no prefill (those before the proxy saw the decoder down may have).
+        spent = _proxy_count(url, "prefill")
+        assert httpx.post(f"{url}/v1/completions", json=body, timeout=120).status_code == 503
+        assert _proxy_count(url, "prefill") == spent >= prefilled
+
+        again = wait_event(queues[1], "ready", 420)  # serve --restart on-failure started it again
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{url}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the proxy did not take the restarted decoder back"
+            time.sleep(0.5)
+        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=120)
+        assert reply.status_code == 200, reply.text
+        print(f"decode ready again {time.monotonic() - killed:.1f} s after the kill ({again['seconds']} s start)")
+        (decode,) = [r for r in runs.list_runs() if r.role == "decode"]
+        (proxy,) = [r for r in runs.list_runs() if r.role == "proxy"]
+        assert decode.restarts == 1 and decode.pid != pids[1]
+        assert f"decode 127.0.0.1:{d_port} back after" in proxy.log_path.read_text(errors="replace")
+        pids.append(decode.pid)
+        _stop_all(procs, [pids[0], decode.pid, pids[2]])
+    finally:
+        for proc in procs:
+            stop_serve(proc, pids)
+
+
+def _proxy_count(url: str, role: str) -> int:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(int(n) for n in re.findall(rf'ascendctl_proxy_requests_total\{{role="{role}",[^}}]*\}} (\d+)', text))
+
+
 def test_external_dp_spreads_requests_over_both_ranks(tiny_model, tmp_path):
     env = engine_env(ASCENDCTL_STATE_DIR=str(tmp_path / "state"), ASCENDCTL_CACHE_DIR=str(tmp_path / "cache"))
     port, first = free_port(), free_port()
@@ -164,6 +253,12 @@ def test_external_dp_spreads_requests_over_both_ranks(tiny_model, tmp_path):
         queues = [serve_events(p) for p in procs]
         pids += [wait_event(q, "started", 60)["pid"] for q in queues]
         ready = [wait_event(q, "ready", 420) for q in queues]
+        # The balancer is ready once one rank is; it takes the other once its /health answers
+        # (read every 2 s): wait for both before counting where the requests went.
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{ready[2]['url']}/health", timeout=10).json()["status"] != "ok":
+            assert time.monotonic() < deadline, "the balancer never saw both ranks up"
+            time.sleep(0.5)
         for i in range(4):
             reply = httpx.post(
                 f"{ready[2]['url']}/v1/completions",

@@ -302,3 +302,87 @@ def test_the_real_docker_cli_runs_it_and_a_sigterm_while_loading_leaves_no_conta
     finally:
         stop_serve(proc)
         _cleanup(podman, run_id)
+
+
+def test_prefill_and_decode_each_in_its_podman_container_share_the_kv_store_behind_the_host_proxy(
+    podman, image, tiny_model, env, tmp_path
+):
+    """serve --role R --container for a pd layout: the prefill and the decode instance each in
+    its own container, ExampleConnector's store mounted into both, the proxy on the host. A
+    completion through the proxy is prefilled in one container and decoded from the KV the other
+    read back; SIGTERM leaves no container."""
+    import textwrap
+
+    prefix = Path(sys.prefix)
+    base = Path(sys.base_prefix).resolve()
+    volumes = sorted({"/usr:/usr:ro", f"{base}:{base}:ro", f"{prefix.resolve()}:{prefix}:ro"})
+    port, p_port, d_port = free_port(), free_port(), free_port()
+    store = tmp_path / "kv"
+    store.mkdir()
+    profile = tmp_path / "pd.yaml"
+    profile.write_text(
+        textwrap.dedent(
+            f"""\
+            name: cpu-tiny-pd-boxed
+            platform: cpu
+            device: {{kind: cpu, count: 2}}
+            model: {{path: {tiny_model}, served_name: tiny}}
+            engine: {{dtype: float32, max_model_len: 512, max_num_seqs: 4, kv_cache_memory_bytes: 3145728,
+                      enforce_eager: true}}
+            env: {{TOKENIZERS_PARALLELISM: "false"}}
+            server: {{host: 127.0.0.1, port: {port}}}
+            container:
+              runtime: podman
+              image: {image}
+              python: {prefix / "bin" / "python"}
+              volumes: {json.dumps(volumes)}
+            nodes:
+              mode: pd
+              count: 1
+              addresses: [127.0.0.1]
+              kv_connector: ExampleConnector
+              kv_connector_extra: {{shared_storage_path: {store}}}
+              roles:
+                - {{role: prefill, devices: [0], port: {p_port}}}
+                - {{role: decode, devices: [1], port: {d_port}}}
+            """
+        ),
+        encoding="utf-8",
+    )
+    base_argv = [ASCENDCTL, "serve", "-p", str(profile), "--node-rank", "0", "--json", "--role"]
+    procs = [
+        subprocess.Popen([*base_argv, role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for role in ("prefill", "decode", "proxy")
+    ]
+    run_ids: list[str] = []
+    try:
+        queues = [serve_events(p) for p in procs]
+        for q in queues:
+            wait_event(q, "started", 60)
+        ready = [wait_event(q, "ready", 420) for q in queues]
+        runs_dir = Path(env["ASCENDCTL_STATE_DIR"]) / "runs"
+        run_ids = sorted(p.name for p in runs_dir.iterdir())
+        boxed = [r for r in run_ids if "-proxy" not in r]
+        assert len(boxed) == 2 and all(_containers(podman, r) == [f"ascendctl-{r}"] for r in boxed)
+        assert _containers(podman, next(r for r in run_ids if r.endswith("-proxy"))) == []
+
+        prompt = [100 + i % 800 for i in range(300)]
+        reply = httpx.post(
+            f"{ready[2]['url']}/v1/completions",
+            timeout=120,
+            json={"model": "tiny", "prompt": prompt, "max_tokens": 4, "temperature": 0},
+        )
+        assert reply.status_code == 200, reply.text
+        assert any(store.rglob("*.safetensors"))  # written from inside the prefill container
+        decode_log = (runs_dir / next(r for r in boxed if "-decode" in r) / "engine.log").read_text(errors="replace")
+        assert "External Cache Hit!" in decode_log  # read back from inside the decode container
+
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        assert [proc.wait(90) for proc in procs] == [130, 130, 130]
+        assert all(_gone_within(podman, r, 10) is not None for r in boxed)
+    finally:
+        for proc in procs:
+            stop_serve(proc)
+        for r in run_ids:
+            _cleanup(podman, r)

@@ -234,6 +234,8 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "ttft",
         "itl",
         "window_span_s",
+        "kv_failed_in_window",  # added last: the fields before them stay where scripts read them
+        "kv_expired_in_window",
     ]
     assert HISTORY_KEYS == ("running", "waiting", "prompt_tps", "generation_tps")
     # A sparkline draws a snapshot field: a gauge's view field or a counter's rate.

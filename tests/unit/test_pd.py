@@ -315,7 +315,7 @@ def test_the_proxy_prefills_one_token_then_decodes_with_the_prefillers_kv_params
             server.server_close()
 
 
-def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
+def test_the_balancer_takes_the_ranks_in_turn_and_routes_around_a_dead_one():
     from engine.pdproxy import Pool, ProxyServer
 
     ranks = [_backend("A"), _backend("B")]
@@ -324,14 +324,112 @@ def test_the_balancer_takes_the_ranks_in_turn_and_reports_a_dead_one():
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{proxy.server_port}"
     try:
-        texts = [httpx.post(f"{url}/v1/completions", json={"prompt": str(i)}, timeout=10).json() for i in range(3)]
-        assert [t.get("choices", [{}])[0].get("text") for t in texts[:2]] == ["A", "B"]
-        assert "rank 127.0.0.1:1" in texts[2]["error"]
+        texts = [httpx.post(f"{url}/v1/completions", json={"prompt": str(i)}, timeout=10).json() for i in range(4)]
+        assert sorted(t["choices"][0]["text"] for t in texts) == ["A", "A", "B", "B"]
         health = httpx.get(f"{url}/health", timeout=10)
-        assert health.status_code == 503 and health.json() == {"unhealthy": ["127.0.0.1:1"]}
-        assert 'ascendctl_proxy_failures_total{role="rank",backend="127.0.0.1:1"} 1' in httpx.get(f"{url}/metrics").text
+        assert health.status_code == 200 and health.json()["status"] == "degraded"
+        assert health.json()["down"]["127.0.0.1:1"]["reason"] == "connection refused"
+        metrics = httpx.get(f"{url}/metrics").text
+        assert 'ascendctl_proxy_backend_up{role="rank",backend="127.0.0.1:1"} 0' in metrics
+        assert 'ascendctl_proxy_requests_total{role="rank",backend="127.0.0.1:1"} 0' in metrics
     finally:
         for server in (proxy, *ranks):
+            server.shutdown()
+            server.server_close()
+
+
+class Prefiller(Backend):
+    """A prefill instance whose answers carry its engine_id of the moment (vLLM draws a new one
+    at each start)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.seen.append(body)  # type: ignore[attr-defined]
+        self._send({"choices": [{"text": "P"}], "kv_transfer_params": {"remote_engine_id": self.server.engine_id}})  # type: ignore[attr-defined]
+
+
+def test_the_proxy_fails_fast_while_the_decoder_is_down_and_takes_it_back_when_restarted():
+    """The decode instance dies: the next completion is refused at once with 503 naming it, no
+    prefill is spent on it, /health says which role has no instance; the instance restarts on
+    its port (a prefill restarted too, with a new engine_id): the proxy routes to it again by
+    itself and the decoder gets the new prefiller's KV params."""
+    import time
+
+    from engine.pdproxy import Pool, ProxyServer
+
+    prefill = ThreadingHTTPServer(("127.0.0.1", 0), Prefiller)
+    prefill.seen, prefill.engine_id = [], "p-first"  # type: ignore[attr-defined]
+    threading.Thread(target=prefill.serve_forever, daemon=True).start()
+    decode = _backend("D")
+    port = decode.server_port
+    proxy = ProxyServer(
+        ("127.0.0.1", 0), [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [("127.0.0.1", port)])],
+        30, check_interval=0.2,
+    )  # fmt: skip
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    servers = [proxy, prefill, decode]
+    request = {"model": "m", "prompt": "hi", "max_tokens": 5}
+    try:
+        assert httpx.post(f"{url}/v1/completions", json=request, timeout=10).json()["choices"][0]["text"] == "D"
+        decode.shutdown()
+        decode.server_close()
+        started = time.monotonic()
+        reply = httpx.post(f"{url}/v1/completions", json=request, timeout=30)
+        assert time.monotonic() - started < 5
+        assert reply.status_code == 503 and reply.headers["Retry-After"] == "1"
+        error = reply.json()["error"]
+        assert f"no decode instance is up (127.0.0.1:{port} " in error
+        assert "the request was not sent" in error
+        assert len(prefill.seen) == 1  # type: ignore[attr-defined]  # no prefill spent on it
+        health = httpx.get(f"{url}/health", timeout=10)
+        assert health.status_code == 503 and health.json()["no_instance_up"] == ["decode"]
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert f'ascendctl_proxy_backend_up{{role="decode",backend="127.0.0.1:{port}"}} 0' in metrics
+        assert 'ascendctl_proxy_refused_total{role="decode"} 1' in metrics
+
+        prefill.engine_id = "p-restarted"  # type: ignore[attr-defined]
+        decode = ThreadingHTTPServer(("127.0.0.1", port), Backend)
+        decode.name, decode.seen = "D2", []  # type: ignore[attr-defined]
+        servers.append(decode)
+        threading.Thread(target=decode.serve_forever, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{url}/health", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "the proxy did not take the restarted decoder back"
+            time.sleep(0.1)
+        assert httpx.get(f"{url}/health", timeout=10).json() == {"status": "ok", "down": {}}
+        assert httpx.post(f"{url}/v1/completions", json=request, timeout=10).json()["choices"][0]["text"] == "D2"
+        (second,) = decode.seen  # type: ignore[attr-defined]
+        assert second["kv_transfer_params"] == {"remote_engine_id": "p-restarted"}
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def test_a_decoder_that_refuses_is_skipped_for_the_next_one_without_losing_the_request():
+    from engine.pdproxy import Pool, ProxyServer
+
+    prefill, live = _backend("P"), _backend("D")
+    dead = ("127.0.0.1", 1)
+    # No background checks: the dead decoder is found by the request itself.
+    proxy = ProxyServer(
+        ("127.0.0.1", 0),
+        [Pool("prefill", [("127.0.0.1", prefill.server_port)]), Pool("decode", [dead, ("127.0.0.1", live.server_port)])],
+        30, check_interval=0,
+    )  # fmt: skip
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{proxy.server_port}"
+    try:
+        replies = [httpx.post(f"{url}/v1/completions", json={"prompt": "x"}, timeout=10) for _ in range(3)]
+        assert [r.json()["choices"][0]["text"] for r in replies] == ["D", "D", "D"]
+        assert len(live.seen) == 3  # type: ignore[attr-defined]
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert 'ascendctl_proxy_failures_total{role="decode",backend="127.0.0.1:1"} 1' in metrics
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        assert health["status"] == "degraded" and list(health["down"]) == ["127.0.0.1:1"]
+    finally:
+        for server in (proxy, prefill, live):
             server.shutdown()
             server.server_close()
 
@@ -419,8 +517,9 @@ def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_p
 
 
 def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigterm(tmp_path):
-    """The proxy part for real (its instances stand-ins): `serve --role proxy` starts it, is ready
-    once both roles answer /health, records its role, and SIGTERM stops it with nothing left."""
+    """The proxy part for real (its instances stand-ins): `serve --role proxy` starts it on the host
+    (in a layout whose instances run in containers too), is ready once both roles answer /health,
+    records its role, and SIGTERM stops it with nothing left."""
     import os
     import signal
     import subprocess
@@ -442,6 +541,10 @@ def test_serve_role_proxy_is_supervised_ready_behind_its_roles_and_stops_on_sigt
         encoding="utf-8",
     )
     env = {**os.environ, "ASCENDCTL_STATE_DIR": str(tmp_path / "state")}
+    # With a container section the instances run in containers; the proxy stays on the host and
+    # needs neither the runtime (nerdctl, not installed here) nor the image.
+    with profile.open("a", encoding="utf-8") as f:
+        f.write("container: {runtime: nerdctl, image: localhost/never-pulled:0}\n")
     argv = [sys.executable, "-m", "ascendctl", "serve", "--profile", str(profile), "--role", "proxy", "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     pids: list[int] = []
@@ -500,6 +603,77 @@ def test_top_says_when_a_decode_instance_waits_for_kv_that_does_not_come():
     assert not [d for d in run([stuck, moving, stuck, moving])[-1].diagnostics if d.id == "kv-fetch-stuck"]
 
 
+def _kv_collector(target, bodies: list[str], clock: list[float]):
+    from top_fakes import ScriptedScrape
+
+    from engine.telemetry.collector import Collector
+    from engine.telemetry.thresholds import Thresholds
+
+    th = Thresholds.defaults().updated({"window_s": 60})
+    return Collector([target], None, th, scrape_fn=ScriptedScrape({target.url: bodies}),
+                     clock=lambda: clock[0], wall=lambda: clock[0])  # fmt: skip
+
+
+def test_top_says_when_a_prefill_instances_kv_transfers_fail_by_its_counters():
+    """A recorded vLLM page with NIXL's counters as vLLM registers them on a prefill instance
+    (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py: nixl_num_failed_transfers,
+    nixl_num_kv_expired_reqs, "tracked on the P instance"): counts that grow within the window
+    raise kv-transfer-failing; counts that stay do not."""
+    from top_fakes import seq_bodies
+
+    from engine.telemetry.collector import Target
+
+    idle = seq_bodies()[0][1]
+    nixl = (
+        "# TYPE vllm:nixl_num_failed_transfers counter\n"
+        'vllm:nixl_num_failed_transfers_total{engine="0",model_name="tiny"} %s\n'
+        "# TYPE vllm:nixl_num_kv_expired_reqs counter\n"
+        'vllm:nixl_num_kv_expired_reqs_total{engine="0",model_name="tiny"} %s\n'
+    )
+    clock = [1000.0]
+    target = Target("http://p", label="r-prefill-0", role="prefill")
+    c = _kv_collector(target, [idle + nixl % (0, 0), idle + nixl % (3, 2), idle + nixl % (3, 2)], clock)
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    clock[0] += 5
+    (diag,) = [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    assert diag.severity == "error" and diag.subject == "r-prefill-0"
+    assert diag.title == "prefill instance r-prefill-0: KV transfers failing"
+    assert "3 failed transfers" in diag.cause and "2 requests whose KV expired" in diag.cause
+    assert "kv_port" in diag.fix and "decode" in diag.fix
+    clock[0] += 120  # nothing new for a whole window: no longer failing
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+
+
+def test_top_says_when_a_prefill_instances_log_shows_new_kv_transfer_errors(tmp_path):
+    """Mooncake exports no metrics: the prefill instance's log is the witness. Real lines of
+    vllm-ascend's Mooncake connector (the samples of triage's mooncake-transfer-failed) written
+    after top started raise kv-transfer-failing; the same lines already in the log when top
+    started are history (the log diagnostics show them), not failures of now."""
+    from top_fakes import seq_bodies
+
+    from engine.telemetry.collector import Target
+    from engine.triage import load_rules
+
+    (rule,) = [r for r in load_rules() if r.id == "mooncake-transfer-failed"]
+    line = rule.samples[0]
+    log = tmp_path / "engine.log"
+    log.write_text(f"INFO starting\n{line}\n", encoding="utf-8")
+    clock = [1000.0]
+    target = Target("http://p", label="r-prefill-0", log_path=str(log), role="prefill")
+    c = _kv_collector(target, [seq_bodies()[0][1]], clock)
+    first = c.poll().diagnostics
+    assert [d.id for d in first if d.source == "log"] == ["mooncake-transfer-failed"]
+    assert not [d for d in first if d.id == "kv-transfer-failing"]
+    with log.open("a", encoding="utf-8") as f:
+        f.write(f"{line}\n{line}\n")
+    clock[0] += 5
+    (diag,) = [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+    assert diag.title == "prefill instance r-prefill-0: KV transfers failing"
+    assert "in its log mooncake-transfer-failed x2" in diag.cause and diag.since == 1005.0
+    clock[0] += 61
+    assert not [d for d in c.poll().diagnostics if d.id == "kv-transfer-failing"]
+
+
 def test_external_dp_ranks_are_launch_online_dps_over_two_hosts():
     """vllm-ascend's examples/external_online_dp/README.md, "DP4 TP4 in two nodes with 8 NPUs
     each": node 0 `--dp-size 4 --tp-size 4 --dp-size-local 2 --dp-rank-start 0`, node 1 the same
@@ -534,6 +708,54 @@ nodes:
     assert balancer[balancer.index("--backends") + 1 :] == [
         "192.0.2.10:9000", "192.0.2.10:9001", "192.0.2.11:9000", "192.0.2.11:9001"
     ]  # fmt: skip
+
+
+def test_each_instance_runs_in_its_own_container_sharing_the_kv_store_and_the_proxy_stays_on_the_host(capsys):
+    """serve --container --dry-run of the CPU layout: each instance is the runtime's `run` of its
+    own command (its port, its KV role), ExampleConnector's store mounted at the same path in both
+    containers (else each writes and reads a /tmp of its own and decode finds no KV), the host's
+    network (a layout's only one), the proxy a host command."""
+    args = ["serve", "-p", str(CPU_PD), "--container", "--dry-run", "--json"]
+    store = ["--set", "nodes.kv_connector_extra={shared_storage_path: /srv/kv}"]
+    assert main([*args, *store, "--set", "container.image=localhost/vllm-cpu:test"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert [p["role"] for p in parts] == ["prefill", "decode", "proxy"]
+    for part, port, kv_role in ((parts[0], 8100, "kv_producer"), (parts[1], 8200, "kv_consumer")):
+        argv = part["argv"]
+        assert argv[:2] in (["docker", "run"], ["podman", "run"]) and part["image"] == "localhost/vllm-cpu:test"
+        assert argv[argv.index("--network") + 1] == "host"
+        assert "/srv/kv:/srv/kv" in [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+        inner = argv[argv.index("localhost/vllm-cpu:test") + 1 :]
+        assert inner == part["engine_argv"] and inner[0] == "python3"
+        assert inner[inner.index("--port") + 1] == str(port)
+        config = json.loads(inner[inner.index("--kv-transfer-config") + 1])
+        assert config["kv_role"] == kv_role and config["kv_connector_extra_config"] == {
+            "shared_storage_path": "/srv/kv"
+        }
+    assert parts[2]["argv"][1:3] == ["-m", "engine.pdproxy"] and "image" not in parts[2]
+
+    # vLLM's default store, /tmp, is shared as well when the profile names none.
+    assert main([*args, "--set", "container.image=localhost/vllm-cpu:test"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    assert all("/tmp:/tmp" in p["argv"] for p in parts[:2])
+
+
+def test_each_ascend_instance_gets_exactly_its_npus_numbered_from_0_inside(capsys):
+    """The 2P1D layout in containers: each instance's container gets its role's /dev/davinci*
+    only, and no ASCEND_RT_VISIBLE_DEVICES (a container numbers the chips it was given from 0)."""
+    assert main(["serve", "-p", str(PD_PROFILE), "--container", "--dry-run", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["parts"]
+    engines = [p for p in parts if p["role"] != PROXY]
+    assert len(engines) == 36
+    for part in engines:
+        argv = part["argv"]
+        davinci = [argv[i + 1] for i, a in enumerate(argv) if a == "--device" and argv[i + 1][-1].isdigit()]
+        assert davinci == [f"/dev/davinci{n}" for n in part["devices"]], part["devices"]
+        assert (
+            not any("ASCEND_RT_VISIBLE_DEVICES" in a for a in argv) and "ASCEND_RT_VISIBLE_DEVICES" not in part["env"]
+        )
+        assert "--kv-transfer-config" in part["engine_argv"]
+    assert not [p for p in parts if p["role"] == PROXY][0]["argv"][0].endswith(("docker", "podman"))
 
 
 def test_the_layerwise_connector_is_not_given_a_prefill_first_proxy(capsys):
@@ -603,8 +825,12 @@ def test_the_exporter_serves_each_proxys_counts_per_backend(tmp_path, monkeypatc
             server.shutdown()
             server.server_close()
     samples = [s for fam in families(state) for s in fam.samples if s.name.startswith("ascendctl_proxy_")]
-    got = {(s.name, s.labels["role"], s.labels["backend"]): s.value for s in samples}
+    got = {(s.name, s.labels["role"], s.labels.get("backend")): s.value for s in samples}
     assert got[("ascendctl_proxy_requests_total", "prefill", f"127.0.0.1:{prefill.server_port}")] == 2
     assert got[("ascendctl_proxy_requests_total", "decode", f"127.0.0.1:{decode.server_port}")] == 2
     assert got[("ascendctl_proxy_failures_total", "decode", f"127.0.0.1:{decode.server_port}")] == 0
     assert {s.labels["proxy"] for s in samples} == {"r-proxy"}
+    # Whether it routes to each backend, and what it refused for want of one (none here).
+    assert got[("ascendctl_proxy_backend_up", "decode", f"127.0.0.1:{decode.server_port}")] == 1
+    (refused,) = [s for s in samples if s.name == "ascendctl_proxy_refused_total" and s.labels["role"] == "decode"]
+    assert refused.value == 0 and refused.labels["host"]

@@ -1,0 +1,115 @@
+"""The rarer outputs in Chinese under LANG=zh_CN.UTF-8: doctor's container, profile, stack and
+device rows on recorded machines; --json stays byte for byte what English writes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from helpers import FIXTURES
+
+from ascendctl.cli import main
+
+HOSTS = FIXTURES / "hosts"
+
+# Words that only an English sentence has (a row's quoted tool output and commands aside).
+ENGLISH = re.compile(r"\b(the|is|are|not|with|but|from|which|this|has|have|its|installed|answers|pairs|recorded)\b")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def zh_locale(monkeypatch):
+    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    from engine import i18n
+
+    i18n.set_language(None)
+
+
+def rows(out: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The rows of the checks whose id starts with one of `prefixes`, each with its fix line; the
+    backticked commands left out (they stay as written)."""
+    found, keep = [], False
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("正常", "告警", "错误"):
+            keep = words[1].startswith(prefixes)
+        elif not line.lstrip().startswith("处理："):
+            keep = False
+        if keep:
+            found.append(re.sub(r"`[^`]*`", "", line))
+    return found
+
+
+def english_left(lines: list[str]) -> list[str]:
+    return [line for line in lines if ENGLISH.search(line)]
+
+
+def test_container_rows_in_chinese(capsys, zh_locale):
+    _, out, _ = run(capsys, "doctor", "--root", str(HOSTS / "docker-ascend-runtime"))
+    assert "docker 24.0.7 有响应（默认运行时 ascend，cgroup cgroupfs）" in out
+    assert "Ascend Docker Runtime 已注册为 `ascend`" in out and "是默认运行时" in out
+    assert "（取自镜像 tag） 与驱动 25.0.rc1.1 配套" in out or "与驱动 25.0.rc1.1 配套" in out
+    _, out, _ = run(capsys, "doctor", "--root", str(HOSTS / "container-ascend-runtime"))
+    assert "ASCEND_RT_VISIBLE_DEVICES 写了 4, 5, 6, 7，但容器只有 4 个 NPU" in out
+    assert "处理：把 ASCEND_RT_VISIBLE_DEVICES 设为 0 到 3 之间的编号，或者不设置它" in out
+    lines = rows(out, ("container.",))
+    assert lines and not english_left(lines), english_left(lines)
+
+
+def test_profile_rows_in_chinese(capsys, zh_locale):
+    _, out, _ = run(capsys, "doctor", "--root", str(HOSTS / "podman-a3-image"), "-p", "a3-30b-a3b")
+    assert "profile a3-30b-a3b 面向 ascend 主机，本机正是" in out
+    assert "tensor_parallel_size 2，可见 NPU 2 个（profile 中的 ASCEND_RT_VISIBLE_DEVICES）" in out
+    assert "profile 假定每个设备 64 GiB，实际卡上只有 32 GiB" in out
+    assert "处理：在 profile 中设置 device.hbm_gib: 32，然后重新运行 `ascendctl plan`" in out
+    assert "是为 A3 构建的，本机的 NPU 属于 A2" in out  # container.image, against this host's chip
+    assert "处理：使用为 A2 构建的镜像：quay.io/ascend/vllm-ascend:v0.23.0" in out
+    lines = rows(out, ("profile.", "container."))
+    assert len(lines) >= 6 and not english_left(lines), english_left(lines)
+
+
+@pytest.mark.parametrize(
+    ("host", "shown"),
+    [
+        ("torch-npu-mismatch", "torch_npu 2.8.0 不是为 CANN 8.2.RC1 构建的"),
+        ("vllm-ascend-3906-910b2-image-0.9.2dev", "不在兼容性矩阵中（已知最新："),
+        ("vllm-ascend-1047-910prob-unsupported", "vLLM-Ascend 不支持 910ProB（A1）"),
+        ("npu-fault-heartbeat-910b", "进程管理心跳丢失 -> 复位该 NPU"),
+        ("container-no-davinci-manager", "npu-smi info 失败：dcmi module initialize failed"),
+    ],
+)
+def test_stack_and_device_rows_in_chinese(capsys, zh_locale, host, shown):
+    _, out, _ = run(capsys, "doctor", "--root", str(HOSTS / host))
+    assert shown in out
+    lines = rows(out, ("stack.", "devices.faults", "devices.chip", "container."))
+    assert not english_left(lines), english_left(lines)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("doctor", "--root", str(HOSTS / "podman-a3-image"), "-p", "a3-30b-a3b"),
+        ("doctor", "--root", str(HOSTS / "container-ascend-runtime")),
+        ("doctor", "--root", str(HOSTS / "npu-fault-heartbeat-910b")),
+    ],
+)
+def test_json_is_byte_for_byte_english(capsys, monkeypatch, argv):
+    from engine import i18n
+
+    def json_out(lang: str) -> str:
+        monkeypatch.setenv("LANG", lang)
+        i18n.set_language(None)
+        _, out, _ = run(capsys, *argv, "--json")
+        data = json.loads(out)
+        data["facts"].pop("elapsed_s", None)
+        return json.dumps(data, sort_keys=True)
+
+    english = json_out("C.UTF-8")
+    assert english == json_out("zh_CN.UTF-8")
+    assert "container owns 4 NPU" in english or "is for" in english or "heartbeat" in english

@@ -161,3 +161,41 @@ def test_bundle_in_chinese_and_its_archive_in_english(capsys, zh_locale, tmp_pat
         manifest = next(m for m in tar.getmembers() if m.name.endswith("manifest.json"))
         text = tar.extractfile(manifest).read().decode()
     assert "no running engine" in text and "没有" not in text
+
+
+CLUSTER = FIXTURES / "cluster"
+
+
+def test_cross_node_report_and_its_page_in_chinese(capsys, zh_locale, tmp_path):
+    page = tmp_path / "t.html"
+    code, out, err = run(capsys, "triage", str(CLUSTER / "clock_skew"), "--html", str(page))
+    assert code == 1
+    assert "triage: 4 个节点；时钟：已按收集端测得的时钟偏差对齐（manifest）" in out
+    assert "最先失败：node2（rank 5） npu-heartbeat-lost" in out and "独立故障：node0（rank 1）" in out
+    assert "（按收集端时钟为 2026-05-01 10:58:51.789768：该节点的时钟偏差 +120 秒）" in out
+    assert "与 node2 无关：没有超时把两者联系起来" in out and "依据 没有指明对端（只有超时）" in out
+    assert "时间线页面已写入" in err
+    text = page.read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in text and "<title>集群 triage</title>" in text
+    assert "<h1>集群 triage：4 个节点</h1>" in text and "<h2>故障起点</h2>" in text and "<h2>传播链</h2>" in text
+    assert "<th>自身故障</th>" in text and "（最先失败）" in text
+    assert "Where it started" not in text and "own failure" not in text
+
+
+def test_cross_node_json_and_english_page_unchanged(capsys, monkeypatch, tmp_path):
+    from engine import i18n
+
+    def report(lang: str) -> tuple[str, str]:
+        monkeypatch.setenv("LANG", lang)
+        i18n.set_language(None)
+        _, out, _ = run(capsys, "triage", "--json", str(CLUSTER / "clock_skew"))
+        page = tmp_path / f"{lang}.html"
+        monkeypatch.setenv("LANG", "C.UTF-8" if lang.startswith("C") else lang)
+        run(capsys, "triage", "--lang", "en", str(CLUSTER / "clock_skew"), "--html", str(page))
+        i18n.set_language(None)
+        return out, page.read_text(encoding="utf-8")
+
+    english, page = report("C.UTF-8")
+    chinese, _ = report("zh_CN.UTF-8")
+    assert english == chinese and "its own log shows npu-heartbeat-lost" in english
+    assert '<html lang="en">' in page and "<h2>Where it started</h2>" in page

@@ -86,10 +86,11 @@ def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: 
         return skip(_("unknown: {why}").format(why=unknown))
     if good:
         return ok(found)
-    # effect and fix are perf.yaml's texts, in the catalogue through babel.cfg; the level is one of LEVELS
+    # effect, fix and the recommended value are perf.yaml's texts, in the catalogue through babel.cfg (a value
+    # that is a number or a setting is its own translation); the level is one of LEVELS
     return warn(
         _("{found}; recommended: {value} ({level}, {source}): {effect}").format(
-            found=found, value=s["recommended"], level=_(s["level"]), source=s["source"], effect=_(s["effect"])
+            found=found, value=_(str(s["recommended"])), level=_(s["level"]), source=s["source"], effect=_(s["effect"])
         ),
         _(str(s["fix"])),
     )

@@ -82,12 +82,14 @@ def test_profile_rows_in_chinese(capsys, zh_locale):
         ("vllm-ascend-1047-910prob-unsupported", "vLLM-Ascend 不支持 910ProB（A1）"),
         ("npu-fault-heartbeat-910b", "进程管理心跳丢失 -> 复位该 NPU"),
         ("container-no-davinci-manager", "npu-smi info 失败：dcmi module initialize failed"),
+        ("perf-untuned-910b", "建议值：每个引擎进程绑定到一部分 CPU 核上（建议"),
     ],
 )
 def test_stack_and_device_rows_in_chinese(capsys, zh_locale, host, shown):
     _, out, _ = run(capsys, "doctor", "--root", str(HOSTS / host))
     assert shown in out
-    lines = rows(out, ("stack.", "devices.faults", "devices.chip", "container."))
+    lines = rows(out, ("stack.", "devices.faults", "devices.chip", "container.", "perf.allocator", "perf.cpu_binding"))
+    lines = [line.split("（建议")[0] for line in lines]  # the sources' names stay as they are
     assert not english_left(lines), english_left(lines)
 
 

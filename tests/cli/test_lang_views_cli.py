@@ -201,3 +201,12 @@ def test_cross_node_json_and_english_page_unchanged(capsys, monkeypatch, tmp_pat
     chinese, _ = report("zh_CN.UTF-8")
     assert english == chinese and "its own log shows npu-heartbeat-lost" in english
     assert '<html lang="en">' in page and "<h2>Where it started</h2>" in page
+
+
+def test_cross_node_input_problem_in_chinese(capsys, zh_locale, tmp_path):
+    missing = tmp_path / "absent"
+    code, out, err = run(capsys, "triage", "--node", f"a={missing}", "--node", f"b={CLUSTER / 'chain' / 'node0'}")
+    assert code == 2
+    assert f"注意 {missing}：文件或目录不存在；已忽略" in out
+    assert f"错误：1 个输入有问题：{missing}：文件或目录不存在；已忽略" in err
+    assert "处理：上面的报告涵盖了所有能读取的节点" in err and "left out" not in out + err

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ascendctl.style import plain, safe, severity_style
+from engine.i18n import N_, _
 
 
 def wanted(paths: list[str], named: list[str]) -> bool:
@@ -40,20 +41,16 @@ def run(out: Any, paths: list[str], named: list[str], rules: Any, fail_on: str, 
     from engine.severity import rank
 
     pairs = parse_named(named)
-    from engine.i18n import language
-
-    if language() != "en" and not out.json_mode:
-        out.warn("the report across nodes is in English for now (--lang zh covers the report of one node's logs)")
     if html:
         from engine.bench.html import require_plotly
 
         require_plotly()
-    with out.status("reading the nodes") as update:
+    with out.status(_("reading the nodes")) as update:
         report = triage_cluster(paths, pairs, rules=rules, progress=update)
     if not report.nodes:
         raise BadInput(
-            "no node could be read: " + "; ".join(report.problems[:3]),
-            "give a cluster archive, bundles, or --node NAME=DIR folders of logs",
+            _("no node could be read: {problems}").format(problems="; ".join(report.problems[:3])),
+            _("give a cluster archive, bundles, or --node NAME=DIR folders of logs"),
         )
     first = report.roots[0] if report.roots else None
     data = {
@@ -71,27 +68,29 @@ def run(out: Any, paths: list[str], named: list[str], rules: Any, fail_on: str, 
         from engine.incident.html import html_report
 
         Path(html).write_text(html_report(report), encoding="utf-8")
-        out.info(f"timeline page written to {html}")
+        out.info(_("timeline page written to {path}").format(path=html))
     if report.problems:
         raise BadInput(
-            f"{len(report.problems)} input problem(s): " + "; ".join(report.problems[:2]),
-            "the report above covers every node that could be read; fix or leave out the inputs named",
+            _("{count} input problem(s): {problems}").format(
+                count=len(report.problems), problems="; ".join(report.problems[:2])
+            ),
+            _("the report above covers every node that could be read; fix or leave out the inputs named"),
         )
     if fail_on != "never" and any(r.event is None or rank(r.event.severity) >= rank(fail_on) for r in report.roots):
         r = report.roots[0]
-        issue = r.event.issue if r.event is not None else "its log"
+        issue = r.event.issue if r.event is not None else _("its log")
         if r.event is not None and r.event.likely:
-            issue += f": likely one of {len(r.event.likely)} causes"
+            issue += _(": likely one of {count} causes").format(count=len(r.event.likely))
+        also = (
+            _(", and independently at {nodes}").format(nodes=", ".join(x.node for x in report.roots[1:3]))
+            if len(report.roots) > 1
+            else ""
+        )
         raise ProblemsFound(
-            f"the cluster failed first at {r.node} ({issue})"
-            + (
-                f", and independently at {', '.join(x.node for x in report.roots[1:3])}"
-                if len(report.roots) > 1
-                else ""
-            ),
+            _("the cluster failed first at {node} ({issue})").format(node=r.node, issue=issue) + also,
             f"ascendctl triage --explain {r.event.explain()}"
             if r.event is not None
-            else f"check why {r.node} never started (its service log, its network)",
+            else _("check why {node} never started (its service log, its network)").format(node=r.node),
         )
 
 
@@ -100,39 +99,47 @@ def _render(console: Any, report: Any) -> None:
     from rich.text import Text
 
     nodes = report.nodes
-    console.print(f"[bold]triage[/]: {len(nodes)} node{'s' if len(nodes) != 1 else ''}; clocks: {safe(report.clock)}")
+    head_line = _("{count} node(s); clocks: {clock}").format(count=len(nodes), clock=safe(report.clock))
+    console.print(f"[bold]triage[/]: {head_line}")
     if not report.roots:
-        console.print("No node failed on its own, and no timeout names a peer.")
+        console.print(_("No node failed on its own, and no timeout names a peer."))
     for i, r in enumerate(report.roots):
-        head = "First to fail" if i == 0 else "Independent failure"
-        what = f" {r.event.issue} {_when(r.event)}" if r.event is not None else " (logged nothing)"
+        head = _("First to fail") if i == 0 else _("Independent failure")
+        what = f" {r.event.issue} {_when(r.event)}" if r.event is not None else " " + _("(logged nothing)")
         if r.event is not None and r.event.likely:
-            what += " (likely one of: " + "; ".join(r.event.likely) + ")"
-        rank = f" (rank {', '.join(map(str, r.ranks))})" if r.ranks and r.in_inputs else ""
-        console.print(Text.assemble((f"{head}: ", "bold"), plain(r.node + rank, style="bold red"), plain(what)))
-        console.print(Text.assemble(("  why ", "bold"), plain(r.why)))
+            what += " " + _("(likely one of: {causes})").format(causes="; ".join(r.event.likely))
+        ranks = ", ".join(map(str, r.ranks))
+        rank = _(" (rank {ranks})").format(ranks=ranks) if r.ranks and r.in_inputs else ""
+        console.print(
+            Text.assemble(
+                (_("{label}: ").format(label=head), "bold"), plain(r.node + rank, style="bold red"), plain(what)
+            )
+        )
+        console.print(Text.assemble(("  " + _("why") + " ", "bold"), plain(r.why)))
     if report.chain:
-        console.print("[bold]Propagation[/]")
+        console.print("[bold]" + _("Propagation") + "[/]")
         for (cause_node, cause, effect, via), effect_nodes in _grouped(report.chain):
             console.print(
                 Text.assemble(
                     "  ",
-                    plain(f"{cause_node} {cause or '(nothing logged)'}"),
+                    plain(f"{cause_node} {cause or _('(nothing logged)')}"),
                     " -> ",
                     plain(f"{_names(effect_nodes)} {effect}"),
-                    (f"   via {via}", "dim"),
+                    ("   " + _("via {how}").format(how=via), "dim"),
                 )
             )
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
-    for col in ("node", "status", "ranks", "clock", "own failure", "first seen", "first wait", "waited on"):
-        table.add_column(col)
+    for col in COLUMNS:
+        table.add_column(_(col))
     for n in nodes:
         table.add_row(
             plain(n.name),
-            plain(n.status),
+            plain(_(n.status)),
             plain(_ranks(n.ranks)),
-            plain(f"{n.offset_s:+.3f} s" if n.offset_s is not None else "as printed"),
-            Text(n.cause.issue + (" (likely)" if n.cause.likely else ""), style=severity_style(n.cause.severity))
+            plain(f"{n.offset_s:+.3f} s" if n.offset_s is not None else _("as printed")),
+            Text(
+                n.cause.issue + (" " + _("(likely)") if n.cause.likely else ""), style=severity_style(n.cause.severity)
+            )
             if n.cause
             else Text("-"),
             plain(n.cause.local if n.cause and n.cause.local else "-"),
@@ -141,7 +148,22 @@ def _render(console: Any, report: Any) -> None:
         )
     console.print(table)
     for p in [*report.problems, *report.notes]:
-        console.print(Text.assemble(("note ", "yellow"), plain(p)))
+        console.print(Text.assemble((_("note") + " ", "yellow"), plain(p)))
+
+
+# The node table's column heads; a node's status word ("ok", "no logs", the collector's own) is
+# translated when the catalogue has it.
+COLUMNS = (
+    N_("node"),
+    N_("status"),
+    N_("ranks"),
+    N_("clock"),
+    N_("own failure"),
+    N_("first seen"),
+    N_("first wait"),
+    N_("waited on"),
+)
+STATUSES = (N_("no logs"), N_("no answer"))
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:
@@ -153,7 +175,7 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 
 def _when(ev: Any) -> str:
-    return f"at {ev.local}" if ev.local else "(its line carries no time stamp)"
+    return _("at {time}").format(time=ev.local) if ev.local else _("(its line carries no time stamp)")
 
 
 def _grouped(chain: list[Any]) -> list[tuple[tuple[str, str, str, str], list[str]]]:
@@ -168,4 +190,6 @@ def _grouped(chain: list[Any]) -> list[tuple[tuple[str, str, str, str], list[str
 def _names(nodes: list[str], shown: int = 6) -> str:
     if len(nodes) <= shown:
         return ", ".join(nodes)
-    return f"{', '.join(nodes[:shown])} and {len(nodes) - shown} more ({len(nodes)} nodes)"
+    return _("{nodes} and {more} more ({count} nodes)").format(
+        nodes=", ".join(nodes[:shown]), more=len(nodes) - shown, count=len(nodes)
+    )

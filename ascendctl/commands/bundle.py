@@ -7,7 +7,8 @@ from typing import Any, Optional
 
 import typer
 
-from ascendctl.style import safe, size
+from ascendctl.style import ljust_cells, safe, size
+from engine.i18n import N_, _
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _SIZE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -148,7 +149,7 @@ def bundle(
     if run is not None:
         find_run(run)
     if archive.exists():
-        out.warn(f"replacing the existing {archive}")
+        out.warn(_("replacing the existing {archive}").format(archive=archive))
     opts = BundleOptions(
         out=archive,
         since_s=_seconds(since),
@@ -162,15 +163,19 @@ def bundle(
     if no_redact:
         # Loud on purpose, and on stderr so that --json stays data: the archive now identifies the site.
         out.warn(
-            "--no-redact: the archive KEEPS IP addresses, host names, user names and serial numbers "
-            "(secrets are still masked); share it only with people who may see them"
+            _(
+                "--no-redact: the archive KEEPS IP addresses, host names, user names and serial numbers "
+                "(secrets are still masked); share it only with people who may see them"
+            )
         )
     if with_device_logs:
         from engine.bundle.builder import DEVICE_LOG_TIMEOUT_FACTOR
 
         out.info(
-            "--with-device-logs: msnpureport pulls every card's logs over the driver; this takes minutes "
-            f"(limit {timeout * DEVICE_LOG_TIMEOUT_FACTOR:g} s)"
+            _(
+                "--with-device-logs: msnpureport pulls every card's logs over the driver; this takes minutes "
+                "(limit {seconds:g} s)"
+            ).format(seconds=timeout * DEVICE_LOG_TIMEOUT_FACTOR)
         )
     if root is not None:
         from engine.system.recorded import recorded_host
@@ -183,33 +188,58 @@ def bundle(
 
     # The archive's reports (doctor.json, netcheck.json, the env report) are for support and for
     # `doctor --root`: English whatever the locale.
-    with out.status("bundle: starting") as update, english():
+    step = _("bundle: {step}")  # the progress line is for the person waiting: in their language
+    with out.status(step.format(step=_("starting"))) as update, english():
         result = build_bundle(
-            opts, host=host, live=live, env_known=env_known, progress=lambda name: update(f"bundle: {name}")
+            opts, host=host, live=live, env_known=env_known, progress=lambda name: update(step.format(step=name))
         )
     out.emit(result.summary(), lambda c: _render(c, result))
 
 
+# A source's status as the table shows it (four columns wide); the manifest keeps the English word.
+_MARKS = {
+    "ok": (N_("ok"), ""),
+    "failed": (N_("FAIL"), "red"),
+    "skipped": (N_("skip"), "dim"),
+    "cut": (N_("cut"), "yellow"),
+}
+
+
+def _why(text: str) -> str:
+    """Why a source was skipped or cut, in the reader's language when it is one of the builder's
+    fixed reasons (the manifest keeps the English); a tool's own words stay as they are."""
+    missing = re.fullmatch(r"(\S+) not recorded", text)
+    if missing:
+        return _("{what} not recorded").format(what=missing.group(1))
+    return _(text)
+
+
 def _render(console: Any, result: Any) -> None:
-    marks = {"ok": "ok", "failed": "[red]FAIL[/]", "skipped": "[dim]skip[/]", "cut": "[yellow]cut[/]"}
     width = max(len(s.name) for s in result.sources)
     for s in result.sources:
-        why = f"  [dim]{safe(s.why)}[/]" if s.why else ""
-        console.print(
-            f"  {marks.get(s.status, s.status):<4} {safe(s.name):<{width}}  {size(s.bytes):>10}{why}", soft_wrap=True
-        )
-    console.print(
-        f"[bold]{safe(str(result.archive))}[/]: {size(result.bytes)} ({size(result.collected_bytes)} collected) "
-        f"in {result.duration_s:.1f} s",
-        soft_wrap=True,
+        word, style = _MARKS.get(s.status, (s.status, ""))
+        mark = safe(ljust_cells(_(word), 4))
+        mark = f"[{style}]{mark}[/]" if style else mark
+        why = f"  [dim]{safe(_why(s.why))}[/]" if s.why else ""
+        console.print(f"  {mark} {safe(s.name):<{width}}  {size(s.bytes):>10}{why}", soft_wrap=True)
+    summary = _("{archive}: {size} ({collected} collected) in {seconds:.1f} s").format(
+        archive=f"[bold]{safe(str(result.archive))}[/]",
+        size=size(result.bytes),
+        collected=size(result.collected_bytes),
+        seconds=result.duration_s,
     )
+    console.print(summary, soft_wrap=True)
     if not result.redacted:  # said again under the table, where the user looks before sending the file
         console.print(
-            "[bold red]NOT redacted[/]: the archive keeps IP addresses, host names, user names and serial numbers",
+            _("{not_redacted}: the archive keeps IP addresses, host names, user names and serial numbers").format(
+                not_redacted="[bold red]" + _("NOT redacted") + "[/]"
+            ),
             soft_wrap=True,
         )
     if result.map_file:
         console.print(
-            f"redacted; the mapping back to the real values stays here: {safe(str(result.map_file))} (do not send it)",
+            _("redacted; the mapping back to the real values stays here: {path} (do not send it)").format(
+                path=safe(str(result.map_file))
+            ),
             soft_wrap=True,
         )

@@ -46,10 +46,11 @@ def netcheck(
 ) -> None:
     from ascendctl.checks_view import render_report
     from ascendctl.output import get_output
+    from engine.i18n import _
     from engine.netcheck import parse_nics, run_netcheck
 
     out = get_output()
-    with out.status("asking hccn_tool about every NPU NIC"):
+    with out.status(_("asking hccn_tool about every NPU NIC")):
         report = run_netcheck(
             root, nics=parse_nics(nics) if nics else None, peers_npu=peer_npu or (), peers_tcp=peer or ()
         )
@@ -57,8 +58,10 @@ def netcheck(
         from engine.errors import Unreachable
 
         raise Unreachable(
-            "no NPU on this host: nothing for netcheck to probe (no NPU NIC, no hccn_tool)",
-            "run it on an Ascend node, check a recorded one with --root DIR, or test host ports with --peer HOST:PORT",
+            _("no NPU on this host: nothing for netcheck to probe (no NPU NIC, no hccn_tool)"),
+            _(
+                "run it on an Ascend node, check a recorded one with --root DIR, or test host ports with --peer HOST:PORT"
+            ),
         )
     out.emit(report.to_dict(), lambda c: render_report(c, report, strict, "netcheck"))
     code = report.exit_code(strict)

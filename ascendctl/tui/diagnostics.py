@@ -34,12 +34,10 @@ class DetailScreen(ModalScreen[None]):
         body = Text()
         # What a diagnostic says may quote the engine's log: cleaned of escape sequences.
         body.append(f"{clean(d.title)}\n", style="bold " + severity_style(d.severity))
-        body.append(
-            f"{d.severity} · {clean(d.subject)} · {d.id} · from "
-            f"{'the engine log' if d.source == 'log' else 'a threshold rule'}"
-        )
+        origin = _("from the engine log") if d.source == "log" else _("from a threshold rule")
+        body.append(f"{_(d.severity)} · {clean(d.subject)} · {d.id} · {origin}")
         if d.count > 1:
-            body.append(f" · seen {d.count} times")
+            body.append(" · " + _("seen {count} times").format(count=d.count))
         body.append("\n\n" + spaced(_("cause:")), style="bold")
         body.append(clean(d.cause))
         body.append("\n\n" + spaced(_("fix:")), style="bold")

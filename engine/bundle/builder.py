@@ -39,6 +39,7 @@ from engine.bundle.recording import CommandRecorder, RecordingHost
 from engine.bundle.redactor import Redactor
 from engine.bundle.staging import Source, Stage, json_bytes, reason_of, timed
 from engine.errors import BadInput
+from engine.i18n import N_
 from engine.system.archive import read_regular, term_as_interrupt
 from engine.system.cann import process_log_dir
 from engine.system.host import Host
@@ -209,7 +210,7 @@ class _Builder:
             return
         lines = [line for line in result.stdout.splitlines() if _DMESG_KEEP.search(line)]
         if not lines:
-            src.status, src.why = "skipped", "no kernel line about the NPU driver, OOM kills or crashes"
+            src.status, src.why = "skipped", N_("no kernel line about the NPU driver, OOM kills or crashes")
             return
         self.stage.write(DMESG_FILE, self.text("\n".join(lines) + "\n"), src)
         self.logs.append(DMESG_FILE)
@@ -220,7 +221,7 @@ class _Builder:
         from engine.system import paths
 
         if not self.recorder.which("hccn_tool") and not paths.exists(self.base, HCCN_TOOL):
-            src.status, src.why = "skipped", "hccn_tool not found (no NPU NICs to check)"
+            src.status, src.why = "skipped", N_("hccn_tool not found (no NPU NICs to check)")
             return
         report = run_netcheck(host=self.host, live=self.live, timeout=self.opts.timeout_s)
         src.rc = report.exit_code()
@@ -299,7 +300,7 @@ class _Builder:
                 found.append(p)
         src.what = ", ".join(found) or "none found"
         if not found:
-            src.status, src.why = "skipped", "no driver, firmware or CANN version file on this machine"
+            src.status, src.why = "skipped", N_("no driver, firmware or CANN version file on this machine")
 
     def find_run(self) -> None:
         """The run to bundle, found before anything is collected (its names are learned first)."""
@@ -308,7 +309,7 @@ class _Builder:
         if self.opts.run:
             self.run_info = find_run(self.opts.run)
         elif not self.live:
-            self.run_note = ("skipped", "a recorded machine: name its run with --run")
+            self.run_note = ("skipped", N_("a recorded machine: name its run with --run"))
         else:
             from engine.runs import list_runs
 
@@ -316,7 +317,7 @@ class _Builder:
             if runs:
                 self.run_info = runs[0]
             else:
-                self.run_note = ("skipped", "no `ascendctl serve` run found")
+                self.run_note = ("skipped", N_("no `ascendctl serve` run found"))
         run = self.run_info
         if run is not None and self.opts.redact:
             from engine.runs import PROFILE_FILE
@@ -332,7 +333,7 @@ class _Builder:
 
         run = self.run_info
         if run is None:
-            src.status, src.why = self.run_note or ("skipped", "no run")
+            src.status, src.why = self.run_note or ("skipped", N_("no run"))
             return
         d = Path(run.directory)
         src.what = self.red.path(str(d))
@@ -378,7 +379,7 @@ class _Builder:
 
         run = getattr(self, "run_info", None)
         if run is None or not run.url or not run.alive():
-            src.status, src.why = "skipped", "no running engine"
+            src.status, src.why = "skipped", N_("no running engine")
             return
         text = scrape(run.url, timeout=min(self.opts.timeout_s, 5.0), parse=lambda t: t)
         self.stage.write(f"{RUN_DIR}/metrics.txt", self.text(text), src)
@@ -390,7 +391,7 @@ class _Builder:
         src.what = self.red.path(base)
         local = self.base.path(base)
         if not local.is_dir():
-            src.status, src.why = "skipped", "no CANN log directory"
+            src.status, src.why = "skipped", N_("no CANN log directory")
             return
         since = time.time() - self.opts.since_s if self.opts.since_s else None
         files = []
@@ -407,7 +408,7 @@ class _Builder:
                 elif stat.S_ISREG(st.st_mode) and (since is None or st.st_mtime >= since):
                     files.append((st.st_mtime, p))
         if not files:
-            src.status, src.why = "skipped", "no CANN log inside the time window"
+            src.status, src.why = "skipped", N_("no CANN log inside the time window")
             return
         files.sort(reverse=True)  # newest first: those are kept when the cap bites
         unreadable: list[str] = []
@@ -448,7 +449,7 @@ class _Builder:
 
         runner = self.base.runner
         if isinstance(runner, RecordedRunner) or not isinstance(runner, SubprocessRunner):
-            src.status, src.why = "skipped", "a recorded machine: msnpureport runs on the machine itself"
+            src.status, src.why = "skipped", N_("a recorded machine: msnpureport runs on the machine itself")
             return
         exe = runner.which("msnpureport") or (
             str(self.base.path(MSNPUREPORT)) if paths.exists(self.base, MSNPUREPORT) else None
@@ -459,7 +460,10 @@ class _Builder:
         if self.live and hasattr(os, "geteuid") and os.geteuid() != 0:
             # It checks geteuid() == 0 and otherwise only writes "Not have permission to export files."
             # to syslog: say it here instead of reporting a bare exit code.
-            src.status, src.why = "skipped", "msnpureport exports device logs only as root: run the bundle with sudo"
+            src.status, src.why = (
+                "skipped",
+                N_("msnpureport exports device logs only as root: run the bundle with sudo"),
+            )
             return
         cwd = self.scratch / "msnpureport"
         cwd.mkdir(parents=True, exist_ok=True)
@@ -513,7 +517,7 @@ class _Builder:
             if result is not None and not hung and posixpath.basename(result.argv[0]) in TRANSCRIBED
         ]
         if not blocks:
-            src.status, src.why = "skipped", "no npu-smi or hccn_tool answer to transcribe"
+            src.status, src.why = "skipped", N_("no npu-smi or hccn_tool answer to transcribe")
             return
         self.stage.write(NPU_INFO_FILE, self.text(write_transcript(blocks)), src)
 
@@ -521,7 +525,7 @@ class _Builder:
         from engine.triage import scan_paths
 
         if not self.logs:
-            src.status, src.why = "skipped", "no log collected"
+            src.status, src.why = "skipped", N_("no log collected")
             return
         report = scan_paths([str(self.stage.top / m) for m in self.logs])
         data = _plain(dataclasses.asdict(report))
@@ -642,7 +646,7 @@ class _Builder:
             self.collect("device logs", "log", "msnpureport (slow)", self.device_logs, inline=True)
         else:
             self.sources.append(
-                Source("device logs", "log", "msnpureport", "skipped", "not asked: add --with-device-logs (slow)")
+                Source("device logs", "log", "msnpureport", "skipped", N_("not asked: add --with-device-logs (slow)"))
             )
         self.collect("triage", "report", "ascendctl triage of the collected logs", self.triage, timeout=t * 6)
         self.write_recorded()

@@ -21,6 +21,7 @@ from engine.container.discover import discovery_runtimes, find_engines
 from engine.container.inspect import json_documents, redact_inspect
 from engine.container.runtime import Runtime, container_name, find_runtime
 from engine.errors import AscendctlError
+from engine.i18n import N_
 
 CONTAINER_DIR = f"{RUN_DIR}/container"
 LOG_TAIL_LINES = 2000
@@ -92,11 +93,11 @@ def collect(builder: Any, src: Any) -> None:
     if found is None:
         src.status = "skipped"
         src.why = (
-            "no container runtime installed"
+            N_("no container runtime installed")
             if not _runtimes(builder, named_runtime)
-            else "the run's engine is not in a container"
+            else N_("the run's engine is not in a container")
             if run is not None
-            else "no engine container found (label ascendctl.run)"
+            else N_("no engine container found (label ascendctl.run)")
         )
         return
     runtime, inspect = found

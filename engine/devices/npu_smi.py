@@ -107,10 +107,14 @@ def _fail_line(text: str) -> str | None:
 def _raise_failure(text: str, what: str) -> None:
     line = _fail_line(text)
     if line is not None:
+        from engine.i18n import _
+
         raise NpuSmiError(
-            f"npu-smi {what} failed: {line}",
-            "run `npu-smi info` by hand; 'device is used' (-8020) inside a container means the "
-            "container lacks the /dev/davinci_manager and driver mounts",
+            _("npu-smi {what} failed: {line}").format(what=what, line=line),
+            _(
+                "run `npu-smi info` by hand; 'device is used' (-8020) inside a container means the "
+                "container lacks the /dev/davinci_manager and driver mounts"
+            ),
         )
 
 

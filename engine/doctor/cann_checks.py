@@ -44,28 +44,35 @@ def check_toolkit(ctx: Context) -> Outcome:
     )
     if tk.bad_version is not None:
         return warn(
-            f"CANN toolkit at {where}: {tk.version_source} holds no version but {quoted(tk.bad_version)}",
-            f"check {tk.version_source}; reinstall the toolkit if it is damaged",
+            _("CANN toolkit at {where}: {file} holds no version but {text}").format(
+                where=where, file=tk.version_source, text=quoted(tk.bad_version)
+            ),
+            _("check {file}; reinstall the toolkit if it is damaged").format(file=tk.version_source),
         )
     if tk.version is None:
         return warn(
-            f"CANN toolkit at {where} has no readable version file",
-            f"check {tk.home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing",
+            _("CANN toolkit at {where} has no readable version file").format(where=where),
+            _("check {home}/<arch>-linux/ascend_toolkit_install.info; reinstall the toolkit if it is missing").format(
+                home=tk.home
+            ),
         )
     known = ", ".join(ascend_sets())
     oldest, newest = cann_range(ctx)
     if oldest and cann_key(tk.version) < cann_key(oldest):
         # No vllm-ascend release runs on it: the engine cannot start, whatever else is right.
         return error(
-            f"CANN {tk.version} at {where} is older than every vllm-ascend release supports "
-            f"(CANN {oldest} to {newest})",
-            f"install CANN {oldest} or newer; ascendctl pins a whole engine set for CANN {known}",
+            _(
+                "CANN {version} at {where} is older than every vllm-ascend release supports (CANN {oldest} to {newest})"
+            ).format(version=tk.version, where=where, oldest=oldest, newest=newest),
+            _("install CANN {oldest} or newer; ascendctl pins a whole engine set for CANN {known}").format(
+                oldest=oldest, known=known
+            ),
         )
     if ctx.matrix.torch_npu_builds(tk.version) or ascend_set(tk.version):
         return ok(_("CANN {version} at {where}").format(version=tk.version, where=where))
     return warn(
-        f"CANN {tk.version} at {where} is not in the compatibility matrix",
-        f"use a CANN release the stack was tested with: {known}",
+        _("CANN {version} at {where} is not in the compatibility matrix").format(version=tk.version, where=where),
+        _("use a CANN release the stack was tested with: {known}").format(known=known),
     )
 
 
@@ -103,11 +110,18 @@ def check_set_env(ctx: Context) -> Outcome:
     ):
         value = env.get(var)
         if value and not _points_at(ctx, value, tk.real_home + sub):
-            state = "a missing directory" if not paths.exists(ctx.host, value) else f"not {tk.real_home}{sub}"
+            state = (
+                _("a missing directory")
+                if not paths.exists(ctx.host, value)
+                else _("not {path}").format(path=tk.real_home + sub)
+            )
             wrong.append(f"{var}={value} ({state})")
     if wrong:
         return error(
-            f"set_env.sh variables do not point at the toolkit in use ({tk.real_home}): {'; '.join(wrong)}", fix
+            _("set_env.sh variables do not point at the toolkit in use ({home}): {wrong}").format(
+                home=tk.real_home, wrong=_("; ").join(wrong)
+            ),
+            fix,
         )
     if missing or not env.get("ASCEND_OPP_PATH"):
         absent = missing + ([] if env.get("ASCEND_OPP_PATH") else ["ASCEND_OPP_PATH"])
@@ -132,20 +146,22 @@ def check_nnal(ctx: Context) -> Outcome:
         return ok(_("NNAL ATB sourced: ATB_HOME_PATH={home} (its files not recorded)").format(home=home))
     if home:
         return error(
-            f"ATB_HOME_PATH={home} holds no lib/libatb.so",
-            f"source {atb_root}/set_env.sh again, or reinstall NNAL for this CANN version",
+            _("ATB_HOME_PATH={home} holds no lib/libatb.so").format(home=home),
+            _("source {root}/set_env.sh again, or reinstall NNAL for this CANN version").format(root=atb_root),
         )
     if not installed and unrecorded(ctx):
         if not ctx.env_known:
             return skip(_("NNAL files and environment not recorded"))
         return warn(
-            "ATB_HOME_PATH is unset: NNAL's set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot "
-            "open shared object file)",
-            f"source {atb_root}/set_env.sh, or install NNAL for this CANN version first",
+            _(
+                "ATB_HOME_PATH is unset: NNAL's set_env.sh is not sourced (vLLM-Ascend fails with libatb.so: cannot "
+                "open shared object file)"
+            ),
+            _("source {root}/set_env.sh, or install NNAL for this CANN version first").format(root=atb_root),
         )
     if installed:
         if not ctx.env_known:
-            return ok(f"NNAL installed at {atb_root} (environment not recorded)")
+            return ok(_("NNAL installed at {root} (environment not recorded)").format(root=atb_root))
         return warn(
             _(
                 "NNAL installed but its set_env.sh is not sourced "
@@ -155,8 +171,10 @@ def check_nnal(ctx: Context) -> Outcome:
         )
     version = ctx.toolkit.version if ctx.toolkit and ctx.toolkit.version else "<CANN version>"
     return warn(
-        "NNAL (ATB) not installed: vLLM-Ascend needs libatb.so",
-        f"install Ascend-cann-nnal_{version}_linux-<arch>.run, then source {atb_root}/set_env.sh",
+        _("NNAL (ATB) not installed: vLLM-Ascend needs libatb.so"),
+        _("install Ascend-cann-nnal_{version}_linux-<arch>.run, then source {root}/set_env.sh").format(
+            version=version, root=atb_root
+        ),
     )
 
 
@@ -179,29 +197,40 @@ def check_nnal_abi(ctx: Context) -> Outcome:
     if torch_abi is None:
         if home_abi is not None and first is not None and first[1] != home_abi:
             return warn(
-                f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build but LD_LIBRARY_PATH finds libatb.so first in "
-                f"{first[0]} (cxx_abi_{first[1]}): NNAL's set_env.sh was sourced for both ABIs",
-                f"in a new shell, source {atb_root}/set_env.sh once, with --cxx_abi= the value of "
-                "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's environment",
+                _(
+                    "ATB_HOME_PATH={home} is the cxx_abi_{abi} build but LD_LIBRARY_PATH finds libatb.so first in "
+                    "{first} (cxx_abi_{first_abi}): NNAL's set_env.sh was sourced for both ABIs"
+                ).format(home=home, abi=home_abi, first=first[0], first_abi=first[1]),
+                _(
+                    "in a new shell, source {root}/set_env.sh once, with --cxx_abi= the value of "
+                    "`python -c 'import torch; print(int(torch.compiled_with_cxx11_abi()))'` in the engine's "
+                    "environment"
+                ).format(root=atb_root),
             )
         return skip(_("the engine interpreter did not report torch's C++ ABI"))
     torch = ctx.engine.packages.get("torch") or ""
     wrong = []
     if home_abi is not None and home_abi != torch_abi:
-        wrong.append(f"ATB_HOME_PATH={home} is the cxx_abi_{home_abi} build")
+        wrong.append(_("ATB_HOME_PATH={home} is the cxx_abi_{abi} build").format(home=home, abi=home_abi))
     if first is not None and first[1] != torch_abi:
-        wrong.append(f"LD_LIBRARY_PATH finds libatb.so first in {first[0]} (cxx_abi_{first[1]})")
+        wrong.append(
+            _("LD_LIBRARY_PATH finds libatb.so first in {first} (cxx_abi_{abi})").format(first=first[0], abi=first[1])
+        )
     if wrong:
         # set_env.sh picks the ABI from whatever `python3` is on PATH when it is sourced, which is
         # not always the engine's interpreter; sourcing it again only prepends, so start afresh.
         return error(
-            f"torch {torch} is built with _GLIBCXX_USE_CXX11_ABI={torch_abi}, but {'; '.join(wrong)}: torch_npu's "
-            "ATB operators fail to load (undefined symbol)",
-            f"in a new shell (the other build's directories stay on LD_LIBRARY_PATH otherwise): "
-            f"source {atb_root}/set_env.sh --cxx_abi={torch_abi}",
+            _(
+                "torch {torch} is built with _GLIBCXX_USE_CXX11_ABI={abi}, but {wrong}: torch_npu's ATB operators "
+                "fail to load (undefined symbol)"
+            ).format(torch=torch, abi=torch_abi, wrong=_("; ").join(wrong)),
+            _(
+                "in a new shell (the other build's directories stay on LD_LIBRARY_PATH otherwise): source "
+                "{root}/set_env.sh --cxx_abi={abi}"
+            ).format(root=atb_root, abi=torch_abi),
         )
     other = [e for e, abi in libs if abi != torch_abi]
-    note = f"; the cxx_abi_{1 - torch_abi} directories after it are shadowed" if other else ""
+    note = _("; the cxx_abi_{abi} directories after it are shadowed").format(abi=1 - torch_abi) if other else ""
     return ok(
         _("ATB cxx_abi_{abi} matches torch {torch} (_GLIBCXX_USE_CXX11_ABI={abi})").format(abi=torch_abi, torch=torch)
         + note
@@ -239,9 +268,10 @@ def check_driver(ctx: Context) -> Outcome:
             ),
         )
     if d.bad_version is not None:
-        return warn(f"{d.path} holds no version but {quoted(d.bad_version)}", "reinstall the NPU driver package")
+        bad = _("{path} holds no version but {text}").format(path=d.path, text=quoted(d.bad_version))
+        return warn(bad, _("reinstall the NPU driver package"))
     if not d.version:
-        return warn(f"{d.path} has no Version= line", "reinstall the NPU driver package")
+        return warn(_("{path} has no Version= line").format(path=d.path), _("reinstall the NPU driver package"))
     inner = f" ({d.innerversion})" if d.innerversion else ""
     return ok(_("driver {version}").format(version=d.version) + inner)
 
@@ -257,15 +287,22 @@ def check_firmware(ctx: Context) -> Outcome:
         if ctx.container:
             return skip(_("firmware files are not mounted into containers; run doctor on the host to check them"))
         return warn(
-            "firmware version.info not found (/usr/local/Ascend/firmware/version.info)",
-            "install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+            _("firmware version.info not found (/usr/local/Ascend/firmware/version.info)"),
+            _("install the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver"),
         )
     if not fw.version:
         # Without this, a file with no usable Version= line read as "ok firmware None".
-        what = f"holds no version but {quoted(fw.bad_version)}" if fw.bad_version else "has no Version= line"
+        what = (
+            _("{path} holds no version but {text}").format(path=fw.path, text=quoted(fw.bad_version))
+            if fw.bad_version
+            else _("{path} has no Version= line").format(path=fw.path)
+        )
         return warn(
-            f"{fw.path} {what}",
-            "reinstall the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the driver",
+            what,
+            _(
+                "reinstall the firmware package (Ascend-hdk-<chip>-npu-firmware_<version>.run --full) matching the "
+                "driver"
+            ),
         )
     inside = firmware_in_range(fw.version, d.compatible_fw if d else None)
     if inside is False and d is not None and d.compatible_fw:

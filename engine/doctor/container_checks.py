@@ -39,7 +39,7 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 ASCEND_RUNTIME_DIR = "/usr/local/Ascend/Ascend-Docker-Runtime"
 ASCEND_RUNTIME_BIN = f"{ASCEND_RUNTIME_DIR}/ascend-docker-runtime"
 ASCEND_RUNTIME_NAME = "ascend"
-ASCEND_RUNTIME_INSTALL = (
+ASCEND_RUNTIME_INSTALL = N_(
     "install Ascend Docker Runtime (MindCluster's Ascend-docker-runtime_<version>_linux-<arch>.run --install), "
     "then sudo systemctl restart docker"
 )
@@ -154,8 +154,8 @@ def check_runtime(ctx: Context) -> Outcome:
             return error(p.cause, p.fix or "")
         if _wants_container(ctx):
             return error(
-                "the profile serves in a container, but no container runtime is installed (docker, podman, nerdctl)",
-                "install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container",
+                _("the profile serves in a container, but no container runtime is installed (docker, podman, nerdctl)"),
+                _("install Docker (with Ascend Docker Runtime on an Ascend host) or podman, or serve --no-container"),
             )
         return skip(_("no container runtime installed (docker, podman, nerdctl): engines run on the host"))
     if not p.asked:
@@ -173,16 +173,19 @@ def check_runtime(ctx: Context) -> Outcome:
     details = []
     default = info.get("DefaultRuntime") or (host.get("ociRuntime") or {}).get("name")
     if default:
-        details.append(f"default runtime {default}")
+        details.append(_("default runtime {runtime}").format(runtime=default))
     cgroup = info.get("CgroupDriver") or host.get("cgroupManager")
     if cgroup:
         details.append(f"cgroup {cgroup}")
     rootless = (host.get("security") or {}).get("rootless")
     if rootless:
         details.append("rootless")
-    extra = f" ({', '.join(details)})" if details else ""
-    note = f"; {p.note}" if p.note else ""
-    return ok(f"{p.runtime.name} {p.version or '(version unknown)'} answers{extra}{note}")
+    extra = _(" ({details})").format(details=_(", ").join(details)) if details else ""
+    note = _("; {note}").format(note=p.note) if p.note else ""
+    answers = _("{runtime} {version} answers{details}{note}")
+    return ok(
+        answers.format(runtime=p.runtime.name, version=p.version or _("(version unknown)"), details=extra, note=note)
+    )
 
 
 def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]:
@@ -193,9 +196,10 @@ def _daemon_runtimes(ctx: Context) -> tuple[dict | None, str | None, str | None]
     try:
         data = json.loads(text)
     except ValueError as exc:
-        return None, None, f"{DAEMON_JSON} is not valid JSON ({exc.msg}, line {exc.lineno})"
+        invalid = _("{path} is not valid JSON ({error}, line {line})")
+        return None, None, invalid.format(path=DAEMON_JSON, error=exc.msg, line=exc.lineno)
     if not isinstance(data, dict):
-        return None, None, f"{DAEMON_JSON} is not a JSON object"
+        return None, None, _("{path} is not a JSON object").format(path=DAEMON_JSON)
     runtimes = data.get("runtimes")
     return (runtimes if isinstance(runtimes, dict) else {}), data.get("default-runtime"), None
 
@@ -214,44 +218,56 @@ def check_ascend_runtime(ctx: Context) -> Outcome:
     if p.runtime is not None and p.runtime.name == "podman":
         if needed:
             return error(
-                "the profile asks for Ascend Docker Runtime (devices: ascend-runtime), which Docker and containerd "
-                "use, but the runtime here is podman",
-                "set container.devices: mounts (the quick start's --device and driver mounts), or use Docker",
+                _(
+                    "the profile asks for Ascend Docker Runtime (devices: ascend-runtime), which Docker and "
+                    "containerd use, but the runtime here is podman"
+                ),
+                _("set container.devices: mounts (the quick start's --device and driver mounts), or use Docker"),
             )
         return skip(_("podman: Ascend Docker Runtime plugs into Docker and containerd; use the quick start's mounts"))
     runtimes, default, bad = _daemon_runtimes(ctx)
     if bad:
-        return error(bad, f"fix {DAEMON_JSON}, then sudo systemctl restart docker")
+        return error(bad, _("fix {path}, then sudo systemctl restart docker").format(path=DAEMON_JSON))
     entry = (runtimes or {}).get(ASCEND_RUNTIME_NAME)
     path = str((entry or {}).get("path") or ASCEND_RUNTIME_BIN) if isinstance(entry, dict) or entry is None else ""
     installed = paths.exists(ctx.host, path) if path else False
     if entry is None:
         if installed:
+            entry_json = f'"runtimes": {{"ascend": {{"path": "{path}", "runtimeArgs": []}}}}'
             return error(
-                f"Ascend Docker Runtime is installed ({path}) but not registered in {DAEMON_JSON}",
-                f'add "runtimes": {{"ascend": {{"path": "{path}", "runtimeArgs": []}}}} to {DAEMON_JSON} '
-                "(or rerun its installer with --install), then sudo systemctl restart docker",
+                _("Ascend Docker Runtime is installed ({path}) but not registered in {daemon_json}").format(
+                    path=path, daemon_json=DAEMON_JSON
+                ),
+                _(
+                    "add {entry} to {daemon_json} (or rerun its installer with --install), then sudo systemctl "
+                    "restart docker"
+                ).format(entry=entry_json, daemon_json=DAEMON_JSON),
             )
         if ctx.host.partial:
-            return skip("Ascend Docker Runtime files not recorded")
+            return skip(_("Ascend Docker Runtime files not recorded"))
         return fail(
-            "Ascend Docker Runtime is not installed: containers need the quick start's --device and driver mounts",
-            ASCEND_RUNTIME_INSTALL + "; or set container.devices: mounts",
+            _("Ascend Docker Runtime is not installed: containers need the quick start's --device and driver mounts"),
+            _(ASCEND_RUNTIME_INSTALL) + _("; or set container.devices: mounts"),
         )
     if not installed:
         return error(
-            f"{DAEMON_JSON} registers the ascend runtime at {path}, which does not exist",
-            ASCEND_RUNTIME_INSTALL,
+            _("{daemon_json} registers the ascend runtime at {path}, which does not exist").format(
+                daemon_json=DAEMON_JSON, path=path
+            ),
+            _(ASCEND_RUNTIME_INSTALL),
         )
     loaded = (p.info or {}).get("Runtimes")
     if p.runtime is not None and p.runtime.name == "docker" and isinstance(loaded, dict):
         if ASCEND_RUNTIME_NAME not in loaded:
             return warn(
-                f"the ascend runtime is in {DAEMON_JSON} but the running Docker daemon does not list it",
-                "sudo systemctl restart docker (the daemon reads daemon.json when it starts)",
+                _("the ascend runtime is in {daemon_json} but the running Docker daemon does not list it").format(
+                    daemon_json=DAEMON_JSON
+                ),
+                _("sudo systemctl restart docker (the daemon reads daemon.json when it starts)"),
             )
-    how = "the default runtime" if default == ASCEND_RUNTIME_NAME else "used with --runtime ascend"
-    return ok(f"Ascend Docker Runtime registered as `ascend` ({path}), {how}")
+    if default == ASCEND_RUNTIME_NAME:
+        return ok(_("Ascend Docker Runtime registered as `ascend` ({path}), the default runtime").format(path=path))
+    return ok(_("Ascend Docker Runtime registered as `ascend` ({path}), used with --runtime ascend").format(path=path))
 
 
 def _images(ctx: Context, p: RuntimeProbe) -> list[tuple[str, str, dict]]:
@@ -329,30 +345,37 @@ def _judge_image(ctx: Context, facts: ImageFacts) -> tuple[str, str, str]:
     if cann is None and facts.vllm_ascend:
         row = ctx.matrix.release(facts.vllm_ascend)
         cann = row.cann if row is not None else None
-    where = "labels" if facts.source == "labels" else "tag"
-    what = f"{facts.reference}: vllm-ascend {facts.vllm_ascend or '?'}, CANN {cann or '?'} (from its {where})"
+    where = _("from its labels") if facts.source == "labels" else _("from its tag")
+    what = _("{image}: vllm-ascend {vllm_ascend}, CANN {cann} ({where})").format(
+        image=facts.reference, vllm_ascend=facts.vllm_ascend or "?", cann=cann or "?", where=where
+    )
     family = _host_family(ctx)
     image_family = {"a2": "A2", "a3": "A3", "310p": "310P", "950": "950"}.get(facts.chip or "")
     if family and image_family and family != image_family:
         right = official_image(family, facts.vllm_ascend or "<version>", host_os(ctx.host))
         return (
             "error",
-            f"{what} is built for {image_family}, this host's NPUs are {family}",
-            (f"use the image made for {family}: {right}"),
+            _("{image} is built for {image_family}, this host's NPUs are {family}").format(
+                image=what, image_family=image_family, family=family
+            ),
+            _("use the image made for {family}: {image}").format(family=family, image=right),
         )
     driver = _driver_version(ctx)
     if not cann or not driver:
-        return "ok", f"{what}; driver pairing not checked (needs the CANN and the driver version)", ""
+        unchecked = _("{image}; driver pairing not checked (needs the CANN and the driver version)")
+        return "ok", unchecked.format(image=what), ""
     verdict = ctx.matrix.driver_compatible(driver, cann)
-    fix = (
-        f"use an image whose CANN Huawei's compatibility table lists for driver {driver}, "
-        f"or upgrade the driver (HDK) for CANN {cann_release(cann) or cann}"
-    )
+    fix = _(
+        "use an image whose CANN Huawei's compatibility table lists for driver {driver}, or upgrade the driver "
+        "(HDK) for CANN {cann}"
+    ).format(driver=driver, cann=cann_release(cann) or cann)
     if verdict is False:
-        return "error", f"{what}: Huawei's compatibility table marks driver {driver} incompatible with it", fix
+        bad = _("{image}: Huawei's compatibility table marks driver {driver} incompatible with it")
+        return "error", bad.format(image=what, driver=driver), fix
     if verdict is None:
-        return "warning", f"{what}: Huawei's compatibility table does not list driver {driver} for it", fix
-    return "ok", f"{what} pairs with driver {driver}", ""
+        unlisted = _("{image}: Huawei's compatibility table does not list driver {driver} for it")
+        return "warning", unlisted.format(image=what, driver=driver), fix
+    return "ok", _("{image} pairs with driver {driver}").format(image=what, driver=driver), ""
 
 
 @check("container.image", "container", N_("The engine image present, built for this chip and this host's driver"))
@@ -361,7 +384,7 @@ def check_image(ctx: Context) -> Outcome:
     if p.runtime is None or p.cause:
         return skip(_("no usable container runtime (see container.runtime)"))
     if not p.asked:
-        return skip("no profile here serves in a container: images not listed")
+        return skip(_("no profile here serves in a container: images not listed"))
     from engine.container.inspect import image_facts, split_reference
 
     wanted = _wanted(ctx, "image")
@@ -373,14 +396,14 @@ def check_image(ctx: Context) -> Outcome:
         match = next((i for i in images if _same_image(i[0], str(wanted))), None)
         if match is None:
             return error(
-                f"the profile's image {wanted} is not on this host",
-                f"pull it: {p.runtime.name} pull {wanted} (or serve --pull)",
+                _("the profile's image {image} is not on this host").format(image=wanted),
+                _("pull it: {runtime} pull {image} (or serve --pull)").format(runtime=p.runtime.name, image=wanted),
             )
         candidates = [match]
     else:
         candidates = [i for i in images if "vllm-ascend" in split_reference(i[0])[0]]
         if not candidates:
-            return skip(f"no vllm-ascend image on this host ({p.runtime.name} images)")
+            return skip(_("no vllm-ascend image on this host ({runtime} images)").format(runtime=p.runtime.name))
     rows = [
         _judge_image(ctx, image_facts(ref, _labels_of(ctx, p, image_id, labels)))
         for ref, image_id, labels in candidates
@@ -388,12 +411,12 @@ def check_image(ctx: Context) -> Outcome:
     bad = [r for r in rows if r[0] == "error"] or [r for r in rows if r[0] == "warning"]
     if bad:
         status, summary, fix = bad[0]
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        more = _(" (and {count} more)").format(count=len(bad) - 1) if len(bad) > 1 else ""
         # An image no profile names is only lying there: a warning, not a broken host.
         if status == "error" and wanted:
             return error(summary + more, fix)
         return warn(summary + more, fix)
-    return ok("; ".join(r[1] for r in rows))
+    return ok(_("; ").join(r[1] for r in rows))
 
 
 _SHM = re.compile(r"^\S+\s+/dev/shm\s+\S+\s+(\S+)", re.M)
@@ -416,7 +439,7 @@ def check_shm(ctx: Context) -> Outcome:
     m = _SHM.search(mounts)
     size = _size_option(m.group(1)) if m else None
     if size is None:
-        return skip("/dev/shm size unknown (not in /proc/mounts)")
+        return skip(_("/dev/shm size unknown (not in /proc/mounts)"))
     need = "10g" if _host_family(ctx) == "310P" else "1g"
     if size < SHM_MIN_BYTES:
         # The NPU and GPU engines' workers share tensors through it; the CPU engine copes with less.
@@ -439,7 +462,7 @@ def check_owned_npus(ctx: Context) -> Outcome:
     if not ctx.container:
         return skip(_("not in a container"))
     if ctx.platform != "ascend":
-        return skip("no NPU in this container")
+        return skip(_("no NPU in this container"))
     from engine.container.inspect import parse_device_list
 
     env = ctx.host.env
@@ -453,21 +476,23 @@ def check_owned_npus(ctx: Context) -> Outcome:
         if given is not None
         else f"ASCEND_GLOBAL_VISIBLE_DEVICES={global_raw}"
         if owned is not None
-        else "its /dev/davinciN nodes"
+        else _("its /dev/davinciN nodes")
     )
     if given is not None and not ctx.host.partial:
         missing = [n for n in given if n not in nodes]
         if missing:
             return error(
-                f"{source}, but /dev/davinci{', /dev/davinci'.join(map(str, missing))} is not in this container",
-                "start the container with Ascend Docker Runtime (--runtime ascend) or one --device /dev/davinciN "
-                "per NPU it should own",
+                _("{source}, but {nodes} is not in this container").format(source=source, nodes=_davinci(missing)),
+                _(
+                    "start the container with Ascend Docker Runtime (--runtime ascend) or one --device "
+                    "/dev/davinciN per NPU it should own"
+                ),
             )
         extra = [n for n in nodes if n not in given]
         if extra:
             return warn(
-                f"{source}, but the container also sees /dev/davinci{', /dev/davinci'.join(map(str, extra))}",
-                "give the container only its own NPUs: another job's NPUs must not be visible to this one",
+                _("{source}, but the container also sees {nodes}").format(source=source, nodes=_davinci(extra)),
+                _("give the container only its own NPUs: another job's NPUs must not be visible to this one"),
             )
     count = len(owned) if owned is not None else len(nodes)
     if not count:
@@ -477,8 +502,15 @@ def check_owned_npus(ctx: Context) -> Outcome:
         beyond = [i for i in ids if i >= count]
         if beyond:
             return error(
-                f"ASCEND_RT_VISIBLE_DEVICES names {', '.join(map(str, beyond))}, but the container owns {count} NPU(s) "
-                f"({source}): inside it they are numbered 0-{count - 1}",
-                f"set ASCEND_RT_VISIBLE_DEVICES to ids from 0 to {count - 1}, or unset it",
+                _(
+                    "ASCEND_RT_VISIBLE_DEVICES names {ids}, but the container owns {count} NPU(s) ({source}): "
+                    "inside it they are numbered 0-{last}"
+                ).format(ids=", ".join(map(str, beyond)), count=count, source=source, last=count - 1),
+                _("set ASCEND_RT_VISIBLE_DEVICES to ids from 0 to {last}, or unset it").format(last=count - 1),
             )
     return ok(_("the container owns {count} NPU(s) ({source})").format(count=count, source=source))
+
+
+def _davinci(ids) -> str:
+    """ "/dev/davinci4, /dev/davinci5" """
+    return ", ".join(f"/dev/davinci{n}" for n in ids)

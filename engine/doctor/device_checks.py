@@ -139,11 +139,12 @@ def fault_outcome(seen: list, unread: list[str]) -> Outcome:
     when the engine on it must restart, it is sub-healthy or its code is unknown, ok otherwise."""
     rank = {"error": 0, "warning": 1, "ok": 2}
     seen = sorted(seen, key=lambda r: (rank[r[3].severity], r[1], r[2]))
-    listed = "; ".join(_fault_text(where, f) for where, _, _, f in seen[:6])
+    listed = _("; ").join(_fault_text(where, f) for where, _n, _c, f in seen[:6])
     if len(seen) > 6:
-        listed += f"; {len(seen) - 6} more"
+        listed += _("; {count} more").format(count=len(seen) - 6)
     if unread:
-        listed = "; ".join(filter(None, [listed, "codes not readable for " + ", ".join(unread)]))
+        unreadable = _("codes not readable for {chips}").format(chips=", ".join(unread))
+        listed = _("; ").join(filter(None, [listed, unreadable]))
     worst = seen[0][3].severity if seen else "warning"
     if worst == "ok" and unread:
         worst = "warning"
@@ -151,7 +152,9 @@ def fault_outcome(seen: list, unread: list[str]) -> Outcome:
         return ok(listed)
     fix = _fault_fix(seen) if seen and seen[0][3].severity != "ok" else ""
     if unread and not fix:
-        fix = "run `npu-smi info -t health -i N -c C` for those chips and look their codes up with `ascendctl triage`"
+        fix = _(
+            "run `npu-smi info -t health -i N -c C` for those chips and look their codes up with `ascendctl triage`"
+        )
     return (error if worst == "error" else warn)(listed, fix)
 
 
@@ -187,7 +190,10 @@ def _health_codes(ctx: Context, npu: int, chip: int) -> tuple[str, ...] | None:
 
 def _fault_text(where: str, fault) -> str:
     """ "NPU 3: 0x80E18402 HBM multi-bit ECC -> isolate this NPU (SeparateNPU)" """
-    return f"{where}: {fault.headline()}"
+    from engine.i18n import message_language
+    from engine.triage.localize import localized_fault
+
+    return f"{where}: {localized_fault(fault, message_language())['headline']}"
 
 
 def _fault_fix(seen) -> str:
@@ -196,13 +202,16 @@ def _fault_fix(seen) -> str:
     for _rank, npu, chip, fault in seen:
         if npu in steps or fault.severity == "ok":
             continue
-        steps[npu] = {
-            "isolate": f"take NPU {npu} out of service (ASCEND_RT_VISIBLE_DEVICES without it) and have it repaired",
-            "reset-npu": f"stop the engine on NPU {npu}, reset it with `npu-smi set -t reset -i {npu} -c {chip}`, start it again",
-            "restart-engine": f"restart the engine on NPU {npu}",
-            "watch": f"watch NPU {npu} and move the engine off it at the next window",
-        }.get(fault.verb, f"look NPU {npu}'s code {fault.code} up in the board's fault-code reference")
-    return "; ".join(steps.values())
+        step = {
+            "isolate": _("take NPU {npu} out of service (ASCEND_RT_VISIBLE_DEVICES without it) and have it repaired"),
+            "reset-npu": _(
+                "stop the engine on NPU {npu}, reset it with `npu-smi set -t reset -i {npu} -c {chip}`, start it again"
+            ),
+            "restart-engine": _("restart the engine on NPU {npu}"),
+            "watch": _("watch NPU {npu} and move the engine off it at the next window"),
+        }.get(fault.verb, _("look NPU {npu}'s code {code} up in the board's fault-code reference"))
+        steps[npu] = step.format(npu=npu, chip=chip, code=fault.code)
+    return _("; ").join(steps.values())
 
 
 @check(
@@ -250,23 +259,27 @@ def check_chip(ctx: Context) -> Outcome:
     for name in names:
         chip = ctx.matrix.chip(name)
         if chip is None:
-            problems.append(f"{name} is not a chip the matrix knows")
+            problems.append(_("{chip} is not a chip the matrix knows").format(chip=name))
             continue
         if not chip.supported:
             return error(
-                f"{name} ({chip.family}) is not supported by vLLM-Ascend",
-                "serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware",
+                _("{chip} ({family}) is not supported by vLLM-Ascend").format(chip=name, family=chip.family),
+                _("serve on Atlas A2 (910B), A3 or 300I Duo (310P) hardware"),
             )
         described.append(f"{name} ({chip.family}: {', '.join(chip.dtypes)})")
         wrong_build = _wrong_build(ctx, name, chip.family)
         if wrong_build is not None:
             return wrong_build
         if row is not None and chip.family not in row.hardware:
-            problems.append(f"vllm-ascend {row.vllm_ascend} does not support {chip.family} ({name})")
+            problems.append(
+                _("vllm-ascend {va} does not support {family} ({chip})").format(
+                    va=row.vllm_ascend, family=chip.family, chip=name
+                )
+            )
     if problems:
         return warn(
-            "; ".join(problems),
-            "install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)",
+            _("; ").join(problems),
+            _("install a vllm-ascend release whose hardware list includes this chip (see engine/stacks/matrix.yaml)"),
         )
     return ok(", ".join(described))
 
@@ -283,9 +296,13 @@ def _wrong_build(ctx: Context, name: str, family: str) -> Outcome | None:
         return None
     made_for = {v: k for k, v in types.items()}.get(built, built)
     return error(
-        f"vllm-ascend here is the {made_for} build (its _build_info.py says {built}); this host's {name} is {family}",
-        f"install the {family} build: `ascendctl engine plan --chip {family}` lists the steps (the per-chip "
-        f"index from v0.22.1rc1, else a source build with SOC_VERSION={soc_versions().get(family, '?')})",
+        _(
+            "vllm-ascend here is the {made_for} build (its _build_info.py says {built}); this host's {chip} is {family}"
+        ).format(made_for=made_for, built=built, chip=name, family=family),
+        _(
+            "install the {family} build: `ascendctl engine plan --chip {family}` lists the steps (the per-chip "
+            "index from v0.22.1rc1, else a source build with SOC_VERSION={soc})"
+        ).format(family=family, soc=soc_versions().get(family, "?")),
     )
 
 

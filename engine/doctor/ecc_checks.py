@@ -13,6 +13,7 @@ from engine.doctor.checks import check
 from engine.doctor.context import Context
 from engine.doctor.device_checks import _table
 from engine.doctor.model import Outcome, error, ok, skip, warn
+from engine.i18n import N_, _
 
 ECC_TIMEOUT = 10.0
 
@@ -35,25 +36,37 @@ def ecc_verdict(
 
     def shown(n: float, chip: str) -> str:
         later = pending.get(chip) or 0
-        return f"{chip}: {n - later:g} (+{later:g} at the next reset)" if later else f"{chip}: {n:g}"
+        if later:
+            return _("{chip}: {pages:g} (+{later:g} at the next reset)").format(chip=chip, pages=n - later, later=later)
+        return f"{chip}: {n:g}"
 
     listed = ", ".join(shown(n, chip) for n, chip in worn[:4])
     if worn and worn[0][0] >= limit:
         return error(
-            f"HBM pages isolated after multi-bit ECC errors at the limit ({limit}): {listed}",
-            "isolate this NPU: move the engine to other NPUs and have the card repaired or replaced",
+            _("HBM pages isolated after multi-bit ECC errors at the limit ({limit}): {chips}").format(
+                limit=limit, chips=listed
+            ),
+            _("isolate this NPU: move the engine to other NPUs and have the card repaired or replaced"),
         )
     if worn:
         return warn(
-            f"HBM pages isolated after multi-bit ECC errors near the limit of {limit}: {listed}",
-            "plan the card's replacement; restart the engine on it if it reports ECC errors, and watch "
-            "`npu-smi info -t ecc -i <npu>`: the chip must be isolated at the limit",
+            _("HBM pages isolated after multi-bit ECC errors near the limit of {limit}: {chips}").format(
+                limit=limit, chips=listed
+            ),
+            _(
+                "plan the card's replacement; restart the engine on it if it reports ECC errors, and watch "
+                "`npu-smi info -t ecc -i <npu>`: the chip must be isolated at the limit"
+            ),
         )
     most = max(total.values(), default=0)
-    return ok(f"{len(pages)} chip(s): at most {most:g} HBM page(s) isolated after multi-bit ECC errors (limit {limit})")
+    return ok(
+        _("{count} chip(s): at most {most:g} HBM page(s) isolated after multi-bit ECC errors (limit {limit})").format(
+            count=len(pages), most=most, limit=limit
+        )
+    )
 
 
-@check("devices.ecc", "devices", "HBM pages isolated after ECC errors, against the limit that retires the chip")
+@check("devices.ecc", "devices", N_("HBM pages isolated after ECC errors, against the limit that retires the chip"))
 def check_ecc(ctx: Context) -> Outcome:
     from engine.devices.npu_smi import NpuSmiError
     from engine.devices.views import parse_view
@@ -82,6 +95,7 @@ def check_ecc(ctx: Context) -> Outcome:
                 pending[f"NPU {npu} chip {chip}"] = view.values.get("hbm_double_bit_next_isolated_pages_cnt") or 0
     if not pages:
         if not ctx.live:
-            return skip("npu-smi -t ecc not recorded")
-        return skip(f"npu-smi gave no HBM ECC counts ({'; '.join(unread[:2]) or 'no HBM on these chips'})")
+            return skip(_("npu-smi -t ecc not recorded"))
+        why = _("; ").join(unread[:2]) or _("no HBM on these chips")
+        return skip(_("npu-smi gave no HBM ECC counts ({why})").format(why=why))
     return ecc_verdict(pages, ecc_limits(), pending)

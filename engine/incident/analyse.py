@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+from engine.i18n import _
 from engine.incident.inputs import NodeInput, gather
 from engine.incident.model import IncidentReport, Link, NodeEvent, NodeSummary, Peer, Root
 from engine.incident.nodescan import NodeScanner, roles
@@ -110,7 +111,7 @@ def triage_cluster(
         index = None
         for node in got.nodes:
             if progress:
-                progress(f"node {node.name}")
+                progress(_("node {node}").format(node=node.name))
             scanner = NodeScanner(rules, index)
             index = scanner.index
             report = scan_paths(list(node.files), scanner=scanner) if node.files else scanner.report()
@@ -128,14 +129,15 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
     offsets = any(s.node.offset_s is not None for s in scanned)
     notes: list[str] = []
     if offsets:
-        clock = "aligned with the clock offsets the collector measured (manifest)"
+        clock = _("aligned with the clock offsets the collector measured (manifest)")
         missing = [s.node.name for s in scanned if s.node.offset_s is None]
         if missing:
-            notes.append("no clock offset recorded for " + ", ".join(missing) + ": their stamps are taken as printed")
+            no_offset = _("no clock offset recorded for {nodes}: their stamps are taken as printed")
+            notes.append(no_offset.format(nodes=", ".join(missing)))
     else:
-        clock = "the logs' own time stamps, compared as printed (no clock offsets known)"
+        clock = _("the logs' own time stamps, compared as printed (no clock offsets known)")
     if not years:
-        notes.append("no log printed a year; stamps are compared within one year")
+        notes.append(_("no log printed a year; stamps are compared within one year"))
 
     # 1. Per-node events, aligned.
     events: list[NodeEvent] = []
@@ -274,11 +276,10 @@ def build_report(scanned: list[_Scanned], problems: list[str], rules: Sequence[R
     if unplaced and order:
         groups[order[0]].extend(unplaced)  # timeouts that named no peer: put under the first failure
         for u in unplaced:
-            evidence.setdefault((u, order[0]), "no peer named (a timeout only)")
+            evidence.setdefault((u, order[0]), _("no peer named (a timeout only)"))
     elif unplaced:
-        notes.append(
-            "only timeouts, and none names a peer: " + ", ".join(unplaced) + " waited on a node not among the inputs"
-        )
+        only = _("only timeouts, and none names a peer: {nodes} waited on a node not among the inputs")
+        notes.append(only.format(nodes=", ".join(unplaced)))
 
     # 4. Roots, why, and the chain.
     roots: list[Root] = []
@@ -330,7 +331,7 @@ def _clock_text(at: float) -> str:
 
 
 def _fmt_dt(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+    return _("{seconds:.0f} s").format(seconds=seconds) if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
 def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, order) -> str:  # noqa: ANN001, PLR0913
@@ -339,15 +340,24 @@ def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, o
         said: dict[str, list[str]] = {}
         for b in blamers:
             said.setdefault(evidence.get((b, r), "?"), []).append(b)
-        named = "; ".join(f"{', '.join(bs[:6])}{' and more' if len(bs) > 6 else ''}: {ev_}" for ev_, bs in said.items())
-        parts.append(f"the timeouts of {len(blamers)} node(s) name it as the peer they waited for ({named})")
+        more = _("{nodes} and more")
+        named = _("; ").join(
+            f"{more.format(nodes=', '.join(bs[:6])) if len(bs) > 6 else ', '.join(bs)}: {ev_}"
+            for ev_, bs in said.items()
+        )
+        blamed = _("the timeouts of {count} node(s) name it as the peer they waited for ({evidence})")
+        parts.append(blamed.format(count=len(blamers), evidence=named))
     if n is None:
-        parts.append("no input holds it: its node logged nothing or was not collected")
+        parts.append(_("no input holds it: its node logged nothing or was not collected"))
     elif ev is None and n.status not in ("ok", "no logs"):
-        parts.append(f"its logs were not collected ({n.status}): read them on the node itself first")
+        parts.append(
+            _("its logs were not collected ({status}): read them on the node itself first").format(status=n.status)
+        )
     elif ev is None:
         parts.append(
-            f"its own logs hold no error ({n.status}): it never reached the collective, e.g. never started listening"
+            _(
+                "its own logs hold no error ({status}): it never reached the collective, e.g. never started listening"
+            ).format(status=n.status)
         )
     else:
         waits = [by_name[m].first_wait.at for m in members if by_name[m].first_wait and by_name[m].first_wait.at]
@@ -355,27 +365,51 @@ def _why(r, n, ev, blamers, members, by_name, evidence, clock, raw_first, idx, o
         if ev.at is not None and waits:
             lead = min(waits) - ev.at
             if lead > 0:
-                when = f", {_fmt_dt(lead)} before the first timeout elsewhere"
+                when = _(", {lead} before the first timeout elsewhere").format(lead=_fmt_dt(lead))
         shifted = ""
         if n.offset_s and ev.at is not None:
-            shifted = f" ({_clock_text(ev.at)} on the collector's clock: this node's runs {n.offset_s:+.3g} s off)"
-        at = f"at {ev.local}" if ev.local else "(no time stamp on its line)"
-        parts.append(f"its own log shows {ev.issue} ({ev.title}) {at}{shifted}{when}")
+            shifted = _(" ({time} on the collector's clock: this node's runs {offset} s off)").format(
+                time=_clock_text(ev.at), offset=f"{n.offset_s:+.3g}"
+            )
+        at = _("at {time}").format(time=ev.local) if ev.local else _("(no time stamp on its line)")
+        parts.append(
+            _("its own log shows {issue} ({title}) {at}{shifted}{when}").format(
+                issue=ev.issue, title=event_title(ev), at=at, shifted=shifted, when=when
+            )
+        )
         if ev.likely:
             parts.append(
-                "that is a symptom of several causes, likely one of: "
-                + "; ".join(ev.likely)
-                + f" (ascendctl triage --explain {ev.issue} says what decides)"
+                _(
+                    "that is a symptom of several causes, likely one of: {causes} (ascendctl triage --explain "
+                    "{issue} says what decides)"
+                ).format(causes=_("; ").join(ev.likely), issue=ev.issue)
             )
         if not blamers:
-            parts.append("no timeout names a peer, so the order is by time: clocks " + clock)
+            parts.append(_("no timeout names a peer, so the order is by time: clocks {clock}").format(clock=clock))
     if idx > 0:
-        parts.append(f"independent of {order[0].lstrip('@')}: no timeout links the two")
+        parts.append(_("independent of {node}: no timeout links the two").format(node=order[0].lstrip("@")))
     if idx == 0 and raw_first and n is not None:
         raw = min(raw_first)[1]
         if raw != r:
-            parts.append(f"by the raw stamps {raw} looks first; its clock and {r}'s differ (see the offsets)")
-    return "; ".join(parts)
+            parts.append(
+                _("by the raw stamps {raw} looks first; its clock and {node}'s differ (see the offsets)").format(
+                    raw=raw, node=r
+                )
+            )
+    return _("; ").join(parts)
+
+
+def event_title(ev: NodeEvent) -> str:
+    """A node event's title in the messages' language (the knowledge base's Chinese for a bundled
+    rule; the English as it is under --json, for an operator's own rule or a code)."""
+    from engine.i18n import DEFAULT, message_language
+
+    lang = message_language()
+    if lang == DEFAULT:
+        return ev.title
+    from engine.triage.localize import rule_text
+
+    return rule_text(ev.issue, "title", ev.title, lang)
 
 
 def _links(r, n, members, edges, evidence, by_name, rules) -> list[Link]:  # noqa: ANN001

@@ -10,6 +10,7 @@ import html
 from typing import Any
 
 from engine.bench.html import require_plotly
+from engine.i18n import DEFAULT, N_, _, message_language
 from engine.incident.model import IncidentReport
 
 ROLE_STYLE = {
@@ -35,10 +36,11 @@ def figure(report: IncidentReport) -> Any:
                 x=[dt.datetime.fromtimestamp(e.at, dt.timezone.utc) for e in evs],  # type: ignore[arg-type]
                 y=[e.node for e in evs],
                 mode="markers",
-                name=role,
+                name=_(ROLE_NAMES[role]),
                 marker={"color": colour, "symbol": symbol, "size": 11},
                 text=[
-                    f"{e.node}: {e.issue} ({e.severity}) x{e.count}<br>{html.escape(e.title)}<br>log time {e.local}"
+                    f"{e.node}: {e.issue} ({_(e.severity)}) x{e.count}<br>{html.escape(event_title(e))}<br>"
+                    + _("log time {time}").format(time=e.local)
                     for e in evs
                 ],
                 hoverinfo="text",
@@ -48,7 +50,7 @@ def figure(report: IncidentReport) -> Any:
         if root.event is None or root.event.at is None:
             continue
         x = dt.datetime.fromtimestamp(root.event.at, dt.timezone.utc)
-        label = "first to fail" if i == 0 else "independent failure"
+        label = _("first to fail") if i == 0 else _("independent failure")
         fig.add_trace(
             go.Scatter(
                 x=[x],
@@ -61,8 +63,9 @@ def figure(report: IncidentReport) -> Any:
             )
         )
         fig.add_annotation(x=x, y=root.node, text=f"{label}: {root.event.issue}", showarrow=True, arrowhead=2, ay=-35)
-    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)), type="category", title="node")
-    fig.update_xaxes(title="time (collector's clock)" if "offset" in report.clock else "time (as the logs printed it)")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(lanes)), type="category", title=_("node"))
+    aligned = any(n.offset_s is not None for n in report.nodes)
+    fig.update_xaxes(title=_("time (collector's clock)") if aligned else _("time (as the logs printed it)"))
     fig.update_layout(
         height=160 + 40 * len(lanes), margin={"l": 90, "r": 30, "t": 40, "b": 50}, template="plotly_white"
     )
@@ -73,15 +76,17 @@ def html_report(report: IncidentReport) -> str:
     require_plotly()
     e = html.escape
     plot = figure(report).to_html(full_html=False, include_plotlyjs=True, config={"displaylogo": False})
+    first, independent = _(" (first to fail)"), _(" (independent)")
+    likely = _(" (likely one of: {causes})")
     roots = (
         "".join(
-            f"<li><b>{e(r.node)}</b>{' (first to fail)' if i == 0 else ' (independent)'}"
+            f"<li><b>{e(r.node)}</b>{first if i == 0 else independent}"
             f"{': ' + e(r.event.issue) if r.event else ''}"
-            f"{' (likely one of: ' + e(', '.join(r.event.likely)) + ')' if r.event and r.event.likely else ''}"
+            f"{e(likely.format(causes=', '.join(r.event.likely))) if r.event and r.event.likely else ''}"
             f"<br>{e(r.why)}</li>"
             for i, r in enumerate(report.roots)
         )
-        or "<li>no node failed on its own, and no timeout names a peer</li>"
+        or "<li>" + e(_("no node failed on its own, and no timeout names a peer")) + "</li>"
     )
     chain = "".join(
         f"<tr><td>{e(c.cause_node)}</td><td>{e(c.cause or '-')}</td><td>&rarr;</td><td>{e(c.effect_node)}</td>"
@@ -96,11 +101,11 @@ def html_report(report: IncidentReport) -> str:
                 f"<td>{e(str(v))}</td>"
                 for v in (
                     n.name,
-                    n.status,
+                    _(n.status),
                     ", ".join(map(str, n.ranks)) or "-",
                     ", ".join(n.addresses) or "-",
-                    f"{n.offset_s:+.3f} s" if n.offset_s is not None else "as printed",
-                    (n.cause.issue + (" (likely)" if n.cause.likely else "")) if n.cause else "-",
+                    f"{n.offset_s:+.3f} s" if n.offset_s is not None else _("as printed"),
+                    (n.cause.issue + (" " + _("(likely)") if n.cause.likely else "")) if n.cause else "-",
                     n.first_wait.issue if n.first_wait else "-",
                     ", ".join(p.label() for p in n.waits_on) or "-",
                 )
@@ -108,24 +113,62 @@ def html_report(report: IncidentReport) -> str:
             + "</tr>"
         )
     problems = "".join(f"<li>{e(p)}</li>" for p in [*report.problems, *report.notes])
+    lang = "en" if message_language() == DEFAULT else "zh-CN"
+    title = _("cluster triage")
+    chain_heads = "".join(f"<th>{e(_(h))}</th>" if h else "<th></th>" for h in CHAIN_HEADS)
+    node_heads = "".join(f"<th>{e(_(h))}</th>" for h in NODE_HEADS)
+    heading = e(_("cluster triage: {count} nodes").format(count=len(report.nodes)))
+    clocks = e(_("clocks: {clock}").format(clock=report.clock))
+    started, timeline, propagation, nodes = (
+        e(_("Where it started")),
+        e(_("Timeline")),
+        e(_("Propagation")),
+        e(_("Nodes")),
+    )
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>cluster triage</title>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{e(title)}</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:1300px}}table{{border-collapse:collapse;margin:.5em 0}}
 td,th{{border:1px solid #ccc;padding:2px 8px;text-align:left}}h2{{margin-top:1.5em}}</style></head>
 <body>
-<h1>cluster triage: {len(report.nodes)} nodes</h1>
-<p>clocks: {e(report.clock)}</p>
-<h2>Where it started</h2><ol>{roots}</ol>
+<h1>{heading}</h1>
+<p>{clocks}</p>
+<h2>{started}</h2><ol>{roots}</ol>
 {f"<ul>{problems}</ul>" if problems else ""}
-<h2>Timeline</h2>
+<h2>{timeline}</h2>
 {plot}
-<h2>Propagation</h2>
-<table><tr><th>node</th><th>cause</th><th></th><th>node</th><th>effect</th><th>via</th></tr>{chain}</table>
-<h2>Nodes</h2>
-<table><tr><th>node</th><th>status</th><th>ranks</th><th>addresses</th><th>clock offset</th><th>own failure</th>
-<th>first wait</th><th>waited on</th></tr>{"".join(rows)}</table>
+<h2>{propagation}</h2>
+<table><tr>{chain_heads}</tr>{chain}</table>
+<h2>{nodes}</h2>
+<table><tr>{node_heads}</tr>{"".join(rows)}</table>
 </body></html>
 """
+
+
+# What each marker of the timeline is, and the tables' column heads (translated where shown).
+ROLE_NAMES = {
+    "cause": N_("cause"),
+    "likely": N_("likely"),
+    "wait": N_("wait"),
+    "consequence": N_("consequence"),
+    "context": N_("context"),
+}
+CHAIN_HEADS = (N_("node"), N_("cause"), "", N_("node"), N_("effect"), N_("via"))
+NODE_HEADS = (
+    N_("node"),
+    N_("status"),
+    N_("ranks"),
+    N_("addresses"),
+    N_("clock offset"),
+    N_("own failure"),
+    N_("first wait"),
+    N_("waited on"),
+)
+
+
+def event_title(e) -> str:  # noqa: ANN001
+    from engine.incident.analyse import event_title as title
+
+    return title(e)
 
 
 __all__ = ["figure", "html_report"]

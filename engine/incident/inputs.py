@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.bundle.layout import MANIFEST, triage_inputs
+from engine.i18n import _
 from engine.system.archive import ArchiveRefused, inside, read_regular, unpack
 
 CLUSTER_KIND = "ascendctl-cluster-bundle"
@@ -91,7 +92,9 @@ def gather(paths: list[str], named: list[tuple[str, str]], workdir: Path) -> Inp
     def add(node: NodeInput) -> None:
         if node.name in seen:
             out.problems.append(
-                f"node {node.name}: given twice ({seen[node.name]} and {node.origin}); the second is left out"
+                _("node {node}: given twice ({first} and {second}); the second is left out").format(
+                    node=node.name, first=seen[node.name], second=node.origin
+                )
             )
             return
         seen[node.name] = node.origin
@@ -111,8 +114,16 @@ def gather(paths: list[str], named: list[tuple[str, str]], workdir: Path) -> Inp
                 out.cluster = ident
             elif ident != out.cluster:
                 out.problems.append(
-                    f"{raw}: a bundle of another cluster (profile {ident['profile']}, run {ident['run']}; "
-                    f"the first is profile {out.cluster['profile']}, run {out.cluster['run']}); left out"
+                    _(
+                        "{input}: a bundle of another cluster (profile {profile}, run {run}; the first is profile "
+                        "{first_profile}, run {first_run}); left out"
+                    ).format(
+                        input=raw,
+                        profile=ident["profile"],
+                        run=ident["run"],
+                        first_profile=out.cluster["profile"],
+                        first_run=out.cluster["run"],
+                    )
                 )
                 continue
             for node in _cluster_nodes(top, data, raw, out.problems):
@@ -126,7 +137,8 @@ def gather(paths: list[str], named: list[tuple[str, str]], workdir: Path) -> Inp
             add(NodeInput(name, raw, tuple(_files(top, raw, out.problems))))
     for name, raw in named:
         if not _NAME.fullmatch(name):
-            out.problems.append(f"--node {name}={raw}: a node name is letters, digits, '.', '_' or '-'; left out")
+            bad_name = _("--node {name}={path}: a node name is letters, digits, '.', '_' or '-'; left out")
+            out.problems.append(bad_name.format(name=name, path=raw))
             continue
         top = _open(raw, workdir / f"node-{name}", out.problems)
         if top is not None:
@@ -142,24 +154,24 @@ def _open(raw: str, dest: Path, problems: list[str]) -> Path | None:
         if p.is_dir():
             return p
         if not p.is_file():
-            problems.append(f"{raw}: no such file or folder; left out")
+            problems.append(_("{input}: no such file or folder; left out").format(input=raw))
             return None
         if not tarfile.is_tarfile(p):
             return p  # a plain log
     except OSError as exc:
-        problems.append(f"{raw}: {exc.strerror or exc}; left out")
+        problems.append(_("{input}: {error}; left out").format(input=raw, error=exc.strerror or exc))
         return None
     dest.mkdir(parents=True, exist_ok=True)
     skipped: list[str] = []
     try:
         unpack(p, dest, skipped=skipped)
     except (ArchiveRefused, tarfile.TarError, OSError, EOFError) as exc:
-        problems.append(f"{raw}: cannot unpack it ({exc}); left out")
+        problems.append(_("{input}: cannot unpack it ({error}); left out").format(input=raw, error=exc))
         return None
     for s in skipped[:20]:
-        problems.append(f"{raw}: member {s}")
+        problems.append(_("{input}: member {member}").format(input=raw, member=s))
     if len(skipped) > 20:
-        problems.append(f"{raw}: {len(skipped) - 20} more members left out")
+        problems.append(_("{input}: {count} more members left out").format(input=raw, count=len(skipped) - 20))
     entries = [e for e in dest.iterdir()]
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink():
         return entries[0]
@@ -185,12 +197,12 @@ def _safe_name(name: str) -> str:
 def _cluster_nodes(top: Path, data: dict, raw: str, problems: list[str]) -> list[NodeInput]:
     nodes = data.get("nodes")
     if not isinstance(nodes, list):
-        problems.append(f"{raw}: its manifest lists no nodes; left out")
+        problems.append(_("{input}: its manifest lists no nodes; left out").format(input=raw))
         return []
     found = []
     for entry in nodes:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not _NAME.fullmatch(entry["name"]):
-            problems.append(f"{raw}: a node entry without a valid name; left out")
+            problems.append(_("{input}: a node entry without a valid name; left out").format(input=raw))
             continue
         name = entry["name"]
         status = str(entry.get("status") or "ok")
@@ -202,11 +214,13 @@ def _cluster_nodes(top: Path, data: dict, raw: str, problems: list[str]) -> list
         files: list[str] = []
         if status == "ok":
             if not isinstance(rel, str) or rel.startswith("/") or ".." in rel.split("/"):
-                problems.append(f"{raw}: node {name}'s folder {rel!r} is outside the archive; not read")
+                outside = _("{input}: node {node}'s folder {folder} is outside the archive; not read")
+                problems.append(outside.format(input=raw, node=name, folder=repr(rel)))
             else:
                 d = top / rel
                 if d.is_symlink() or not d.is_dir() or not inside(top, d):
-                    problems.append(f"{raw}: node {name}'s folder {rel} is missing (or a link); nothing read for it")
+                    missing = _("{input}: node {node}'s folder {folder} is missing (or a link); nothing read for it")
+                    problems.append(missing.format(input=raw, node=name, folder=rel))
                 else:
                     files = _files(d, f"{raw}:{rel}", problems)
         found.append(NodeInput(name, f"{raw}:{rel}", tuple(files), status, offset, addresses, ranks))
@@ -239,7 +253,8 @@ def _files(top: Path, raw: str, problems: list[str]) -> list[str]:
             if os.path.isfile(fp) and len(files) < MAX_FILES:
                 files.append(fp)
     if links:
-        problems.append(f"{raw}: {links} symbolic link(s) not followed (nothing outside the input is read)")
+        not_followed = _("{input}: {count} symbolic link(s) not followed (nothing outside the input is read)")
+        problems.append(not_followed.format(input=raw, count=links))
     return files
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 from engine.data import load_yaml
 from engine.doctor import host_name
 from engine.doctor.model import CheckResult, DoctorReport, Outcome, Status, error, ok, skip, warn
+from engine.i18n import N_, _
 from engine.netcheck import hccn
 from engine.system.host import Host
 from engine.system.runner import ToolMissing, ToolTimeout
@@ -138,7 +139,7 @@ def find_tool(host: Host) -> str | None:
     return HCCN_TOOL if host.path(HCCN_TOOL).is_file() else None
 
 
-TIMED_OUT = "no answer within the timeout"
+TIMED_OUT = N_("no answer within the timeout")
 # The most of one hccn_tool answer that is read (a real one is a few hundred bytes).
 ANSWER_LIMIT = 64 * 1024
 
@@ -150,7 +151,7 @@ def _ask(host: Host, tool: str, nic: int, *args: str, timeout: float = 10.0) -> 
     except ToolTimeout:
         return None, TIMED_OUT
     except ToolMissing:
-        return None, "not recorded"
+        return None, N_("not recorded")
     if not res.ok and not res.stdout.strip():
         return None, (res.stderr.strip() or f"exit status {res.returncode}").splitlines()[0][:120]
     # An answer is a few lines; a runaway one is cut so that parsing it costs nothing.
@@ -162,7 +163,7 @@ def _collect_one(host: Host, tool: str, index: int, timeout: float) -> Nic:
     for q in QUERIES:
         if TIMED_OUT in nic.problems.values():  # a NIC whose tool hangs once hangs again: stop asking
             nic.answers[q] = None
-            nic.problems[q] = "not asked after a timeout"
+            nic.problems[q] = N_("not asked after a timeout")
             continue
         out, why = _ask(host, tool, index, f"-{q}", "-g", timeout=timeout)
         nic.answers[q] = out
@@ -185,10 +186,10 @@ def collect(host: Host, tool: str, indices: Sequence[int], workers: int = 4, tim
 
 def _fix(template: str, nics: Sequence[int]) -> str:
     """A fix for the NICs named: a command runs once per NIC (`$i`, then `for i in ...`); a sentence
-    names them (`NIC 0-3`)."""
+    names them (`NIC 0-3`). `template` is the English (verdicts.yaml's or ours), translated here."""
     if not template.startswith("hccn_tool"):
-        return template.replace("{nic}", _ranges(nics))
-    return template.replace("{nic}", str(nics[0]) if len(nics) == 1 else "$i") + (
+        return _(template).replace("{nic}", _ranges(nics))
+    return _(template).replace("{nic}", str(nics[0]) if len(nics) == 1 else "$i") + (
         f"  (for i in {' '.join(map(str, nics))})" if len(nics) > 1 else ""
     )
 
@@ -212,88 +213,110 @@ def _state_check(ctx: NetContext, query: str, table: str, parse: Callable[[str],
         else:
             by_state.setdefault(state, []).append(n.index)
     if not by_state:
-        return skip(f"no NIC answered `-{query} -g`")
+        return skip(_("no NIC answered `-{query} -g`").format(query=query))
     entries = {s: state_verdict(table, s) for s in by_state}
     # A word verdicts.yaml does not list is an error: never taken for ok.
     status = {s: (e or {}).get("status", "error") for s, e in entries.items()}
     bad = [(s, ids) for s, ids in by_state.items() if status[s] != "ok"]
-    tail = f"; no answer from NIC {_ranges(unknown)}" if unknown else ""
+    tail = _("; no answer from NIC {nics}").format(nics=_ranges(unknown)) if unknown else ""
+    label = _(label)
     if not bad:
-        states = ", ".join(f"{s} on NIC {_ranges(ids)}" for s, ids in by_state.items())
+        states = _(", ").join(_on_nics(s, ids) for s, ids in by_state.items())
         if unknown:
             return warn(
-                f"{label} {states}{tail}", f"query `hccn_tool -i N -{query} -g` on NIC {_ranges(unknown)} by hand"
+                _("{label} {states}").format(label=label, states=states) + tail,
+                _("query `hccn_tool -i N -{query} -g` on NIC {nics} by hand").format(
+                    query=query, nics=_ranges(unknown)
+                ),
             )
-        return ok(f"{label} {states}")
+        return ok(_("{label} {states}").format(label=label, states=states))
     worst = Status.ERROR if any(status[s] == "error" for s, _ in bad) else Status.WARN
     parts, fixes = [], []
     for s, ids in bad:
         entry = entries[s]
-        meaning = entry["meaning"] if entry else "a state netcheck does not know"
-        parts.append(f"{s!s} on NIC {_ranges(ids)} ({meaning})")
+        meaning = _(entry["meaning"]) if entry else _("a state netcheck does not know")
+        parts.append(_("{state} on NIC {nics} ({meaning})").format(state=s, nics=_ranges(ids), meaning=meaning))
         fixes.append(
-            _fix(entry["fix"], ids) if entry and entry.get("fix") else f"look up `{s}` in the hccn_tool manual"
+            _fix(entry["fix"], ids)
+            if entry and entry.get("fix")
+            else _("look up `{state}` in the hccn_tool manual").format(state=s)
         )
-    return Outcome(worst, f"{label} " + "; ".join(parts) + tail, "; ".join(fixes))
+    summary = _("{label} {states}").format(label=label, states=_("; ").join(parts)) + tail
+    return Outcome(worst, summary, _("; ").join(fixes))
+
+
+def _on_nics(value: Any, ids: Sequence[int]) -> str:
+    """ "Success on NIC 0-7" """
+    return _("{value} on NIC {nics}").format(value=value, nics=_ranges(ids))
 
 
 def check_tool(ctx: NetContext) -> Outcome:
     if ctx.tool is None and not ctx.npu:
-        return skip("no NPU on this host: no NPU NIC for hccn_tool to ask")
+        return skip(_("no NPU on this host: no NPU NIC for hccn_tool to ask"))
     if ctx.tool is None:
         return error(
-            "hccn_tool not found (not on PATH, not at " + HCCN_TOOL + ")",
-            "install the Ascend driver, or mount /usr/local/Ascend/driver/tools into the container",
+            _("hccn_tool not found (not on PATH, not at {path})").format(path=HCCN_TOOL),
+            _("install the Ascend driver, or mount /usr/local/Ascend/driver/tools into the container"),
         )
-    where = f"hccn_tool at {ctx.tool}" if ctx.live else "hccn_tool answers recorded"
+    where = _("hccn_tool at {path}").format(path=ctx.tool) if ctx.live else _("hccn_tool answers recorded")
     silent = [n for n in ctx.nics if n.answers and all(v is None for v in n.answers.values())]
     if ctx.nics and len(silent) == len(ctx.nics):
         # Every check below would skip: a node whose NICs could not be checked must not pass.
-        why = next((p for n in silent for p in n.problems.values() if p), "no answer")
+        why = next((p for n in silent for p in n.problems.values() if p), N_("no answer"))
         return error(
-            f"{where} answered no question on NIC {_ranges([n.index for n in silent])}: {why}",
-            "run `hccn_tool -i 0 -link -g` by hand; a busy or hung driver answers nothing "
-            "(check `npu-smi info`, dmesg, and that no other job holds the NPUs)",
+            _("{where} answered no question on NIC {nics}: {why}").format(
+                where=where, nics=_ranges([n.index for n in silent]), why=_(why)
+            ),
+            _(
+                "run `hccn_tool -i 0 -link -g` by hand; a busy or hung driver answers nothing "
+                "(check `npu-smi info`, dmesg, and that no other job holds the NPUs)"
+            ),
         )
-    return ok(f"{where}; NIC(s) {_ranges([n.index for n in ctx.nics])}")
+    return ok(_("{where}; NIC(s) {nics}").format(where=where, nics=_ranges([n.index for n in ctx.nics])))
 
 
 def check_link(ctx: NetContext) -> Outcome:
-    return _state_check(ctx, "link", "link", hccn.link_status, "link")
+    return _state_check(ctx, "link", "link", hccn.link_status, N_("link"))
 
 
 def check_health(ctx: NetContext) -> Outcome:
-    return _state_check(ctx, "net_health", "net_health", hccn.net_health, "net health")
+    return _state_check(ctx, "net_health", "net_health", hccn.net_health, N_("net health"))
 
 
 def check_fec(ctx: NetContext) -> Outcome:
-    return _state_check(ctx, "fec", "fec", hccn.fec_mode, "FEC mode")
+    return _state_check(ctx, "fec", "fec", hccn.fec_mode, N_("FEC mode"))
 
 
 def check_ip(ctx: NetContext) -> Outcome:
     facts = {n.index: hccn.ip_address(n.answers.get("ip") or "") for n in ctx.nics}
     answered = [n.index for n in ctx.nics if n.answers.get("ip") is not None]
     if not answered:
-        return skip("no NIC answered `-ip -g`")
+        return skip(_("no NIC answered `-{query} -g`").format(query="ip"))
     missing = [i for i in answered if facts[i][0] is None]
     seen: dict[str, list[int]] = {}
-    for i, (ip, _) in facts.items():
+    for i, (ip, _mask) in facts.items():
         if ip:
             seen.setdefault(ip, []).append(i)
     dups = {ip: ids for ip, ids in seen.items() if len(ids) > 1}
     if missing:
         return error(
-            f"no address on NIC {_ranges(missing)}",
+            _("no address on NIC {nics}").format(nics=_ranges(missing)),
             _fix(
-                "hccn_tool -i {nic} -ip -s address <A> netmask <M>, and address_{nic}= / netmask_{nic}= in /etc/hccn.conf",
+                N_(
+                    "hccn_tool -i {nic} -ip -s address <A> netmask <M>, and address_{nic}= / netmask_{nic}= in "
+                    "/etc/hccn.conf"
+                ),
                 missing,
             ),
         )
     if dups:
         ip, ids = next(iter(dups.items()))
-        return error(f"NICs {_ranges(ids)} share the address {ip}", "give every NIC its own address in /etc/hccn.conf")
+        return error(
+            _("NICs {nics} share the address {ip}").format(nics=_ranges(ids), ip=ip),
+            _("give every NIC its own address in /etc/hccn.conf"),
+        )
     got = ", ".join(f"{i}={facts[i][0]}" for i in answered)
-    return ok(f"addresses: {got}")
+    return ok(_("addresses: {addresses}").format(addresses=got))
 
 
 def _same_everywhere(
@@ -301,15 +324,18 @@ def _same_everywhere(
 ) -> Outcome:
     values = {n.index: parse(n.answers.get(query) or "") for n in ctx.nics if n.answers.get(query) is not None}
     if not values:
-        return skip(f"no NIC answered `-{query} -g`")
+        return skip(_("no NIC answered `-{query} -g`").format(query=query))
+    what = _(what)
     missing = [i for i, v in values.items() if v is None]
     if missing:
-        return warn(f"no {what} on NIC {_ranges(missing)}", _fix(fix, missing))
+        return warn(_("no {what} on NIC {nics}").format(what=what, nics=_ranges(missing)), _fix(fix, missing))
     if address:
         bad = {i: v for i, v in values.items() if not _is_address(v)}
         if bad:
-            return error(f"{what} is not an IP address: {_grouped(bad)}", _fix(fix, list(bad)))
-    return ok(f"{what}: {_grouped(values)}")
+            return error(
+                _("{what} is not an IP address: {values}").format(what=what, values=_grouped(bad)), _fix(fix, list(bad))
+            )
+    return ok(_("{what}: {values}").format(what=what, values=_grouped(values)))
 
 
 def _is_address(value: str | None) -> bool:
@@ -327,7 +353,7 @@ def _grouped(values: Mapping[int, Any]) -> str:
     by: dict[Any, list[int]] = {}
     for i, v in values.items():
         by.setdefault(v, []).append(i)
-    return ", ".join(f"{v} on NIC {_ranges(ids)}" for v, ids in by.items())
+    return _(", ").join(_on_nics(v, ids) for v, ids in by.items())
 
 
 def check_gateway(ctx: NetContext) -> Outcome:
@@ -335,8 +361,8 @@ def check_gateway(ctx: NetContext) -> Outcome:
         ctx,
         "gateway",
         hccn.gateway,
-        "gateway",
-        "hccn_tool -i {nic} -gateway -s gateway <G>, and gateway_{nic}= in /etc/hccn.conf",
+        N_("gateway"),
+        N_("hccn_tool -i {nic} -gateway -s gateway <G>, and gateway_{nic}= in /etc/hccn.conf"),
         address=True,
     )
 
@@ -346,8 +372,8 @@ def check_netdetect(ctx: NetContext) -> Outcome:
         ctx,
         "netdetect",
         hccn.netdetect,
-        "detect address",
-        "hccn_tool -i {nic} -netdetect -s address <gateway>, and netdetect_{nic}= in /etc/hccn.conf",
+        N_("detect address"),
+        N_("hccn_tool -i {nic} -netdetect -s address <gateway>, and netdetect_{nic}= in /etc/hccn.conf"),
         address=True,
     )
 
@@ -357,8 +383,8 @@ def check_lldp(ctx: NetContext) -> Outcome:
         ctx,
         "lldp",
         hccn.lldp_ifname,
-        "switch port (LLDP)",
-        "check that the cable of NIC {nic} reaches a switch port with LLDP enabled",
+        N_("switch port (LLDP)"),
+        N_("check that the cable of NIC {nic} reaches a switch port with LLDP enabled"),
     )
 
 
@@ -368,51 +394,61 @@ def check_tls(ctx: NetContext) -> Outcome:
     }
     known = {i: v for i, v in values.items() if v is not None}
     if not known:
-        return skip("no NIC answered `-tls -g` with a tls switch")
+        return skip(_("no NIC answered `-tls -g` with a tls switch"))
     odd = {i: v[:20] for i, v in known.items() if v not in ("0", "1")}
     if odd:
         return error(
-            f"TLS switch value netcheck does not know (0 or 1 expected): {_grouped(odd)}",
-            "read `hccn_tool -i N -tls -g` by hand; set one value on every NIC: hccn_tool -i $i -tls -s enable 0",
+            _("TLS switch value netcheck does not know (0 or 1 expected): {values}").format(values=_grouped(odd)),
+            _("read `hccn_tool -i N -tls -g` by hand; set one value on every NIC: hccn_tool -i $i -tls -s enable 0"),
         )
     if len(set(known.values())) > 1:
         on = [i for i, v in known.items() if v == "1"]
         return error(
-            f"TLS differs between NICs: enabled on {_ranges(on)}, disabled on {_ranges([i for i in known if i not in on])}",
-            "use one setting on every NIC of every node (the guides use 0): for i in 0..N: hccn_tool -i $i -tls -s enable 0",
+            _("TLS differs between NICs: enabled on {on}, disabled on {off}").format(
+                on=_ranges(on), off=_ranges([i for i in known if i not in on])
+            ),
+            _(
+                "use one setting on every NIC of every node (the guides use 0): for i in 0..N: hccn_tool -i $i -tls "
+                "-s enable 0"
+            ),
         )
     v = next(iter(known.values()))
-    return ok(
-        f"TLS switch {v} ({'enabled' if v == '1' else 'disabled'}) on NIC {_ranges(list(known))}; it must match on every node"
-    )
+    state = _("TLS switch {value} (enabled) on NIC {nics}; it must match on every node")
+    if v != "1":
+        state = _("TLS switch {value} (disabled) on NIC {nics}; it must match on every node")
+    return ok(state.format(value=v, nics=_ranges(list(known))))
 
 
 def check_optical(ctx: NetContext) -> Outcome:
     answered = [n for n in ctx.nics if n.answers.get("optical") is not None]
     if not answered:
-        return skip("no NIC answered `-optical -g`")
+        return skip(_("no NIC answered `-{query} -g`").format(query="optical"))
     errors, warns = [], []
     for n in answered:
         o = hccn.optical(n.answers["optical"] or "")
         if o.present is False:
-            errors.append(f"NIC {n.index}: module reported not present")
+            errors.append(_("NIC {nic}: module reported not present").format(nic=n.index))
         los = [f"{k} LOS {v}" for k, v in (("Tx", o.tx_los), ("Rx", o.rx_los)) if v not in (None, "0x0", "NA")]
         if los:
-            errors.append(f"NIC {n.index}: " + ", ".join(los))
+            errors.append(_("NIC {nic}: {what}").format(nic=n.index, what=", ".join(los)))
         if o.out_of_range:
-            warns.append(f"NIC {n.index}: " + ", ".join(o.out_of_range))
-    fix = "reseat or replace the optical module and cable; compare with `hccn_tool -i N -optical -g` on a healthy NIC"
+            warns.append(_("NIC {nic}: {what}").format(nic=n.index, what=", ".join(o.out_of_range)))
+    fix = _(
+        "reseat or replace the optical module and cable; compare with `hccn_tool -i N -optical -g` on a healthy NIC"
+    )
     if errors:
-        return error("; ".join(errors + warns), fix)
+        return error(_("; ").join(errors + warns), fix)
     if warns:
-        return warn("optical power outside its thresholds: " + "; ".join(warns), fix)
-    return ok(f"optical modules present, no loss of signal on NIC {_ranges([n.index for n in answered])}")
+        return warn(_("optical power outside its thresholds: {nics}").format(nics=_("; ").join(warns)), fix)
+    return ok(
+        _("optical modules present, no loss of signal on NIC {nics}").format(nics=_ranges([n.index for n in answered]))
+    )
 
 
 def check_flaps(ctx: NetContext) -> Outcome:
     answered = [n for n in ctx.nics if n.answers.get("link_stat") is not None]
     if not answered:
-        return skip("no NIC answered `-link_stat -g`")
+        return skip(_("no NIC answered `-{query} -g`").format(query="link_stat"))
     flapped, still_down = {}, []
     for n in answered:
         st = hccn.link_stat(n.answers["link_stat"] or "")
@@ -421,41 +457,52 @@ def check_flaps(ctx: NetContext) -> Outcome:
         if st.latest == "LINK DOWN":
             still_down.append(n.index)
     if flapped:
-        parts = [f"NIC {i}: {len(s.downs)} down(s), last at {s.downs[0]}" for i, s in flapped.items()]
+        downs = _("NIC {nic}: {count} down(s), last at {last}")
+        parts = _("; ").join(downs.format(nic=i, count=len(s.downs), last=s.downs[0]) for i, s in flapped.items())
         if still_down:
             return error(
-                f"the newest record is LINK DOWN (no LINK UP since) on NIC {_ranges(still_down)}; " + "; ".join(parts),
-                "the link went down and stayed down: check `-link -g`, then the module and cable "
-                "(`-optical -g`) and the switch port; `hccn_tool -i N -cfg recovery` once the cause is fixed",
+                _("the newest record is LINK DOWN (no LINK UP since) on NIC {nics}; {records}").format(
+                    nics=_ranges(still_down), records=parts
+                ),
+                _(
+                    "the link went down and stayed down: check `-link -g`, then the module and cable "
+                    "(`-optical -g`) and the switch port; `hccn_tool -i N -cfg recovery` once the cause is fixed"
+                ),
             )
         return warn(
-            "link went down since boot: " + "; ".join(parts),
-            "a link that keeps flapping breaks HCCL mid-run: check the module and cable; watch `-link_stat -g` for new records",
+            _("link went down since boot: {records}").format(records=parts),
+            _(
+                "a link that keeps flapping breaks HCCL mid-run: check the module and cable; watch `-link_stat -g` "
+                "for new records"
+            ),
         )
-    return ok(f"no LINK DOWN records on NIC {_ranges([n.index for n in answered])}")
+    return ok(_("no LINK DOWN records on NIC {nics}").format(nics=_ranges([n.index for n in answered])))
 
 
 def check_hccn_conf(ctx: NetContext) -> Outcome:
     text = ctx.host.read_text("/etc/hccn.conf")
     if text is None:
         if ctx.host.partial:
-            return skip("/etc/hccn.conf not recorded")
+            return skip(_("/etc/hccn.conf not recorded"))
         return warn(
-            "/etc/hccn.conf missing: NIC addresses set by hand are lost at reboot",
-            "write address_N, netmask_N, netdetect_N, gateway_N for every NIC into /etc/hccn.conf",
+            _("/etc/hccn.conf missing: NIC addresses set by hand are lost at reboot"),
+            _("write address_N, netmask_N, netdetect_N, gateway_N for every NIC into /etc/hccn.conf"),
         )
     conf = hccn.hccn_conf(text)
     diffs = []
     for n in ctx.nics:
-        live_ip, _ = hccn.ip_address(n.answers.get("ip") or "")
+        live_ip, _mask = hccn.ip_address(n.answers.get("ip") or "")
         want = conf.get(n.index, {}).get("address")
         if want is None:
-            diffs.append(f"NIC {n.index} has no address_{n.index}")
+            diffs.append(_("NIC {nic} has no address_{nic}").format(nic=n.index))
         elif live_ip is not None and live_ip != want:
-            diffs.append(f"NIC {n.index}: address_{n.index}={want} but the NIC has {live_ip}")
+            differs = _("NIC {nic}: address_{nic}={want} but the NIC has {live}")
+            diffs.append(differs.format(nic=n.index, want=want, live=live_ip))
     if diffs:
-        return warn("/etc/hccn.conf: " + "; ".join(diffs), "make /etc/hccn.conf and `hccn_tool -i N -ip -g` agree")
-    return ok(f"/etc/hccn.conf configures NIC {_ranges(sorted(conf))}")
+        return warn(
+            "/etc/hccn.conf: " + _("; ").join(diffs), _("make /etc/hccn.conf and `hccn_tool -i N -ip -g` agree")
+        )
+    return ok(_("/etc/hccn.conf configures NIC {nics}").format(nics=_ranges(sorted(conf))))
 
 
 def _own_addresses(ctx: NetContext) -> set[str]:
@@ -465,13 +512,13 @@ def _own_addresses(ctx: NetContext) -> set[str]:
 def check_if_ip(ctx: NetContext) -> Outcome:
     value = ctx.host.env.get("HCCL_IF_IP")
     if not value:
-        return skip("HCCL_IF_IP not set")
+        return skip(_("HCCL_IF_IP not set"))
     if ctx.interfaces is None:
-        return skip("this recording holds no interface list")
+        return skip(_("this recording holds no interface list"))
     if value not in _own_addresses(ctx):
         return error(
-            f"HCCL_IF_IP={value} is not an address of this host",
-            "set HCCL_IF_IP to this node's own address on the network the nodes share (`ip -4 addr`)",
+            _("HCCL_IF_IP={value} is not an address of this host").format(value=value),
+            _("set HCCL_IF_IP to this node's own address on the network the nodes share (`ip -4 addr`)"),
         )
     name = next(n for n, addrs in ctx.interfaces.items() if value in addrs)
     return ok(f"HCCL_IF_IP={value} ({name})")
@@ -496,17 +543,18 @@ def _ifname_matches(value: str, names: Sequence[str], prefix: bool) -> list[str]
 def check_ifnames(ctx: NetContext) -> Outcome:
     set_vars = {v: ctx.host.env[v] for v in IFNAME_VARS if ctx.host.env.get(v)}
     if not set_vars:
-        return skip("no *_SOCKET_IFNAME variable set")
+        return skip(_("no *_SOCKET_IFNAME variable set"))
     if ctx.interfaces is None:
-        return skip("this recording holds no interface list")
+        return skip(_("this recording holds no interface list"))
     names = sorted(ctx.interfaces)
     # HCCL matches a name as a prefix unless written `=name`; Gloo and TensorPipe want exact names.
     bad = {v: m for v, val in set_vars.items() if (m := _ifname_matches(val, names, prefix=v == "HCCL_SOCKET_IFNAME"))}
     if bad:
-        what = "; ".join(f"{v} names {', '.join(m)}" for v, m in bad.items())
+        names_of = _("{var} names {names}")
+        what = _("; ").join(names_of.format(var=v, names=", ".join(m)) for v, m in bad.items())
         return error(
-            f"{what}: no such interface here (interfaces: {', '.join(names)})",
-            "set them to the interface that holds HCCL_IF_IP on this node; names differ between nodes",
+            _("{what}: no such interface here (interfaces: {names})").format(what=what, names=", ".join(names)),
+            _("set them to the interface that holds HCCL_IF_IP on this node; names differ between nodes"),
         )
     return ok(", ".join(f"{v}={val}" for v, val in set_vars.items()))
 
@@ -517,30 +565,30 @@ def check_timeouts(ctx: NetContext) -> Outcome:
     for name, default in defaults.items():
         raw = ctx.host.env.get(name)
         if raw is None:
-            parts.append(f"{name} {default} s (default)")
+            parts.append(_("{name} {seconds} s (default)").format(name=name, seconds=default))
             continue
         try:
             value = int(raw)
         except ValueError:
-            bad.append(f"{name}={raw!r} is not a whole number of seconds")
+            bad.append(_("{name}={value} is not a whole number of seconds").format(name=name, value=repr(raw)))
             continue
-        parts.append(f"{name} {value} s")
+        parts.append(_("{name} {seconds} s").format(name=name, seconds=value))
     if bad:
-        return error("; ".join(bad), "give the timeouts in whole seconds, e.g. HCCL_CONNECT_TIMEOUT=1200")
+        return error(_("; ").join(bad), _("give the timeouts in whole seconds, e.g. HCCL_CONNECT_TIMEOUT=1200"))
     connect = ctx.host.env.get("HCCL_CONNECT_TIMEOUT")
     if connect is None and (ctx.peers_npu or ctx.peers_tcp):
         return warn(
-            "; ".join(parts) + ": nodes that start more than 120 s apart fail to link",
-            "export HCCL_CONNECT_TIMEOUT larger than the gap between the nodes' start-ups (e.g. 1200) on every node",
+            _("{timeouts}: nodes that start more than 120 s apart fail to link").format(timeouts=_("; ").join(parts)),
+            _("export HCCL_CONNECT_TIMEOUT larger than the gap between the nodes' start-ups (e.g. 1200) on every node"),
         )
-    return ok("; ".join(parts))
+    return ok(_("; ").join(parts))
 
 
 def check_npu_peers(ctx: NetContext) -> Outcome:
     if not ctx.peers_npu:
-        return skip("no --peer-npu address given")
+        return skip(_("no --peer-npu address given"))
     if ctx.tool is None:
-        return skip("hccn_tool not found")
+        return skip(_("hccn_tool not found"))
     lost: dict[str, list[str]] = {"all_lost": [], "some_lost": []}
     unknown, good = [], 0
     for addr in ctx.peers_npu:
@@ -548,21 +596,26 @@ def check_npu_peers(ctx: NetContext) -> Outcome:
             out, why = _ask(ctx.host, ctx.tool, n.index, "-ping", "-g", "address", addr, timeout=30.0)
             result = hccn.ping(out or "")
             if result is None:
-                unknown.append(f"NIC {n.index} -> {addr}: {why or 'no ping summary'}")
+                reason = _(why or N_("no ping summary"))
+                unknown.append(f"NIC {n.index} -> {addr}: {reason}")
             elif result.received == 0 and result.sent > 0:
                 lost["all_lost"].append(f"NIC {n.index} -> {addr}")
             elif result.received < result.sent:
-                lost["some_lost"].append(f"NIC {n.index} -> {addr}: {result.loss_pct:g}% loss")
+                loss = _("{pct} loss").format(pct=f"{result.loss_pct:g}%")
+                lost["some_lost"].append(f"NIC {n.index} -> {addr}: {loss}")
             else:
                 good += 1
     table = verdicts()["ping"]
     found = [(kind, where) for kind, where in lost.items() if where]
     if found:
-        parts = [f"{table[kind]['meaning']}: " + ", ".join(where) for kind, where in found]
-        return error("; ".join(parts + unknown), "; ".join(table[kind]["fix"] for kind, _ in found))
+        parts = [
+            _("{meaning}: {where}").format(meaning=_(table[kind]["meaning"]), where=", ".join(where))
+            for kind, where in found
+        ]
+        return error(_("; ").join(parts + unknown), _("; ").join(_(table[kind]["fix"]) for kind, _where in found))
     if unknown:
-        return warn("; ".join(unknown), "ping those addresses by hand: hccn_tool -i N -ping -g address X")
-    return ok(f"{good} NIC-to-peer ping(s) without loss")
+        return warn(_("; ").join(unknown), _("ping those addresses by hand: hccn_tool -i N -ping -g address X"))
+    return ok(_("{count} NIC-to-peer ping(s) without loss").format(count=good))
 
 
 def _tcp_connect(host: str, port: int, timeout: float) -> None:
@@ -572,9 +625,9 @@ def _tcp_connect(host: str, port: int, timeout: float) -> None:
 
 def check_tcp_peers(ctx: NetContext) -> Outcome:
     if not ctx.peers_tcp:
-        return skip("no --peer HOST:PORT given")
+        return skip(_("no --peer HOST:PORT given"))
     if not ctx.live:
-        return skip("a recorded machine cannot reach its peers")
+        return skip(_("a recorded machine cannot reach its peers"))
     connect = ctx.connect or _tcp_connect
     failed, good = [], []
     for host, port in ctx.peers_tcp:
@@ -585,10 +638,13 @@ def check_tcp_peers(ctx: NetContext) -> Outcome:
             failed.append(f"{host}:{port} ({exc.strerror or type(exc).__name__})")
     if failed:
         return error(
-            "cannot connect to " + ", ".join(failed),
-            "start the peer's listener first (vLLM's rank 0, Ray's head) and open the port in the firewall between nodes",
+            _("cannot connect to {peers}").format(peers=", ".join(failed)),
+            _(
+                "start the peer's listener first (vLLM's rank 0, Ray's head) and open the port in the firewall "
+                "between nodes"
+            ),
         )
-    return ok("reached " + ", ".join(good))
+    return ok(_("reached {peers}").format(peers=", ".join(good)))
 
 
 # id, category, needs NIC answers, function
@@ -617,7 +673,7 @@ def _run_one(
     ctx: NetContext, cid: str, category: str, needs_nics: bool, fn: Callable[[NetContext], Outcome]
 ) -> CheckResult:
     if needs_nics and ctx.tool is None:
-        return CheckResult(cid, category, Status.SKIP, "hccn_tool not found")
+        return CheckResult(cid, category, Status.SKIP, _("hccn_tool not found"))
     try:
         out = fn(ctx)
     except Exception as exc:  # one row, the report goes on
@@ -625,8 +681,8 @@ def _run_one(
             cid,
             category,
             Status.ERROR,
-            f"check crashed: {type(exc).__name__}: {exc}"[:300],
-            "run with --debug and report it",
+            _("check crashed: {error}").format(error=f"{type(exc).__name__}: {exc}")[:300],
+            _("run with --debug and report it"),
         )
     return CheckResult(cid, category, out.status, out.summary, out.fix)
 
@@ -688,7 +744,7 @@ def run_netcheck(
     if root is not None:
         from engine.system.recorded import recorded_host, recorded_root
 
-        host, _ = recorded_host(root)
+        host, _known = recorded_host(root)
         if interfaces is None:
             interfaces = _recorded_interfaces(recorded_root(root))
     elif host is None:
@@ -715,14 +771,14 @@ def run_netcheck(
     checks = [_run_one(ctx, *c) for c in CHECKS]
     errors = sum(c.status is Status.ERROR for c in checks)
     warns = sum(c.status is Status.WARN for c in checks)
-    state = (
-        f"{errors} error(s), {warns} warning(s): the network is not ready for multi-node serving"
-        if errors
-        else (f"{warns} warning(s), no errors" if warns else "ready for multi-node serving")
-    )
+    if errors:
+        state = _("{errors} error(s), {warnings} warning(s): the network is not ready for multi-node serving")
+    else:
+        state = _("{warnings} warning(s), no errors") if warns else _("ready for multi-node serving")
+    state = state.format(errors=errors, warnings=warns)
     return DoctorReport(
         platform=platform,
-        headline=f"{len(found)} NPU NIC(s); {state}",
+        headline=_("{count} NPU NIC(s); {state}").format(count=len(found), state=state),
         root=str(root) if root is not None and Path(root).is_file() else str(host.root),
         live=live,
         checks=tuple(checks),

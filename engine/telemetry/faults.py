@@ -116,15 +116,28 @@ def _consequences() -> Mapping[str, str]:
     return load_yaml("engine.devices", "views.yaml")["engine_consequence"]
 
 
+def fault_texts(f: ChipFault) -> dict[str, str]:
+    """The fault's texts a person reads (meaning, todo, headline) in the messages' language:
+    English under --json and in the exporter, the knowledge base's Chinese otherwise."""
+    from engine.i18n import message_language
+    from engine.triage.localize import localized_fault
+
+    return localized_fault(f.fault, message_language())
+
+
 def fault_line(f: ChipFault, engine_npus: Sequence[str] | None = None) -> str:
     """ "NPU 3: 0x80E18402 HBM multi-bit ECC -> isolate this NPU (SeparateNPU); the engine on NPUs
     0-7 must move". `engine_npus`: the NPUs of the engine that uses this chip, when one does."""
-    line = f"NPU {f.npu_id}: {f.fault.headline()}"
+    from engine.i18n import _
+
+    line = f"NPU {f.npu_id}: {fault_texts(f)['headline']}"
     then = _consequences().get(f.fault.verb)
     if then and engine_npus:
         many = len(engine_npus) > 1
-        engines = f"the engine on NPU{'s' if many else ''} {npu_ranges(engine_npus)}"
-        line += "; " + then.format(engines=engines)
+        engines = (_("the engine on NPUs {npus}") if many else _("the engine on NPU {npus}")).format(
+            npus=npu_ranges(engine_npus)
+        )
+        line += _("; ") + _(then).format(engines=engines)
     return line
 
 
@@ -139,6 +152,7 @@ __all__ = [
     "chip_mark",
     "engine_fault_lines",
     "fault_line",
+    "fault_texts",
     "held_npus",
     "npu_id",
     "npu_ranges",

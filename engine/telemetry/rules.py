@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from engine.devices.sample import DeviceSample
+from engine.i18n import N_, _
 from engine.severity import Severity
 from engine.telemetry.snapshot import Diagnostic, EngineView, Levels
 from engine.telemetry.thresholds import Thresholds, pending_limit
@@ -54,9 +55,12 @@ class RuleEngine:
                         "device-health",
                         health.value,
                         d.key,
-                        f"{d.key} health is {d.health}",
-                        f"npu-smi reports {d.key} ({d.name}) as {d.health}"
-                        + (f" with error codes {' '.join(d.error_codes)}" if d.error_codes else ""),
+                        _("{chip} health is {health}").format(chip=d.key, health=d.health),
+                        (
+                            _("npu-smi reports {chip} ({name}) as {health} with error codes {codes}")
+                            if d.error_codes
+                            else _("npu-smi reports {chip} ({name}) as {health}")
+                        ).format(chip=d.key, name=d.name, health=d.health, codes=" ".join(d.error_codes)),
                         _health_fix(d, health),
                     )
                 )
@@ -68,16 +72,20 @@ class RuleEngine:
                         "hbm-bandwidth",
                         "warning",
                         d.key,
-                        f"{d.key} HBM bandwidth above {t.hbm_bw_pct:g}%",
-                        f"HBM bandwidth has stayed at {d.mem_bw_pct:g}% for {now - since:.0f} s: decode is "
-                        "memory-bound, more concurrency will not raise throughput",
+                        _("{chip} HBM bandwidth above {pct:g}%").format(chip=d.key, pct=t.hbm_bw_pct),
+                        _(
+                            "HBM bandwidth has stayed at {pct} for {seconds:.0f} s: decode is memory-bound, more "
+                            "concurrency will not raise throughput"
+                        ).format(pct=f"{d.mem_bw_pct:g}%", seconds=now - since),
                         # By effect: every decode step reads all the weights once, shared by the
                         # whole batch, so fewer bytes per weight relieve bandwidth most; lowering
                         # max_num_seqs only cuts the KV reads, and throughput with them.
-                        "1) serve W8A8 weights (msModelSlim, --quantization ascend): each decode step reads every "
-                        "weight once, and 8-bit weights halve those bytes; 2) W8A8C8 also quantises the KV cache, "
-                        "whose reads grow with sequences x context; 3) last, lower max_num_seqs: it cuts only the KV "
-                        "reads, and throughput with them",
+                        _(
+                            "1) serve W8A8 weights (msModelSlim, --quantization ascend): each decode step reads every "
+                            "weight once, and 8-bit weights halve those bytes; 2) W8A8C8 also quantises the KV cache, "
+                            "whose reads grow with sequences x context; 3) last, lower max_num_seqs: it cuts only the "
+                            "KV reads, and throughput with them"
+                        ),
                         since=since,
                     )
                 )
@@ -98,11 +106,13 @@ class RuleEngine:
                         "critical",
                         e.label,
                         # It answered, with something else than vLLM's /metrics (a login page...).
-                        f"{e.label} serves no vLLM metrics"
-                        if e.status.error_kind == "bad-input"
-                        else f"{e.label} unreachable",
-                        e.status.error or f"{e.url}/metrics did not answer",
-                        e.status.fix or "check the engine process and its log (`ascendctl triage <run>/engine.log`)",
+                        (
+                            _("{engine} serves no vLLM metrics")
+                            if e.status.error_kind == "bad-input"
+                            else _("{engine} unreachable")
+                        ).format(engine=e.label),
+                        e.status.error or _("{url}/metrics did not answer").format(url=e.url),
+                        e.status.fix or _("check the engine process and its log (`ascendctl triage <run>/engine.log`)"),
                         since=e.status.last_ok,
                     )
                 )
@@ -113,14 +123,14 @@ class RuleEngine:
             if since is not None:
                 kv_full = e.levels.get("kv_usage") in (Severity.WARNING, Severity.CRITICAL)
                 if kv_full:
-                    fix = (
+                    fix = _(
                         "the KV pool is nearly full, so waiting requests have no blocks to start in: add replicas, "
                         "or give the engine more KV cache (more devices with TP, a higher gpu_memory_utilization)"
                     )
                 else:
                     # With KV room left, waiting requests are held back by the per-step token
                     # budget: long prompts' prefill uses it up and new requests cannot start.
-                    fix = (
+                    fix = _(
                         "raise max_num_batched_tokens (the tokens one scheduler step may take: long prompts' "
                         "prefill uses it up and new requests wait to start), then max_num_seqs; add replicas "
                         "when the KV pool fills"
@@ -130,8 +140,10 @@ class RuleEngine:
                         "pending-high",
                         "warning",
                         e.label,
-                        f"{e.label}: {e.waiting:g} requests pending",
-                        f"more than {limit:g} requests have waited for {now - since:.0f} s: the engine is at capacity",
+                        _("{engine}: {count:g} requests pending").format(engine=e.label, count=e.waiting),
+                        _(
+                            "more than {limit:g} requests have waited for {seconds:.0f} s: the engine is at capacity"
+                        ).format(limit=limit, seconds=now - since),
                         fix,
                         since=since,
                     )
@@ -144,12 +156,19 @@ class RuleEngine:
                         "kv-fetch-stuck",
                         "error",
                         e.label,
-                        f"{e.label}: {e.kv_fetching:g} requests waiting for their KV cache",
-                        f"requests have waited {now - since:.0f} s for their KV from the prefill instances and nothing "
-                        "runs: the transfer does not come",
-                        "read the prefill instances' logs for transfer errors (`ascendctl triage <run>/engine.log`), "
-                        "check that decode reaches prefill on the connector's ports (kv_port) and that both use the "
-                        "same kv_connector_extra; the proxy's /metrics counts failures per backend",
+                        _("{engine}: {count:g} requests waiting for their KV cache").format(
+                            engine=e.label, count=e.kv_fetching
+                        ),
+                        _(
+                            "requests have waited {seconds:.0f} s for their KV from the prefill instances and nothing "
+                            "runs: the transfer does not come"
+                        ).format(seconds=now - since),
+                        _(
+                            "read the prefill instances' logs for transfer errors (`ascendctl triage "
+                            "<run>/engine.log`), check that decode reaches prefill on the connector's ports (kv_port) "
+                            "and that both use the same kv_connector_extra; the proxy's /metrics counts failures per "
+                            "backend"
+                        ),
                         since=since,
                     )
                 )
@@ -161,10 +180,14 @@ class RuleEngine:
                         "kv-pressure",
                         "error",
                         e.label,
-                        f"{e.label}: KV cache {usage_pct:.0f}% full and preempting",
-                        f"the KV pool is {usage_pct:.0f}% used and {e.rates.preemptions_in_window:g} requests were "
-                        f"preempted in the last {t.window_s:g} s (recomputed from scratch)",
-                        "lower max_num_seqs or max_model_len, raise gpu_memory_utilization, or add devices (TP)",
+                        _("{engine}: KV cache {pct} full and preempting").format(
+                            engine=e.label, pct=f"{usage_pct:.0f}%"
+                        ),
+                        _(
+                            "the KV pool is {pct} used and {count:g} requests were preempted in the last "
+                            "{window:g} s (recomputed from scratch)"
+                        ).format(pct=f"{usage_pct:.0f}%", count=e.rates.preemptions_in_window, window=t.window_s),
+                        _("lower max_num_seqs or max_model_len, raise gpu_memory_utilization, or add devices (TP)"),
                     )
                 )
             load = None if e.running is None and e.waiting is None else (e.running or 0.0) + (e.waiting or 0.0)
@@ -187,12 +210,15 @@ class RuleEngine:
                     "temperature-high",
                     "error" if temp is Severity.CRITICAL else "warning",
                     d.key,
-                    f"{d.key} at {d.temp_c:g} C",
-                    f"{d.key} has stayed at or above {line:g} C for {now - since:.0f} s: cooling "
-                    "problems show up as throughput drops, and operators keep cards below about 85 C",
-                    "check the fans and airflow of the chassis; `npu-smi info -t common -i <npu>` shows "
-                    "whether Aicore curFreq(MHZ) fell below Aicore Freq(MHZ); move load off this card until it "
-                    "cools",
+                    _("{chip} at {temp:g} C").format(chip=d.key, temp=d.temp_c),
+                    _(
+                        "{chip} has stayed at or above {limit:g} C for {seconds:.0f} s: cooling problems show up as "
+                        "throughput drops, and operators keep cards below about 85 C"
+                    ).format(chip=d.key, limit=line, seconds=now - since),
+                    _(
+                        "check the fans and airflow of the chassis; `npu-smi info -t common -i <npu>` shows whether "
+                        "Aicore curFreq(MHZ) fell below Aicore Freq(MHZ); move load off this card until it cools"
+                    ),
                     since=since,
                 )
             )
@@ -210,13 +236,23 @@ class RuleEngine:
                     "power-idle",
                     "warning",
                     d.key,
-                    f"{d.key} draws {d.power_w:g} W while idle",
-                    f"AI Core has stayed at or below {t.idle_util_pct:g}% for {now - since:.0f} s while {d.key} "
-                    f"draws {d.power_w:g} W (at least {t.idle_power_w:g} W; an idle 910B draws about 100 W): "
-                    "something keeps the chip busy without computing",
-                    "list the processes on the chip (`npu-smi info`, its process table): a leftover or hung "
-                    "process (a crashed engine's worker, a stress test) still holds it; stop it. With none "
-                    "there, check `npu-smi info -t power -i <npu>` and the board's firmware",
+                    _("{chip} draws {watts:g} W while idle").format(chip=d.key, watts=d.power_w),
+                    _(
+                        "AI Core has stayed at or below {pct} for {seconds:.0f} s while {chip} draws {watts:g} W "
+                        "(at least {limit:g} W; an idle 910B draws about 100 W): something keeps the chip busy "
+                        "without computing"
+                    ).format(
+                        pct=f"{t.idle_util_pct:g}%",
+                        seconds=now - since,
+                        chip=d.key,
+                        watts=d.power_w,
+                        limit=t.idle_power_w,
+                    ),
+                    _(
+                        "list the processes on the chip (`npu-smi info`, its process table): a leftover or hung "
+                        "process (a crashed engine's worker, a stress test) still holds it; stop it. With none "
+                        "there, check `npu-smi info -t power -i <npu>` and the board's firmware"
+                    ),
                     since=since,
                 )
             )
@@ -228,12 +264,16 @@ class RuleEngine:
                     "aicpu-high",
                     "warning",
                     d.key,
-                    f"{d.key} AI CPU at {d.aicpu_pct:g}%",
-                    f"AI CPU usage has stayed at or above {t.aicpu_warn_pct:g}% for {now - since:.0f} s: "
-                    "operators the AI Cores cannot run fall back to the chip's few, slow AI CPUs",
-                    "find them with the profiler (msprof or the torch_npu profiler: operators of type AI_CPU); "
-                    "check that CANN, torch_npu and vllm-ascend are a matching set (`ascendctl doctor`); a "
-                    "dtype or shape the AI Core kernels lack sends an operator there",
+                    _("{chip} AI CPU at {pct:g}%").format(chip=d.key, pct=d.aicpu_pct),
+                    _(
+                        "AI CPU usage has stayed at or above {pct} for {seconds:.0f} s: operators the AI Cores "
+                        "cannot run fall back to the chip's few, slow AI CPUs"
+                    ).format(pct=f"{t.aicpu_warn_pct:g}%", seconds=now - since),
+                    _(
+                        "find them with the profiler (msprof or the torch_npu profiler: operators of type AI_CPU); "
+                        "check that CANN, torch_npu and vllm-ascend are a matching set (`ascendctl doctor`); a "
+                        "dtype or shape the AI Core kernels lack sends an operator there"
+                    ),
                     since=since,
                 )
             )
@@ -243,7 +283,7 @@ class RuleEngine:
 def _fault_diagnostics(devices: Sequence[DeviceSample], engines: Sequence[EngineView]) -> list[Diagnostic]:
     """A row per chip with an active fault code (its most urgent), and one per engine on it: the
     code, what it means, what to do, and that the engine must move (engine/telemetry/faults.py)."""
-    from engine.telemetry.faults import SEVERITY, chip_faults, fault_line, npu_id, worst
+    from engine.telemetry.faults import SEVERITY, chip_faults, fault_line, fault_texts, npu_id, worst
 
     out = []
     for d in devices:
@@ -254,26 +294,32 @@ def _fault_diagnostics(devices: Sequence[DeviceSample], engines: Sequence[Engine
             continue
         users = [e for e in engines if e.npus and npu_id(d) in e.npus]
         severity = SEVERITY.get(f.fault.verb, "warning")
-        fix = f.fault.todo + (f" ({f.fault.source})" if f.fault.source else "")
-        title = f"{d.key}: fault {f.fault.code} ({f.fault.action})"
+        texts = fault_texts(f)
+        fix = texts["todo"] + (f" ({f.fault.source})" if f.fault.source else "")
+        title = _("{chip}: fault {code} ({action})").format(chip=d.key, code=f.fault.code, action=f.fault.action)
         line = fault_line(f, users[0].npus if users else None)
-        cause = line + (f": {f.fault.meaning}" if f.fault.meaning else "")
+        cause = line + (_(": {meaning}").format(meaning=texts["meaning"]) if texts["meaning"] else "")
         out.append(Diagnostic("device-fault", severity, d.key, title, cause, fix))
         for e in users:
-            cause = fault_line(f, e.npus) + (f": {f.fault.meaning}" if f.fault.meaning else "")
+            cause = fault_line(f, e.npus) + (
+                _(": {meaning}").format(meaning=texts["meaning"]) if texts["meaning"] else ""
+            )
             out.append(Diagnostic("device-fault", severity, e.label, title, cause, fix))
     return out
 
 
 def _health_fix(d: DeviceSample, health: Severity) -> str:
-    codes = "" if d.error_codes else "run `npu-smi info -t health -i <npu>` for the error codes, then "
     if health is Severity.WARNING:
         # npu-smi's Warning is a minor alarm: the chip still serves.
-        return (
-            f"{codes}look the codes up in the health-code tables of the chip's manual; keep serving but watch "
-            "it: drain this device if it turns to Alarm or Critical"
+        todo = _(
+            "look the codes up in the health-code tables of the chip's manual; keep serving but watch it: "
+            "drain this device if it turns to Alarm or Critical"
         )
-    return f"{codes}drain this device and check `dmesg` / the device plog before serving on it"
+    else:
+        todo = _("drain this device and check `dmesg` / the device plog before serving on it")
+    if d.error_codes:
+        return todo
+    return _("run `npu-smi info -t health -i <npu>` for the error codes, then {todo}").format(todo=todo)
 
 
 def _gib(mib: float) -> str:
@@ -282,12 +328,14 @@ def _gib(mib: float) -> str:
 
 def _load_words(trend: Trend, what: str) -> str:
     if trend.load_first is None or trend.load_last is None:
-        return f"({what} unknown)"
-    return f"while {what} stayed flat ({trend.load_first:.3g} then {trend.load_last:.3g})"
+        return _("({what} unknown)").format(what=what)
+    return _("while {what} stayed flat ({first:.3g} then {last:.3g})").format(
+        what=what, first=trend.load_first, last=trend.load_last
+    )
 
 
 # Known leaks: the issues themselves are cited in thresholds.yaml beside the leak_* keys.
-_LEAK_FIX = (
+_LEAK_FIX = N_(
     "record it to show the trend (`ascendctl top --record FILE`), and collect `ascendctl bundle` with the "
     "engine's log; known vllm-ascend leaks: device memory in FULL_DECODE_ONLY graph mode (vllm-ascend#6478), "
     "under load with VL models (#6929, #5262, fixed by #5136), host memory in v0.13.0rc1 (#5847): upgrade to "
@@ -297,16 +345,24 @@ _LEAK_FIX = (
 
 def _hbm_leak(d: DeviceSample, trend: Trend) -> Diagnostic:
     hours = trend.span_s / 3600
-    memory = "memory" if d.mem_kind == "ddr" else "HBM"  # the 310 family serves from the board's DDR
+    memory = _("memory") if d.mem_kind == "ddr" else "HBM"  # the 310 family serves from the board's DDR
     return Diagnostic(
         "hbm-leak",
         "warning",
         d.key,
-        f"{d.key} {memory} rising steadily",
-        f"{memory} used on {d.key} rose {_gib(trend.rise_mib)} over {hours:.1f} h "
-        f"({_gib(trend.rise_mib / hours)}/h) {_load_words(trend, 'AI Core %')}: vLLM takes its memory at "
-        "start-up, so steady growth is a leak, and it ends in an out-of-memory",
-        _LEAK_FIX,
+        _("{chip} {memory} rising steadily").format(chip=d.key, memory=memory),
+        _(
+            "{memory} used on {chip} rose {rise} over {hours:.1f} h ({rate}/h) {load}: vLLM takes its memory at "
+            "start-up, so steady growth is a leak, and it ends in an out-of-memory"
+        ).format(
+            memory=memory,
+            chip=d.key,
+            rise=_gib(trend.rise_mib),
+            hours=hours,
+            rate=_gib(trend.rise_mib / hours),
+            load=_load_words(trend, "AI Core %"),
+        ),
+        _(_LEAK_FIX),
         since=trend.start,
     )
 
@@ -317,10 +373,16 @@ def _rss_leak(e: EngineView, trend: Trend) -> Diagnostic:
         "rss-leak",
         "warning",
         e.label,
-        f"{e.label}: host memory rising steadily",
-        f"the engine's processes' resident memory rose {_gib(trend.rise_mib)} over {hours:.1f} h "
-        f"({_gib(trend.rise_mib / hours)}/h) {_load_words(trend, 'the requests in it')}: a host memory leak "
-        "ends with the kernel's OOM killer taking the engine",
-        _LEAK_FIX,
+        _("{engine}: host memory rising steadily").format(engine=e.label),
+        _(
+            "the engine's processes' resident memory rose {rise} over {hours:.1f} h ({rate}/h) {load}: a host "
+            "memory leak ends with the kernel's OOM killer taking the engine"
+        ).format(
+            rise=_gib(trend.rise_mib),
+            hours=hours,
+            rate=_gib(trend.rise_mib / hours),
+            load=_load_words(trend, _("the requests in it")),
+        ),
+        _(_LEAK_FIX),
         since=trend.start,
     )

@@ -46,7 +46,7 @@ def test_nodes_that_waited_on_the_same_rank_read_as_one_propagation_line(capsys)
     assert len(json.loads(capsys.readouterr().out)["chain"]) == 4  # scripts still get every link
 
 
-def test_lang_zh_across_nodes_says_the_report_is_in_english(capsys):
+def test_lang_zh_across_nodes_reads_in_chinese(capsys):
     from engine import i18n
 
     try:
@@ -54,8 +54,16 @@ def test_lang_zh_across_nodes_says_the_report_is_in_english(capsys):
     finally:
         i18n.set_language(None)  # the choice is the process's: the next test starts from none
     out, err = capsys.readouterr()
-    assert code == 1 and "First to fail: node0" in out
-    assert "the report across nodes is in English for now" in err
+    assert code == 1 and "最先失败：node0（rank 0） aicpu-exception 时间 2026-05-01 10:35:31" in out
+    # the verdict: who waited on it, the rule's Chinese title, how far ahead of the timeouts
+    assert "有 1 个节点的超时指明在等待它（node1: rank 0 (ei0002-remote-rank)）" in out
+    assert (
+        "它自己的日志出现了 aicpu-exception（AI CPU kernel 失败）" in out and "比其他节点的第一次超时早 1800 秒" in out
+    )
+    assert "传播链" in out and "依据 rank 0 (ei0002-remote-rank)" in out and "自身故障" in out
+    assert "错误：集群最先在 node0 出现故障（aicpu-exception）" in err
+    for english in ("First to fail", "why", "Propagation", "own failure", "timeouts of", "in English"):
+        assert english not in out + err
 
 
 def test_json_for_scripts(capsys):

@@ -67,3 +67,58 @@ async def test_help_screen_in_chinese():
         await pilot.pause(0.1)
         shown = text_of(app.screen, "#help")
     assert "按键" in shown and "暂停显示（采集继续进行）" in shown and "当前阈值" in shown
+
+
+def _threshold_diagnostics():
+    """What the threshold rules say about a hot chip with its AI CPU busy and a chip with an
+    HBM ECC fault, in the language of the run (Chinese here)."""
+    from engine.devices.sample import DeviceSample
+    from engine.severity import Severity
+    from engine.telemetry import Thresholds
+    from engine.telemetry.rules import RuleEngine
+
+    hot = DeviceSample("npu3", "npu", "910B2", health="OK", temp_c=92, util_pct=40, aicpu_pct=95)
+    faulty = DeviceSample("npu5", "npu", "910B2", health="Critical", error_codes=("0x80E18402",))
+    rules = RuleEngine(Thresholds.defaults())
+    levels = {"npu3": {"temp_c": Severity.CRITICAL}, "npu5": {"health": Severity.CRITICAL}}
+    rules.evaluate(0.0, [hot, faulty], levels, [])
+    return rules.evaluate(61.0, [hot, faulty], levels, [])
+
+
+def _column_start(line: str, column: int) -> str | None:
+    """The part of `line` left of terminal column `column`; None when a wide character straddles it."""
+    width = 0
+    for i, ch in enumerate(line):
+        if width == column:
+            return line[:i]
+        width += cells(ch)
+        if width > column:
+            return None
+    return line if width == column else None
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+async def test_threshold_diagnostics_in_chinese_line_up(columns):
+    diagnostics = _threshold_diagnostics()
+    assert {d.id for d in diagnostics} >= {"temperature-high", "aicpu-high", "device-fault"}
+    app = _app()
+    async with app.run_test(size=(columns, 48)) as pilot:
+        await settle(pilot, app, 1)
+        app.query_one("#diagnostics").show(diagnostics)
+        await pilot.pause(0.1)
+        shown = text_of(app, "#diagnostics")
+    lines = [line for line in shown.splitlines() if line.strip()]
+    text = "".join(shown.split())
+    # Titles and fixes in Chinese, the commands and the fault code as written.
+    assert "npu3温度92C" in text and "npu3AICPU占用95%" in text and "npu5：故障0x80E18402" in text
+    assert "检查机箱的风扇和风道" in text and "`npu-smi" in text
+    assert "stayed" not in shown and "check the fans" not in shown and "find them" not in shown
+    # Every line fits the terminal, measured in columns (a Chinese character takes two)...
+    assert all(cells(line) <= columns for line in lines)
+    # ...and the fix column starts in the same terminal column on every line: no wide
+    # character straddles its left edge, and the issue text never runs into it.
+    head = lines[0]
+    fix_at = cells(head[: head.index("处理")])
+    for line in lines[1:]:
+        left = _column_start(line, fix_at)
+        assert left is not None and (left == line or left.endswith(" ")), line

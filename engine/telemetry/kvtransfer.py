@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from engine.data import load_yaml
+from engine.i18n import _
 from engine.telemetry.snapshot import Diagnostic, EngineView
 
 ID = "kv-transfer-failing"
@@ -50,7 +51,7 @@ class KvTransferWatch:
         while self._new and self._new[0][0] < now - window_s:
             self._new.popleft()
         logged: dict[str, int] = {}
-        for _, rule, lines in self._new:
+        for _when, rule, lines in self._new:
             logged[rule] = logged.get(rule, 0) + lines
         failed = view.rates.kv_failed_in_window or 0.0
         expired = view.rates.kv_expired_in_window or 0.0
@@ -58,35 +59,46 @@ class KvTransferWatch:
             return None
         seen = []
         if failed:
-            seen.append(f"{failed:g} failed transfers (vllm:nixl_num_failed_transfers)")
+            seen.append(_("{count:g} failed transfers (vllm:nixl_num_failed_transfers)").format(count=failed))
         if expired:
             seen.append(
-                f"{expired:g} requests whose KV expired before a decoder fetched it (vllm:nixl_num_kv_expired_reqs)"
+                _(
+                    "{count:g} requests whose KV expired before a decoder fetched it (vllm:nixl_num_kv_expired_reqs)"
+                ).format(count=expired)
             )
         if logged:
-            seen.append("in its log " + ", ".join(f"{rule} x{n}" for rule, n in sorted(logged.items())))
-        what = f"{role} instance {view.label}" if role in ("prefill", "decode") else view.label
+            rules = ", ".join(f"{rule} x{n}" for rule, n in sorted(logged.items()))
+            seen.append(_("in its log {rules}").format(rules=rules))
+        if role == "prefill":
+            what = _("prefill instance {engine}").format(engine=view.label)
+        elif role == "decode":
+            what = _("decode instance {engine}").format(engine=view.label)
+        else:
+            what = view.label
         if role == "decode":
-            fix = (
+            fix = _(
                 "the decode instance cannot fetch KV from the prefill instances: check that it reaches them on the "
                 "connector's ports (kv_port, the Mooncake / device NICs), that both roles run the same kv_connector "
                 "and kv_connector_extra_config, and read the prefill instances' logs (`ascendctl triage "
                 "<run>/engine.log`); the proxy's /metrics counts the failures per backend"
             )
         else:
-            fix = (
+            fix = _(
                 "decode does not take this instance's KV: check that the decode hosts reach this one on the "
                 "connector's ports (kv_port, the Mooncake / device NICs: `hccn_tool -i N -link -g` on Ascend), that "
                 "both roles run the same kv_connector and kv_connector_extra_config, and that the decode instances "
                 "are up (the proxy's /health); `ascendctl triage <run>/engine.log` names the transfer errors"
             )
+        # The witnesses are joined with the language's own separator (Chinese: a full-width ；).
+        cause = _(
+            "in the last {seconds:g} s: {seen}. Requests it serves wait for their KV, fail, or are prefilled again"
+        ).format(seconds=window_s, seen=_("; ").join(seen))
         return Diagnostic(
             ID,
             "error",
             view.label,
-            f"{what}: KV transfers failing",
-            f"in the last {window_s:g} s: " + "; ".join(seen) + ". Requests it serves wait for their KV, fail, or "
-            "are prefilled again",
+            _("{what}: KV transfers failing").format(what=what),
+            cause,
             fix,
             since=self._new[0][0] if self._new else None,
         )

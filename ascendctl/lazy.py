@@ -301,12 +301,17 @@ class LazyGroup(TyperGroup):
     lazy: Mapping[str, Lazy] = {}
     context_class = HelpContext
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._languages: dict[str, str] = {}  # command -> the language its help was built in
+
     def list_commands(self, ctx: Context) -> list[str]:
         return [*self.lazy, *(name for name in self.commands if name not in self.lazy)]
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        if cmd_name not in self.commands and cmd_name in self.lazy:
-            self.commands[cmd_name] = self._load(cmd_name)
+        if cmd_name in self.lazy and self._languages.get(cmd_name) != message_language():
+            self.commands[cmd_name] = self._load(cmd_name)  # its help in this run's language
+            self._languages[cmd_name] = message_language()
         return self.commands.get(cmd_name)
 
     def _load(self, name: str) -> Command:

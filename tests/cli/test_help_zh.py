@@ -117,3 +117,11 @@ def test_profile_list_and_validate_in_chinese(capsys, zh, tmp_path):
     valid, invalid = (next(line for line in out.splitlines() if line.startswith(w)) for w in ("有效", "无效"))
     assert cells(valid[: valid.index("cpu-tiny")]) == cells(invalid[: invalid.index(str(bad))]) == 8  # one column
     assert re.search(r"  （\d+ 个问题）\n", out) and "engine.max_num_seqs" in out  # the key as it is
+
+
+def test_bench_compare_in_chinese(capsys, zh):
+    bench = FIXTURES / "bench"
+    assert main(["bench", "compare", str(bench / "base.json"), str(bench / "slow.json"), "--fail-if-worse", "5"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("bench compare：基线 ") and "bootstrap 置信区间" in out
+    assert "更差" in out and "比基线差出 5% 以上且超出噪声：TTFT p50" in out  # the figure's name as it is

@@ -163,14 +163,18 @@ def extract_help(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[s
 
 # Click's own words in a help page, for the catalogue (Click writes them in English).
 CLICK_WORDS = (N_("Usage: "), N_("Options"), N_("Arguments"), N_("Commands"), N_("Show this message and exit."))
-_EXTRAS = re.compile(r"\s\s\[([^\[\]]*)\]$")  # Click's "  [default: 8; required]" after a help
-_WIDE = re.compile(r"[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]")
+_EXTRAS = r"\s\s\[([^\[\]]*)\]$"  # Click's "  [default: 8; required]" after a help
 _NO_LINE_START = "，。、；：！？）】》」』…)]"  # closing marks stay at the end of their line
 _NO_LINE_END = "（【《「『(["  # opening marks at the start of theirs
 
 
 def _wide(text: str) -> bool:
-    return _WIDE.search(text) is not None
+    """Whether `text` holds a character that takes two columns (Chinese)."""
+    if text.isascii():  # English help: decided without a look at each character
+        return False
+    import unicodedata
+
+    return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
 
 
 class CellWrapper(TextWrapper):
@@ -198,6 +202,7 @@ class CellWrapper(TextWrapper):
     def _wrap_chunks(self, chunks: list[str]) -> list[str]:
         from ascendctl.style import cells
 
+        sizes: dict[str, int] = {}  # most chunks are one character, met again and again
         lines: list[str] = []
         chunks.reverse()
         while chunks:
@@ -207,8 +212,13 @@ class CellWrapper(TextWrapper):
             width = self.width - cells(indent)
             if self.drop_whitespace and lines and not chunks[-1].strip():
                 del chunks[-1]
-            while chunks and used + cells(chunks[-1]) <= width:
-                used += cells(chunks[-1])
+            while chunks:
+                size = sizes.get(chunks[-1])
+                if size is None:
+                    size = sizes[chunks[-1]] = cells(chunks[-1])
+                if used + size > width:
+                    break
+                used += size
                 line.append(chunks.pop())
             if chunks and not line:  # one chunk wider than the line: cut it
                 line.append(chunks.pop())
@@ -278,7 +288,7 @@ def _local_help(text: str) -> str:
     if message_language() == DEFAULT or not text:
         return text
     text = _(text)
-    extras = _EXTRAS.search(text)
+    extras = re.search(_EXTRAS, text)
     if extras is None:
         return text
     words = []

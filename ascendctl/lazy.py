@@ -192,6 +192,7 @@ class CellWrapper(TextWrapper):
                     char in _NO_LINE_START
                     or chunks[-1][-1] in _NO_LINE_END
                     or not (_wide(char) or _wide(chunks[-1][-1]) or chunks[-1][-1].isspace())
+                    or chunks[-1].count("[") > chunks[-1].count("]")  # "[默认：1.0]" stays whole
                 )
                 if glue:
                     chunks[-1] += char

@@ -127,12 +127,15 @@ def build_app() -> typer.Typer:
 
 
 _app: Any = None
+_app_language = ""  # the language its help texts were looked up in
 
 
 def get_app() -> typer.Typer:
-    global _app
-    if _app is None:
-        _app = build_app()
+    """The app, built again when the messages' language changed since (tests run both in one
+    process): its help texts are looked up when it is built."""
+    global _app, _app_language
+    if _app is None or _app_language != i18n.message_language():
+        _app, _app_language = build_app(), i18n.message_language()
     return _app
 
 

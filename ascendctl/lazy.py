@@ -4,28 +4,37 @@
 (ascendctl/cli.py, COMMANDS) without importing any command module; `ascendctl doctor` imports
 doctor's module and no other. Help is Click's plain layout, as git and kubectl print it: one line
 per command, every flag name whole, paragraphs reflowed to the terminal's width.
+
+Help speaks the messages' language (engine/i18n.py): a command's help texts are looked up in the
+catalogue when the command is built (`translate_help`), Click's headings when they are written, and
+Chinese is wrapped by terminal columns (a Chinese character takes two; Click counts one).
+`extract_help` hands every help text to `pybabel extract` (babel.cfg), so a help text without its
+Chinese fails the catalogue's test like any other message.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Mapping
+import re
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 import typer
 import typer.main
 from typer.core import TyperGroup
 
-from engine.i18n import _
+from engine.i18n import DEFAULT, N_, _, message_language
 
 if TYPE_CHECKING:
     from ascendctl.cli import Lazy
 
 try:  # Typer 0.22+ carries its own copy of Click
     from typer._click import types
+    from typer._click._textwrap import TextWrapper
     from typer._click.core import Command, Context, Parameter
     from typer._click.formatting import HelpFormatter
 except ImportError:  # pragma: no cover - older Typer
     from click import types  # type: ignore[no-redef]
+    from click._textwrap import TextWrapper  # type: ignore[no-redef]
     from click.core import Command, Context, Parameter  # type: ignore[no-redef]
     from click.formatting import HelpFormatter  # type: ignore[no-redef]
 
@@ -63,6 +72,8 @@ def plain_help(command: Any) -> None:
     flag names at 80 columns and keep hard line breaks; Click's reflow paragraphs and never cut."""
     if hasattr(command, "rich_markup_mode"):
         command.rich_markup_mode = None
+    command.context_class = HelpContext
+    translate_help(command)
     for param in getattr(command, "params", []):
         kind = getattr(param, "param_type_name", "")
         if kind == "option" and param.metavar is None and not (param.is_flag or param.count):
@@ -70,28 +81,248 @@ def plain_help(command: Any) -> None:
         elif kind == "argument" and param.metavar is None:
             param.metavar = (param.name or "ARG").upper() + ("..." if param.nargs != 1 else "")
     for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
         if not sub.short_help and sub.help:  # Click would cut the first sentence at ~45 characters
             sub.short_help = _first_sentence(sub.help)
-        plain_help(sub)
 
 
 def _first_sentence(text: str) -> str:
     paragraph = " ".join(text.strip().split("\n\n")[0].split())
     end = paragraph.find(". ")
+    if end < 0 and "。" in paragraph[:-1]:  # Chinese ends a sentence with a full stop of its own
+        end = paragraph.find("。")
     return paragraph if end < 0 else paragraph[: end + 1]
+
+
+def help_texts(command: Any) -> Iterator[str]:
+    """What a person reads in the help of `command` (not of its subcommands): its help and each
+    parameter's, as Click holds them."""
+    for text in (getattr(command, "help", None), getattr(command, "short_help", None)):
+        if text:
+            yield text
+    for param in getattr(command, "params", []):
+        if getattr(param, "help", None):
+            yield param.help
+
+
+def help_id(text: str) -> str:
+    """The catalogue's id of a help text. Babel takes a text holding "10% of" for a printf
+    format (`% o`); written as printf writes a percent sign, %%, it is one."""
+    return text.replace("%", "%%")
+
+
+def translated_help(text: str) -> str:
+    """A help text in the messages' language (English where the catalogue has none)."""
+    return _(help_id(text)).replace("%%", "%")
+
+
+def translate_help(command: Any) -> None:
+    """The help texts of `command` in the messages' language. Run once, when the command is built
+    for this run."""
+    if message_language() == DEFAULT:
+        return
+    if getattr(command, "help", None):
+        command.help = translated_help(command.help)
+    if getattr(command, "short_help", None):
+        command.short_help = translated_help(command.short_help)
+    for param in getattr(command, "params", []):
+        if getattr(param, "help", None):
+            param.help = translated_help(param.help)
+
+
+def command_tree(commands: Mapping[str, Lazy]) -> Iterator[tuple[list[str], Any]]:
+    """(path, click command) of every command and subcommand in `commands`, each built as its
+    run builds it (in English: the help as written)."""
+
+    def walk(command: Any, path: list[str]) -> Iterator[tuple[list[str], Any]]:
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, [*path, name])
+
+    for name, entry in commands.items():
+        holder = typer.Typer(rich_markup_mode=None)
+        importlib.import_module(entry.module).register(holder)
+        yield from walk(typer.main.get_group(holder).commands[name], [name])
+
+
+def extract_help(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[str, str]) -> Iterator[Any]:
+    """A Babel extraction method for ascendctl/cli.py: its marked strings (the root's help and the
+    COMMANDS summaries, `keywords = Lazy:2`), then the help of every command it lists and of their
+    subcommands and options, as `translate_help` looks them up."""
+    from babel.messages.extract import extract_python
+
+    from ascendctl.cli import COMMANDS
+    from engine import i18n
+
+    yield from extract_python(fileobj, keywords, comment_tags, options)
+    with i18n.english():
+        for _path, command in command_tree(COMMANDS):
+            for text in help_texts(command):
+                yield 0, "", help_id(text), []
+
+
+# Click's own words in a help page, for the catalogue (Click writes them in English).
+CLICK_WORDS = (N_("Usage: "), N_("Options"), N_("Arguments"), N_("Commands"), N_("Show this message and exit."))
+_EXTRAS = r"\s\s\[([^\[\]]*)\]$"  # Click's "  [default: 8; required]" after a help
+_NO_LINE_START = "，。、；：！？）】》」』…)]"  # closing marks stay at the end of their line
+_NO_LINE_END = "（【《「『(["  # opening marks at the start of theirs
+
+
+def _wide(text: str) -> bool:
+    """Whether `text` holds a character that takes two columns (Chinese)."""
+    if text.isascii():  # English help: decided without a look at each character
+        return False
+    import unicodedata
+
+    return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
+
+
+class CellWrapper(TextWrapper):
+    """Click's text wrapper measuring terminal columns: a Chinese character takes two and a line
+    may break between two of them (not before a closing mark nor after an opening one)."""
+
+    def _split(self, text: str) -> list[str]:
+        chunks: list[str] = []
+        for chunk in super()._split(text):
+            if not _wide(chunk):
+                chunks.append(chunk)
+                continue
+            for char in chunk:  # one chunk per Chinese character; a run of others stays whole
+                glue = chunks and (
+                    char in _NO_LINE_START
+                    or chunks[-1][-1] in _NO_LINE_END
+                    or not (_wide(char) or _wide(chunks[-1][-1]) or chunks[-1][-1].isspace())
+                    or chunks[-1].count("[") > chunks[-1].count("]")  # "[默认：1.0]" stays whole
+                )
+                if glue:
+                    chunks[-1] += char
+                else:
+                    chunks.append(char)
+        return chunks
+
+    def _wrap_chunks(self, chunks: list[str]) -> list[str]:
+        from ascendctl.style import cells
+
+        sizes: dict[str, int] = {}  # most chunks are one character, met again and again
+        lines: list[str] = []
+        chunks.reverse()
+        while chunks:
+            line: list[str] = []
+            used = 0
+            indent = self.subsequent_indent if lines else self.initial_indent
+            width = self.width - cells(indent)
+            if self.drop_whitespace and lines and not chunks[-1].strip():
+                del chunks[-1]
+            while chunks:
+                size = sizes.get(chunks[-1])
+                if size is None:
+                    size = sizes[chunks[-1]] = cells(chunks[-1])
+                if used + size > width:
+                    break
+                used += size
+                line.append(chunks.pop())
+            if chunks and not line:  # one chunk wider than the line: cut it
+                line.append(chunks.pop())
+            if self.drop_whitespace and line and not line[-1].strip():
+                del line[-1]
+            if line:
+                lines.append(indent + "".join(line))
+        return lines
+
+
+def wrap_cells(text: str, width: int, indent: str = "", subsequent: str = "") -> str:
+    """Click's `wrap_text(..., preserve_paragraphs=True)` by terminal columns: paragraphs apart
+    reflow, a paragraph after a line holding only \\b keeps its lines."""
+    wrapper = CellWrapper(width, initial_indent=indent, subsequent_indent=subsequent, replace_whitespace=False)
+    out = []
+    for paragraph in re.split(r"\n\s*\n", text.expandtabs().strip("\n")):
+        lines = paragraph.splitlines()
+        if lines and lines[0].strip() == "\b":
+            out.append(wrapper.indent_only("\n".join(lines[1:])))
+            continue
+        lead = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+        with wrapper.extra_indent(" " * lead):
+            out.append(wrapper.fill(" ".join(line.strip() for line in lines)))
+    return "\n\n".join(out)
+
+
+class CellFormatter(HelpFormatter):
+    """Click's help layout in the messages' language: its headings translated, and a text that
+    holds Chinese wrapped by terminal columns. English help is Click's, byte for byte."""
+
+    def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+        super().write_usage(prog, args, _("Usage: ") if prefix is None else prefix)
+
+    def write_heading(self, heading: str) -> None:
+        heading = _(heading)
+        self.write(f"{'':>{self.current_indent}}{heading}{'：' if _wide(heading) else ':'}\n")
+
+    def write_text(self, text: str) -> None:
+        if not _wide(text):
+            return super().write_text(text)
+        indent = " " * self.current_indent
+        self.write(wrap_cells(text, self.width, indent, indent) + "\n")
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        rows = [(first, _local_help(second)) for first, second in rows]
+        if not any(_wide(second) for _first, second in rows):
+            return super().write_dl(rows, col_max, col_spacing)
+        first_col = min(max(len(first) for first, _second in rows), col_max) + col_spacing
+        for first, second in rows:
+            self.write(f"{'':>{self.current_indent}}{first}")
+            if not second:
+                self.write("\n")
+                continue
+            if len(first) <= first_col - col_spacing:
+                self.write(" " * (first_col - len(first)))
+            else:
+                self.write("\n" + " " * (first_col + self.current_indent))
+            lines = wrap_cells(second, max(self.width - first_col - 2, 10)).splitlines() or [""]
+            self.write(lines[0] + "\n")
+            for line in lines[1:]:
+                self.write(f"{'':>{first_col + self.current_indent}}{line}\n" if line else "\n")
+
+
+def _local_help(text: str) -> str:
+    """An option's help as Click wrote it, in the messages' language: its "[default: 8; required]"
+    too (the values stay as they are)."""
+    if message_language() == DEFAULT or not text:
+        return text
+    text = _(text)
+    extras = re.search(_EXTRAS, text)
+    if extras is None:
+        return text
+    words = []
+    for part in extras.group(1).split("; "):
+        key, sep, value = part.partition(": ")
+        words.append(_(key) + ("：" + value if sep else "") if key in ("default", "required", "env var") else part)
+    return text[: extras.start()] + "  [" + "；".join(words) + "]"
+
+
+N_("default"), N_("required"), N_("env var")
+
+
+class HelpContext(Context):
+    formatter_class = CellFormatter
 
 
 class LazyGroup(TyperGroup):
     """Commands come from `lazy` (name -> Lazy) and are built on first use."""
 
     lazy: Mapping[str, Lazy] = {}
+    context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._languages: dict[str, str] = {}  # command -> the language its help was built in
 
     def list_commands(self, ctx: Context) -> list[str]:
         return [*self.lazy, *(name for name in self.commands if name not in self.lazy)]
 
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        if cmd_name not in self.commands and cmd_name in self.lazy:
-            self.commands[cmd_name] = self._load(cmd_name)
+        if cmd_name in self.lazy and self._languages.get(cmd_name) != message_language():
+            self.commands[cmd_name] = self._load(cmd_name)  # its help in this run's language
+            self._languages[cmd_name] = message_language()
         return self.commands.get(cmd_name)
 
     def _load(self, name: str) -> Command:

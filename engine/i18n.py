@@ -151,6 +151,15 @@ def _(message: str) -> str:
     return _translations(lang).gettext(message)
 
 
+def C_(context: str, message: str) -> str:
+    """`message` in the messages' language, in a context: one English word that needs two Chinese
+    ones (a table's "name" column is a chip's 型号 in top, a profile's 名称 in `profile list`)."""
+    lang = message_language()
+    if lang == DEFAULT or not message:
+        return message
+    return _translations(lang).pgettext(context, message)
+
+
 def N_(message: str) -> str:
     """Marks a constant for the catalogue without translating it (a table of labels, a check's
     title): the code that shows it calls _() on it then."""

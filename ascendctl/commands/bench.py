@@ -8,6 +8,9 @@ from typing import List, Optional
 import typer
 from typer.core import TyperGroup
 
+from ascendctl.style import spaced
+from engine.i18n import N_, _
+
 # In `bench --help` and `bench run --help`; tests/cli/test_help.py checks it names every
 # scenario in engine/bench/scenarios/.
 SCENARIOS_HELP = """Built-in scenarios: long-doc (long documents at 16 concurrent), chat-qa (~32
@@ -93,12 +96,13 @@ def bench(
         items = [(n, scenarios.load_scenario(n)) for n in scenarios.list_scenarios()]
         out.emit(
             {"scenarios": [{"name": n, "description": s.description, "duration_s": s.duration_s} for n, s in items]},
-            lambda c: [c.print(f"[bold]{n:<9}[/] {s.description} ({s.duration_s:g} s)") for n, s in items],
+            lambda c: [c.print(f"[bold]{n:<9}[/] {_(s.description)} ({s.duration_s:g} s)") for n, s in items],
         )
         return
     if not scenario:
         raise BadInput(
-            "no scenario given", f"add --scenario with one of {', '.join(scenarios.list_scenarios())} or a FILE.yaml"
+            _("no scenario given"),
+            _("add --scenario with one of {names} or a FILE.yaml").format(names=", ".join(scenarios.list_scenarios())),
         )
     sc = scenarios.scaled(scenarios.load_scenario(scenario), scale)
     if duration is not None:
@@ -111,7 +115,7 @@ def bench(
         out.console.out(scenarios.to_yaml(sc), end="", highlight=False)
         return
     if not url:
-        raise BadInput("no server URL given", f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
+        raise BadInput(_("no server URL given"), f"ascendctl bench http://127.0.0.1:8000 --scenario {scenario}")
     if out_file is not None:
         _check_writable(out_file)
     if html_file is not None:
@@ -134,21 +138,21 @@ def bench(
             html_file.write_text(html_report(doc), encoding="utf-8")
         except OSError as exc:
             raise BadInput(
-                f"cannot write the HTML report to {html_file}: {exc.strerror or exc}",
-                "give --html a writable path (the report above is complete)",
+                _("cannot write the HTML report to {path}: {error}").format(path=html_file, error=exc.strerror or exc),
+                _("give --html a writable path (the report above is complete)"),
             ) from None
-        out.info(f"HTML report written to {html_file}")
+        out.info(_("HTML report written to {path}").format(path=html_file))
     if out_file is not None:
         try:
             out_file.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise BadInput(
-                f"cannot write the report to {out_file}: {exc.strerror or exc}",
-                "give --out a writable path (the report above is complete)",
+                _(CANNOT_WRITE).format(path=out_file, error=exc.strerror or exc),
+                _("give --out a writable path (the report above is complete)"),
             ) from None
-        out.info(f"report written to {out_file}")
+        out.info(_("report written to {path}").format(path=out_file))
     if report.interrupted:
-        out.warn("interrupted: the report covers the requests finished before Ctrl-C")
+        out.warn(_("interrupted: the report covers the requests finished before Ctrl-C"))
         raise typer.Exit(130)
     if not report.passed:
         if out.json_mode:
@@ -186,17 +190,18 @@ def _check_writable(path: Path, flag: str = "--out") -> None:
 
     from engine.errors import BadInput
 
-    fix = f"give {flag} a writable path in an existing directory"
+    fix = _("give {flag} a writable path in an existing directory").format(flag=flag)
     if not path.parent.is_dir():
-        raise BadInput(f"cannot write the report to {path}: {path.parent} is not a directory", fix)
+        error = _("{path} is not a directory").format(path=path.parent)
+        raise BadInput(_(CANNOT_WRITE).format(path=path, error=error), fix)
     if path.is_dir():
-        raise BadInput(f"cannot write the report to {path}: it is a directory", fix)
+        raise BadInput(_(CANNOT_WRITE).format(path=path, error=_("it is a directory")), fix)
     existed = path.exists()
     try:
         with open(path, "ab"):
             pass
     except OSError as exc:
-        raise BadInput(f"cannot write the report to {path}: {exc.strerror or exc}", fix) from None
+        raise BadInput(_(CANNOT_WRITE).format(path=path, error=exc.strerror or exc), fix) from None
     if not existed:
         try:
             os.unlink(path)
@@ -240,7 +245,10 @@ def _run(url: str, sc, model: Optional[str], out):
         runner = BenchRunner(url, sc, model=model, on_progress=show(update) if out.interactive else None)
         return await runner.run(stop)
 
-    with out.status(f"bench {sc.name}: probing {url}, sizing prompts, one warm-up request") as update:
+    starting = _("bench {scenario}: probing {url}, sizing prompts, one warm-up request").format(
+        scenario=sc.name, url=url
+    )
+    with out.status(starting) as update:
         return asyncio.run(main(update))
 
 
@@ -262,9 +270,12 @@ def compare(
 
     out = get_output()
     if len(reports) < 2:
-        raise BadInput("compare needs at least two reports", "ascendctl bench compare BASELINE.json OTHER.json")
+        raise BadInput(_("compare needs at least two reports"), "ascendctl bench compare BASELINE.json OTHER.json")
     if fail_if_worse is not None and (fail_if_worse < 0 or fail_if_worse != fail_if_worse):
-        raise BadInput(f"--fail-if-worse must be a percentage >= 0, got {fail_if_worse}", "e.g. --fail-if-worse 5")
+        raise BadInput(
+            _("--fail-if-worse must be a percentage >= 0, got {value}").format(value=fail_if_worse),
+            _("e.g. --fail-if-worse 5"),
+        )
     docs = [load_report(p, SCHEMA_VERSION) for p in reports]
     result = compare_reports(
         docs, [str(p) for p in reports], resamples=resamples, seed=seed, fail_if_worse_pct=fail_if_worse
@@ -278,29 +289,39 @@ def compare(
         raise typer.Exit(1)
 
 
+CANNOT_WRITE = N_("cannot write the report to {path}: {error}")
+
+
 def render_comparison(console, c) -> None:
     from rich.table import Table
 
     from ascendctl.style import safe
 
-    console.print(
-        f"[bold]bench compare[/]: baseline {safe(c.baseline)} ({safe(c.scenarios[0])}); "
-        f"change ± half of its {c.confidence:.0%} bootstrap interval ({c.resamples:,} resamples, seed {c.seed}); "
-        "~ within noise"
+    head = _(
+        "baseline {baseline} ({scenario}); change ± half of its {confidence:.0%} bootstrap interval "
+        "({resamples} resamples, seed {seed}); ~ within noise"
+    ).format(
+        baseline=safe(c.baseline),
+        scenario=safe(c.scenarios[0]),
+        confidence=c.confidence,
+        resamples=f"{c.resamples:,}",
+        seed=c.seed,
     )
+    console.print("[bold]bench compare[/]" + _(": ") + head)
     for note in c.notes:
-        console.print(f"  [yellow]note:[/] {safe(note)}")
+        console.print("  [yellow]" + spaced(_("note:")) + "[/]" + safe(note))
     if c.goodput_slo_ms:
-        console.print("  goodput targets: " + " ".join(f"{k}:{v:g} ms" for k, v in c.goodput_slo_ms.items()))
+        targets = " ".join(f"{k}:{v:g} ms" for k, v in c.goodput_slo_ms.items())
+        console.print("  " + spaced(_("goodput targets:")) + targets)
     short = _short_names(c.reports)
     if short != list(c.reports):
         console.print("  " + "; ".join(f"{s} = {safe(n)}" for s, n in zip(short, c.reports)))
     t = Table(show_edge=False)
-    t.add_column("figure", no_wrap=True)
+    t.add_column(_("figure"), no_wrap=True)
     t.add_column(safe(short[0]), justify="right", no_wrap=True)
     for name in short[1:]:
         t.add_column(safe(name), justify="right", no_wrap=True)
-        t.add_column("change", justify="right", no_wrap=True)
+        t.add_column(_("change"), justify="right", no_wrap=True)
     for row in c.figures:
         spec = ".2%" if row.unit == "" else ",.1f"
         cells = [f"{row.label} {row.unit}" if row.unit else row.label, _fmt(row.baseline, spec)]
@@ -311,11 +332,13 @@ def render_comparison(console, c) -> None:
     console.print(t)
     if c.fail_if_worse_pct is not None:
         if c.worse:
-            console.print(
-                f"[bold red]worse beyond noise by more than {c.fail_if_worse_pct:g}%: {safe(', '.join(c.worse))}[/]"
+            worse = _("worse beyond noise by more than {pct}%: {figures}").format(
+                pct=f"{c.fail_if_worse_pct:g}", figures=safe(", ".join(c.worse))
             )
+            console.print(f"[bold red]{worse}[/]")
         else:
-            console.print(f"[bold green]nothing worse beyond noise by more than {c.fail_if_worse_pct:g}%[/]")
+            same = _("nothing worse beyond noise by more than {pct}%").format(pct=f"{c.fail_if_worse_pct:g}")
+            console.print(f"[bold green]{same}[/]")
 
 
 def _short_names(paths) -> list[str]:
@@ -332,7 +355,7 @@ def _change_cell(ch) -> str:
         ci = f"±{(ch.ci_pct[1] - ch.ci_pct[0]) / 2:.1f}" if ch.ci_pct else ""
         text = f"{ch.change_pct:+.1f}{ci}%"
     style = {"worse": "red", "better": "green"}.get(ch.verdict)
-    mark = {"worse": " worse", "better": " better", "same": " ~"}.get(ch.verdict, "")
+    mark = {"worse": " " + _("worse"), "better": " " + _("better"), "same": " ~"}.get(ch.verdict, "")
     return f"[{style}]{text}{mark}[/]" if style else f"{text}{mark}"
 
 
@@ -369,20 +392,23 @@ def _ms(value) -> str:
 def verdict_line(report) -> str:
     missed = [v for v in report.slo if v.ok is False]
     if report.interrupted:
-        return "verdict: INCOMPLETE (interrupted)"
+        return _("verdict: INCOMPLETE (interrupted)")
     if not report.slo:
-        return "verdict: no SLOs in this scenario"
+        return _("verdict: no SLOs in this scenario")
     if not missed:
         unjudged = [v for v in report.slo if v.ok is None and v.why]
         na = sum(1 for v in report.slo if v.ok is None) - len(unjudged)
         met = len(report.slo) - na - len(unjudged)
-        parts = [f"{met} SLOs met"] + ([f"{na} not applicable"] if na else [])
-        parts += [f"{v.name} not judged, {v.why.split(':', 1)[0]}" for v in unjudged]
+        parts = [_("{count} SLOs met").format(count=met)]
+        parts += [_("{count} not applicable").format(count=na)] if na else []
+        parts += [_("{slo} not judged, {why}").format(slo=v.name, why=v.why.split(":", 1)[0]) for v in unjudged]
         if len(parts) > 1:
-            return f"verdict: PASS ({', '.join(parts)})"
-        return f"verdict: PASS (all {len(report.slo)} SLOs met)"
+            return _("verdict: PASS ({parts})").format(parts=_(", ").join(parts))
+        return _("verdict: PASS (all {count} SLOs met)").format(count=len(report.slo))
     names = ", ".join(v.name for v in missed)
-    return f"verdict: FAIL ({len(missed)} of {len(report.slo)} SLOs missed: {names})"
+    return _("verdict: FAIL ({missed} of {count} SLOs missed: {names})").format(
+        missed=len(missed), count=len(report.slo), names=names
+    )
 
 
 def _verdict_cell(v) -> str:
@@ -398,33 +424,44 @@ def render_report(console, r) -> None:
     from ascendctl.style import safe
 
     # The model name and error bodies come from the server, the description from a scenario file.
-    console.print(
-        f"[bold]bench {safe(r.scenario)}[/] against {safe(r.url)} (model {safe(r.model)}, {r.api} API), "
-        f"{r.duration_s:.1f} s, started {r.started_at}"
+    head = _("against {url} (model {model}, {api} API), {seconds:.1f} s, started {started}").format(
+        url=safe(r.url), model=safe(r.model), api=r.api, seconds=r.duration_s, started=r.started_at
     )
+    console.print(f"[bold]bench {safe(r.scenario)}[/] {head}")
     if r.description:
-        console.print(f"  {safe(r.description)}")
+        console.print(f"  {safe(_(r.description))}")
     for note in r.notes:
-        console.print(f"  [yellow]note:[/] {safe(note)}")
+        console.print("  [yellow]" + spaced(_("note:")) + "[/]" + safe(note))
 
     console.print(
-        f"requests: {r.completed} ok, {r.failed} failed, {r.cancelled} cancelled "
-        f"(error rate {_fmt(r.error_rate, '.2%')}); {_fmt(r.request_rate, ',.2f')} req/s; "
-        f"output {r.output_tokens:,} tokens, {_fmt(r.output_tokens_per_s, ',.1f')} tok/s; "
-        f"prompts ~{_fmt(r.prompt_tokens.mean, ',.0f')} tokens (sized by {r.prompt_tokens_sizing})"
+        _(
+            "requests: {ok} ok, {failed} failed, {cancelled} cancelled (error rate {error_rate}); {rate} req/s; "
+            "output {tokens} tokens, {tps} tok/s; prompts ~{prompt} tokens (sized by {sizing})"
+        ).format(
+            ok=r.completed,
+            failed=r.failed,
+            cancelled=r.cancelled,
+            error_rate=_fmt(r.error_rate, ".2%"),
+            rate=_fmt(r.request_rate, ",.2f"),
+            tokens=f"{r.output_tokens:,}",
+            tps=_fmt(r.output_tokens_per_s, ",.1f"),
+            prompt=_fmt(r.prompt_tokens.mean, ",.0f"),
+            sizing=r.prompt_tokens_sizing,
+        )
     )
     if r.goodput is not None:
         g = r.goodput
         targets = " ".join(f"{k}:{v:g}" for k, v in g.slo_ms.items())
         console.print(
-            f"goodput ({targets} ms): {g.good:,} requests met every target ({_fmt(g.share, '.1%')}), "
-            f"{_fmt(g.rate, ',.2f')} req/s"
+            _("goodput ({targets} ms): {good} requests met every target ({share}), {rate} req/s").format(
+                targets=targets, good=f"{g.good:,}", share=_fmt(g.share, ".1%"), rate=_fmt(g.rate, ",.2f")
+            )
         )
     for kind, count in sorted(r.errors.items(), key=lambda kv: -kv[1]):
         console.print(f"  [red]{safe(kind)}[/] x{count}: {safe(r.error_examples.get(kind, ''))}")
 
-    lat = Table(title="latency (ms)", title_justify="left", show_edge=False)
-    for col in ("", "p50", "p90", "p99", "mean", "max", "samples"):
+    lat = Table(title=_("latency (ms)"), title_justify="left", show_edge=False)
+    for col in ("", "p50", "p90", "p99", _("mean"), _("max"), _("samples")):
         lat.add_column(col, justify="right" if col else "left")
     for label, s in (("TTFT", r.ttft_ms), ("ITL", r.itl_ms), ("TPOT", r.tpot_ms), ("E2E", r.e2e_ms)):
         lat.add_row(label, _ms(s.p50), _ms(s.p90), _ms(s.p99), _ms(s.mean), _ms(s.max), str(s.count))
@@ -441,9 +478,9 @@ def render_report(console, r) -> None:
         )
 
     if len(r.phases) > 1 or r.queue is not None:
-        ph = Table(title="phases", title_justify="left", show_edge=False)
-        for col in ("phase", "load", "s", "sent", "ok", "failed", "req/s", "out tok/s"):
-            ph.add_column(col, justify="left" if col in ("phase", "load") else "right")
+        ph = Table(title=_("phases"), title_justify="left", show_edge=False)
+        for i, col in enumerate((_("phase"), _("load"), "s", _("sent"), "ok", _("failed"), "req/s", "out tok/s")):
+            ph.add_column(col, justify="left" if i < 2 else "right")
         for p in r.phases:
             ph.add_row(
                 p.name,
@@ -458,51 +495,60 @@ def render_report(console, r) -> None:
         console.print(ph)
     if r.queue is not None:
         q = r.queue
-        head = (
-            f"engine queue (vllm:num_requests_waiting): {_fmt(q.baseline, '.0f')} before the {q.after_phase} "
-            f"phase, peak {_fmt(q.peak, '.0f')} during it"
-        )
+        head = _(
+            "engine queue (vllm:num_requests_waiting): {baseline} before the {phase} phase, peak {peak} during it"
+        ).format(baseline=_fmt(q.baseline, ".0f"), phase=q.after_phase, peak=_fmt(q.peak, ".0f"))
         if q.formed is None:
-            tail = "; no /metrics reading came back during it (the engine answered too slowly), so no drain time (N/A)"
+            tail = _(
+                "; no /metrics reading came back during it (the engine answered too slowly), so no drain time (N/A)"
+            )
         elif not q.formed:
-            tail = "; no queue formed, so no drain time (N/A)"
+            tail = _("; no queue formed, so no drain time (N/A)")
         elif q.drain_s is not None:
-            tail = f", back to that level {q.drain_s:.2f} s after it ended"
+            tail = _(", back to that level {seconds:.2f} s after it ended").format(seconds=q.drain_s)
         elif r.interrupted:
-            tail = "; drain time N/A (interrupted before the queue drained)"
+            tail = _("; drain time N/A (interrupted before the queue drained)")
         else:
-            tail = ", did not drain back to that level"
-        console.print(f"{head}{tail} ({q.samples} samples)")
+            tail = _(", did not drain back to that level")
+        console.print(head + tail + _(" ({count} samples)").format(count=q.samples))
         if q.kv_peak is not None:
-            head = (
-                f"KV cache (vllm:kv_cache_usage_perc): {_fmt(q.kv_baseline, '.0%')} used before the burst, "
-                f"peak {_fmt(q.kv_peak, '.0%')}"
+            head = _("KV cache (vllm:kv_cache_usage_perc): {baseline} used before the burst, peak {peak}").format(
+                baseline=_fmt(q.kv_baseline, ".0%"), peak=_fmt(q.kv_peak, ".0%")
             )
             if not q.kv_formed:
-                tail = "; the burst did not raise it, so no drain time (N/A)"
+                tail = _("; the burst did not raise it, so no drain time (N/A)")
             elif q.kv_drain_s is not None:
-                tail = f", back down (within 5 points) {q.kv_drain_s:.2f} s after it ended"
+                tail = _(", back down (within 5 points) {seconds:.2f} s after it ended").format(seconds=q.kv_drain_s)
             elif r.interrupted:
-                tail = "; drain time N/A (interrupted)"
+                tail = _("; drain time N/A (interrupted)")
             else:
-                tail = ", [red]did not come back down[/] before the run ended"
+                tail = _(", [red]did not come back down[/] before the run ended")
             console.print(head + tail)
     if r.server is not None:
         console.print(
-            f"engine counters over the run: {_fmt(r.server.generation_tokens, ',.0f')} generated tokens "
-            f"(client counted {r.output_tokens:,}), {_fmt(r.server.requests_ok, ',.0f')} requests finished"
+            _(
+                "engine counters over the run: {generated} generated tokens (client counted {counted}), "
+                "{finished} requests finished"
+            ).format(
+                generated=_fmt(r.server.generation_tokens, ",.0f"),
+                counted=f"{r.output_tokens:,}",
+                finished=_fmt(r.server.requests_ok, ",.0f"),
+            )
             + _prefix_cache(r.server)
         )
     g = r.generator
     if g.offered_rate is not None:
+        behind = " [red]" + _("(fell behind)") + "[/]" if g.behind else ""
         console.print(
-            f"load generator: offered {g.offered_rate:,.2f} req/s, schedule lag p99 "
-            f"{_fmt(g.lag_p99_ms, ',.1f')} ms{' [red](fell behind)[/]' if g.behind else ''}"
+            _("load generator: offered {rate} req/s, schedule lag p99 {lag} ms").format(
+                rate=f"{g.offered_rate:,.2f}", lag=_fmt(g.lag_p99_ms, ",.1f")
+            )
+            + behind
         )
 
     if r.slo:
         t = Table(title="SLOs", title_justify="left", show_edge=False)
-        for col in ("SLO", "target", "measured", "verdict"):
+        for col in ("SLO", _("target"), _("measured"), _("verdict")):
             t.add_column(col, justify="left" if col == "SLO" else "right")
         for v in r.slo:
             op = "<=" if v.bound == "max" else ">="
@@ -517,7 +563,7 @@ def render_report(console, r) -> None:
         console.print(t)
         for v in r.slo:
             if v.ok is None and v.why:
-                console.print(f"  {v.name} not judged: {safe(v.why)}")
+                console.print("  " + _("{slo} not judged: {why}").format(slo=v.name, why=safe(v.why)))
     line = verdict_line(r)
     color = "green" if r.passed else "yellow" if r.interrupted else "red"
     console.print(f"[bold {color}]{line}[/]")

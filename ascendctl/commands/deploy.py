@@ -8,6 +8,10 @@ from typing import List, Optional
 import typer
 
 from ascendctl.profile_args import MODEL_HELP, PROFILE_HELP, SET_HELP, load
+from engine.i18n import N_, _
+
+SECRET_FIRST = N_("create the Secret {secret} with {keys} before applying it")
+APPLY = N_("apply: kubectl apply -f {file}; the API is served by the Service {service}")
 
 
 def _k8s(
@@ -138,7 +142,9 @@ def _k8s(
         load_s,
     )
     _write(documents, f"# LeaderWorkerSet for profile {prof.name}, written by ascendctl deploy k8s\n", output)
-    out.info(f"the leader's startup probe allows {startup_budget_s(load_s)} s ({how})")
+    out.info(
+        _("the leader's startup probe allows {seconds} s ({how})").format(seconds=startup_budget_s(load_s), how=how)
+    )
     secrets = sorted(
         {
             ref["valueFrom"]["secretKeyRef"]["key"]
@@ -149,8 +155,8 @@ def _k8s(
     )
     set_name = documents[0]["metadata"]["name"]
     if secrets:
-        out.info(f"create the Secret {set_name}-secrets with {', '.join(secrets)} before applying it")
-    out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {set_name}-leader")
+        out.info(_(SECRET_FIRST).format(secret=f"{set_name}-secrets", keys=", ".join(secrets)))
+    out.info(_(APPLY).format(file=output or "FILE", service=f"{set_name}-leader"))
 
 
 def _layout_k8s(prof, model, options, output) -> None:
@@ -170,7 +176,11 @@ def _layout_k8s(prof, model, options, output) -> None:
     documents = layout_manifests(prof, options, load_for)
     _write(documents, f"# {prof.nodes.mode} layout of profile {prof.name}, written by ascendctl deploy k8s\n", output)
     for role, (load_s, how) in loads.items():
-        out.info(f"{role}: the startup probe allows {startup_budget_s(load_s)} s ({how})")
+        out.info(
+            _("{role}: the startup probe allows {seconds} s ({how})").format(
+                role=role, seconds=startup_budget_s(load_s), how=how
+            )
+        )
     secrets = sorted(
         {
             e["valueFrom"]["secretKeyRef"]["key"]
@@ -183,12 +193,14 @@ def _layout_k8s(prof, model, options, output) -> None:
     )
     base = options.name or documents[-1]["metadata"]["name"].rsplit("-", 1)[0]
     if secrets:
-        out.info(f"create the Secret {base}-secrets with {', '.join(secrets)} before applying it")
+        out.info(_(SECRET_FIRST).format(secret=f"{base}-secrets", keys=", ".join(secrets)))
     kinds = ", ".join(
         f"{d['kind']} {d['metadata']['name']}" for d in documents if d["kind"] not in ("Service", "ConfigMap")
     )
-    out.info(f"workloads: {kinds}; list a role with kubectl get pods -l {COMPONENT}=ROLE")
-    out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {base}-proxy")
+    out.info(
+        _("workloads: {kinds}; list a role with kubectl get pods -l {label}=ROLE").format(kinds=kinds, label=COMPONENT)
+    )
+    out.info(_(APPLY).format(file=output or "FILE", service=f"{base}-proxy"))
 
 
 def _pod_specs(document: dict) -> list:
@@ -212,7 +224,10 @@ def _image(prof, image: Optional[str]) -> tuple[str, Optional[str]]:
     image = image or (named if named not in (None, "", "auto") else None)
     if image is None:
         if newest is None or prof.platform != "ascend":
-            raise BadInput(f"no engine image is known for platform {prof.platform}", "give one with --image")
+            raise BadInput(
+                _("no engine image is known for platform {platform}").format(platform=prof.platform),
+                _("give one with --image"),
+            )
         image = default_image(prof, newest[1].rpartition(" ")[2])
     return image, vllm_version
 
@@ -233,8 +248,11 @@ def _write(documents: list, header: str, output: Optional[str], single: bool = F
             with open(output, "w", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as exc:
-            raise BadInput(f"cannot write {output}: {exc.strerror or exc}", "choose another --output path") from exc
-        out.info(f"wrote {output}")
+            raise BadInput(
+                _("cannot write {path}: {error}").format(path=output, error=exc.strerror or exc),
+                _("choose another --output path"),
+            ) from exc
+        out.info(_("wrote {path}").format(path=output))
     else:
         out.emit(
             {"document": data} if single else {"documents": data},
@@ -277,15 +295,15 @@ def _one_host_k8s(
     documents = deployment_manifest(prof, options, load_s)
     _write(documents, f"# {kind} for profile {prof.name}, written by ascendctl deploy k8s\n", output)
     workload = documents[0]["metadata"]["name"]
-    out.info(f"startup probe allows {startup_budget_s(load_s)} s ({how})")
+    out.info(_("startup probe allows {seconds} s ({how})").format(seconds=startup_budget_s(load_s), how=how))
     secrets = sorted(
         e["valueFrom"]["secretKeyRef"]["key"]
         for e in documents[0]["spec"]["template"]["spec"]["containers"][0]["env"]
         if "secretKeyRef" in e.get("valueFrom", {})
     )
     if secrets:
-        out.info(f"create the Secret {workload}-secrets with {', '.join(secrets)} before applying it")
-    out.info(f"apply: kubectl apply -f {output or 'FILE'}; the API is served by the Service {workload}")
+        out.info(_(SECRET_FIRST).format(secret=f"{workload}-secrets", keys=", ".join(secrets)))
+    out.info(_(APPLY).format(file=output or "FILE", service=workload))
 
 
 def _compose(
@@ -344,8 +362,8 @@ def _compose(
         load_s,
     )
     _write([document], f"# Compose file for profile {prof.name}, written by ascendctl deploy compose\n", output, True)
-    out.info(f"health check start period from {how}")
-    out.info(f"start: docker compose -f {output or 'FILE'} up -d (podman compose works too)")
+    out.info(_("health check start period from {how}").format(how=how))
+    out.info(_("start: docker compose -f {file} up -d (podman compose works too)").format(file=output or "FILE"))
 
 
 def _yaml(documents: list) -> str:

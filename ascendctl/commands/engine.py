@@ -7,6 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from engine.i18n import _
+
 CANN_HELP = "CANN toolkit version of the target host (9.1.0, 8.3.RC2); a version without a set takes its line's."
 CHIP_HELP = "Chip family of the target host: A2, A3, 310P or 950."
 ARCH_HELP = "CPU architecture of the target host: aarch64 or x86_64."
@@ -105,25 +107,34 @@ def _download(
     for warning in plan.warnings:
         out.warn(warning)
     if not __import__("re").fullmatch(r"3\.\d+", python):
-        raise BadInput(f"--python {python!r} is not a major.minor version", "e.g. --python 3.11")
+        raise BadInput(
+            _("--python {value} is not a major.minor version").format(value=repr(python)), _("e.g. --python 3.11")
+        )
     if plan.python and satisfies(f"{python}.0", plan.python) is False:
         raise BadInput(
-            f"Python {python} is outside vllm-ascend {plan.vllm_ascend}'s range {plan.python}",
-            "choose a --python in that range",
+            _("Python {python} is outside vllm-ascend {release}'s range {range}").format(
+                python=python, release=plan.vllm_ascend, range=plan.python
+            ),
+            _("choose a --python in that range"),
         )
     floor = plan.glibc or "2.17"
     glibc = glibc or floor
     if not __import__("re").fullmatch(r"2\.\d+", glibc) or release_tuple(glibc) < release_tuple(floor):
         raise BadInput(
-            f"--glibc {glibc}: the set's wheels need glibc {floor} or newer", f"pass --glibc {floor} or newer"
+            _("--glibc {glibc}: the set's wheels need glibc {floor} or newer").format(glibc=glibc, floor=floor),
+            _("pass --glibc {floor} or newer").format(floor=floor),
         )
     try:
         check_dest(dest)  # before any download: never fail at the end over a bad --dest
     except ValueError as exc:
-        raise BadInput(str(exc), "give --dest a folder (new or an earlier wheelhouse) this user can write") from None
+        raise BadInput(str(exc), _("give --dest a folder (new or an earlier wheelhouse) this user can write")) from None
     steps = [s.strip() for item in only or [] for s in item.split(",") if s.strip()]
     target = Target(arch=arch, python=python, glibc=glibc)
-    out.info(f"wheelhouse for vllm-ascend {plan.vllm_ascend} (CANN {plan.set_cann}, {chip}, {arch}, Python {python})")
+    out.info(
+        _("wheelhouse for vllm-ascend {release} (CANN {cann}, {chip}, {arch}, Python {python})").format(
+            release=plan.vllm_ascend, cann=plan.set_cann, chip=chip, arch=arch, python=python
+        )
+    )
 
     def progress(line: str) -> None:
         # steps, source archives, warnings and failures always; pip's own lines on a terminal
@@ -140,19 +151,23 @@ def _download(
             progress=progress,
         )
     except ValueError as exc:
-        raise BadInput(str(exc), "see the plan's steps: ascendctl engine plan --cann ...") from None
+        raise BadInput(str(exc), _("see the plan's steps: ascendctl engine plan --cann ...")) from None
     data = {**manifest.to_json(), "dest": str(Path(dest).resolve())}
     out.emit(data, lambda console: console.print(summary(manifest), markup=False, highlight=False, soft_wrap=True))
     failed = [s for s in manifest.steps if s.status == "failed"]
     if failed or manifest.missing:
-        what = [f"step {s.id}" + (f" ({s.package})" if s.package else "") for s in failed]
+        what = [_("step {step}").format(step=s.id) + (f" ({s.package})" if s.package else "") for s in failed]
         what += [m.requirement for m in manifest.missing]
         raise ProblemsFound(
-            "the wheelhouse is incomplete: " + ", ".join(what),
-            "fix what is named above (a mirror: --index NAME=URL) and run the same command again",
+            _("the wheelhouse is incomplete: {what}").format(what=", ".join(what)),
+            _("fix what is named above (a mirror: --index NAME=URL) and run the same command again"),
         )
     if manifest.complete:
-        out.info(safe(f"next: copy {dest} to the target host and there run ./install.sh --wheelhouse DIR"))
+        out.info(
+            safe(
+                _("next: copy {dest} to the target host and there run ./install.sh --wheelhouse DIR").format(dest=dest)
+            )
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -7,12 +7,17 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from ascendctl.profile_args import MODEL_HELP, PROFILE_HELP, SET_HELP, compat_warnings, load
-from ascendctl.style import size
+from ascendctl.style import size, spaced
+from engine.i18n import C_, N_, _
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from engine.capacity import Plan
+
+
+# A plan's verdict as a person reads it (--json keeps the value itself).
+VERDICTS = {"ok": N_("ok"), "tight": N_("tight"), "does-not-fit": N_("does-not-fit")}
 
 
 def escape(text: str) -> str:
@@ -25,17 +30,26 @@ def _per_token_formula(p: "Plan") -> str:
     m = p.model
     layers = -(-m.full_attention_layers // p.pipeline_parallel_size)  # one pipeline stage's
     if m.mla_latent_dim:
-        return f"{layers} layers × {m.mla_latent_dim} latent × {p.kv_dtype_bytes} B"
-    return f"K,V × {layers} layers × {p.kv_heads_per_device} heads × {m.head_dim} × {p.kv_dtype_bytes} B"
+        return _("{layers} layers × {latent} latent × {bytes} B").format(
+            layers=layers, latent=m.mla_latent_dim, bytes=p.kv_dtype_bytes
+        )
+    return _("K,V × {layers} layers × {heads} heads × {head_dim} × {bytes} B").format(
+        layers=layers, heads=p.kv_heads_per_device, head_dim=m.head_dim, bytes=p.kv_dtype_bytes
+    )
 
 
 def render_plan(p: "Plan", console: "Console") -> None:
     from rich.table import Table
 
     m = p.model
-    kind = f"MoE {m.num_experts} experts, {m.experts_per_token} active" if m.num_experts else "dense"
+    if m.num_experts:
+        kind = _("MoE {experts} experts, {active} active").format(experts=m.num_experts, active=m.experts_per_token)
+    else:
+        kind = _("dense")
     if m.hybrid:
-        kind += f", hybrid: {m.full_attention_layers} full + {m.linear_attention_layers} linear-attention layers"
+        kind += _(", hybrid: {full} full + {linear} linear-attention layers").format(
+            full=m.full_attention_layers, linear=m.linear_attention_layers
+        )
     params = p.weights.parameters
     count = f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
     parallel = f"TP {p.tensor_parallel_size}"
@@ -43,28 +57,32 @@ def render_plan(p: "Plan", console: "Console") -> None:
         parallel += f" x PP {p.pipeline_parallel_size}"
     if p.data_parallel_size > 1:
         parallel += f" x DP {p.data_parallel_size}"
-    console.print(
-        f"[bold]plan[/] {p.profile}: {m.architecture} ({kind}), {m.dtype}, {count} parameters, {parallel}",
-        soft_wrap=True,
+    head = _("{profile}: {architecture} ({kind}), {dtype}, {count} parameters, {parallel}").format(
+        profile=p.profile, architecture=m.architecture, kind=kind, dtype=m.dtype, count=count, parallel=parallel
     )
-    console.print(f"[dim]model: {p.model_dir}[/]", soft_wrap=True)
+    console.print(f"[bold]plan[/] {head}", soft_wrap=True)
+    console.print("[dim]" + _("model: {path}").format(path=p.model_dir) + "[/]", soft_wrap=True)
 
-    budget = Table(title="Memory per device", title_justify="left", box=None, pad_edge=False, show_header=False)
+    budget = Table(title=_("Memory per device"), title_justify="left", box=None, pad_edge=False, show_header=False)
     budget.add_column(style="bold")
     budget.add_column(justify="right")
     budget.add_column(style="dim")
     if p.platform == "cpu" and p.kv_budget_exact:
-        budget.add_row("KV cache", size(p.kv_bytes), "VLLM_CPU_KVCACHE_SPACE (exact)")
+        budget.add_row("KV cache", size(p.kv_bytes), _("VLLM_CPU_KVCACHE_SPACE (exact)"))
         budget.add_row(
-            "weights (host RAM)", size(p.weights_per_device), f"exact, {p.weights.files} safetensors file(s)"
+            _("weights (host RAM)"),
+            size(p.weights_per_device),
+            _("exact, {files} safetensors file(s)").format(files=p.weights.files),
         )
     else:
-        budget.add_row("device memory", size(p.device_bytes), "per device" if p.platform != "cpu" else "host RAM")
-        budget.add_row("budget", size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
-        budget.add_row("− weights", size(p.weights_per_device), _weights_note(p))
+        budget.add_row(
+            _("device memory"), size(p.device_bytes), _("per device") if p.platform != "cpu" else _("host RAM")
+        )
+        budget.add_row(_("budget"), size(p.budget_bytes), f"× gpu_memory_utilization {p.utilization:.2f}")
+        budget.add_row("− " + C_("memory", "weights"), size(p.weights_per_device), _weights_note(p))
         if p.platform != "cpu":
-            budget.add_row("− activations", size(p.activation_bytes), "estimate: profiling pass + logits")
-            budget.add_row("− runtime", size(p.reserve_bytes), "estimate: collectives, workspaces")
+            budget.add_row("− " + _("activations"), size(p.activation_bytes), _("estimate: profiling pass + logits"))
+            budget.add_row("− " + _("runtime"), size(p.reserve_bytes), _("estimate: collectives, workspaces"))
         budget.add_row("= KV cache", size(p.kv_bytes), "")
     console.print(budget)
 
@@ -72,30 +90,42 @@ def render_plan(p: "Plan", console: "Console") -> None:
     kv.add_column(style="bold")
     kv.add_column(justify="right")
     kv.add_column(style="dim")
-    kv.add_row("per token", size(p.kv_bytes_per_token), _per_token_formula(p))
+    kv.add_row(_("per token"), size(p.kv_bytes_per_token), _per_token_formula(p))
     if m.hybrid:
         kv.add_row(
-            "state per sequence",
+            _("state per sequence"),
             size(p.state_bytes_per_seq),
-            f"{m.linear_attention_layers} linear-attention layers, any length",
+            _("{layers} linear-attention layers, any length").format(layers=m.linear_attention_layers),
         )
-    kv.add_row("block", f"{p.block_size} tokens", f"{size(p.bytes_per_block)} per block")
-    kv.add_row("blocks", f"{p.num_blocks:,}", "")
-    kv.add_row("tokens", f"{p.kv_tokens:,}", "what vLLM logs as 'KV cache size'")
-    kv.add_row("max concurrency", f"{p.max_concurrency:,.2f}×", f"requests of max_model_len {p.max_model_len:,} tokens")
+    kv.add_row(
+        "block",
+        _("{count} tokens").format(count=p.block_size),
+        _("{size} per block").format(size=size(p.bytes_per_block)),
+    )
+    kv.add_row(_("blocks"), f"{p.num_blocks:,}", "")
+    kv.add_row("tokens", f"{p.kv_tokens:,}", _("what vLLM logs as 'KV cache size'"))
+    kv.add_row(
+        _("max concurrency"),
+        f"{p.max_concurrency:,.2f}×",
+        _("requests of max_model_len {tokens} tokens").format(tokens=f"{p.max_model_len:,}"),
+    )
     if p.offload_bytes:
-        kv.add_row("DRAM tier", size(p.offload_bytes), f"~{p.offload_tokens:,} tokens of cold blocks")
+        kv.add_row(
+            _("DRAM tier"),
+            size(p.offload_bytes),
+            _("~{tokens} tokens of cold blocks").format(tokens=f"{p.offload_tokens:,}"),
+        )
     console.print(kv)
 
     if len(p.tp_options) > 1:
         tps = Table(
-            title="Tensor parallel options", title_justify="left", box=None, pad_edge=False, header_style="bold"
+            title=_("Tensor parallel options"), title_justify="left", box=None, pad_edge=False, header_style="bold"
         )
-        for col in ("TP", "fits", "KV tokens", "concurrency"):
+        for col in ("TP", _("fits"), _("KV tokens"), _("concurrency")):
             tps.add_column(col, justify="right")
         tps.add_column("")
         for o in p.tp_options:
-            mark = "[green]yes[/]" if o.fits else "[red]no[/]"
+            mark = "[green]" + _("yes") + "[/]" if o.fits else "[red]" + _("no") + "[/]"
             here = " ← profile" if o.tensor_parallel_size == p.tensor_parallel_size else ""
             tps.add_row(
                 str(o.tensor_parallel_size),
@@ -110,7 +140,8 @@ def render_plan(p: "Plan", console: "Console") -> None:
         render_layout(p, console)
 
     colour = {"ok": "green", "tight": "yellow", "does-not-fit": "red"}[p.verdict]
-    console.print(f"\n[bold {colour}]verdict: {p.verdict}[/]")
+    verdict = _(VERDICTS[p.verdict])
+    console.print(f"\n[bold {colour}]" + _("verdict: {verdict}").format(verdict=verdict) + "[/]")
     for reason in p.reasons:
         console.print(f"  {reason}", markup=False, highlight=False, soft_wrap=True)
     hints = []
@@ -120,23 +151,24 @@ def render_plan(p: "Plan", console: "Console") -> None:
         hints.append(f"engine.tensor_parallel_size={p.suggested_tensor_parallel_size}")
     if hints:
         console.print(
-            "  suggested: " + " ".join(f"--set {h}" for h in hints), markup=False, highlight=False, soft_wrap=True
+            "  " + spaced(_("suggested:")) + " ".join(f"--set {h}" for h in hints),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
     for warning in p.warnings:
-        console.print(f"  [yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+        console.print("  [yellow]" + spaced(_("warning:")) + "[/]" + escape(warning), highlight=False, soft_wrap=True)
     for note in p.notes:
-        console.print(f"  [dim]note: {note}[/]", soft_wrap=True)
+        console.print("  [dim]" + spaced(_("note:")) + escape(note) + "[/]", soft_wrap=True)
 
 
 def _weights_note(p: "Plan") -> str:
-    total = f"exact: {size(p.weights.total_bytes)} in {p.weights.files} file(s)"
+    total = _("exact: {size} in {files} file(s)").format(size=size(p.weights.total_bytes), files=p.weights.files)
     lay = p.layout
     if lay is not None and lay.expert_parallel_size != p.tensor_parallel_size * p.pipeline_parallel_size:
-        return (
-            f"{total}; experts {size(p.weights.expert_bytes)} / EP {lay.expert_parallel_size}, "
-            f"the rest / TP {p.tensor_parallel_size}"
-            + (f" x PP {lay.pipeline_parallel_size}" if lay.pipeline_parallel_size > 1 else "")
-        )
+        return _("{total}; experts {size} / EP {ep}, the rest / TP {tp}").format(
+            total=total, size=size(p.weights.expert_bytes), ep=lay.expert_parallel_size, tp=p.tensor_parallel_size
+        ) + (f" x PP {lay.pipeline_parallel_size}" if lay.pipeline_parallel_size > 1 else "")
     if p.pipeline_parallel_size > 1:
         return f"{total} / TP {p.tensor_parallel_size} x PP {p.pipeline_parallel_size}"
     return f"{total} / TP {p.tensor_parallel_size}"
@@ -147,30 +179,36 @@ def render_layout(p: "Plan", console: "Console") -> None:
 
     lay = p.layout
     assert lay is not None
-    table = Table(title="Layout over hosts", title_justify="left", box=None, pad_edge=False, show_header=False)
+    table = Table(title=_("Layout over hosts"), title_justify="left", box=None, pad_edge=False, show_header=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_column(style="dim")
     table.add_row(
-        "hosts",
+        _("hosts"),
         f"{lay.hosts} x {lay.devices_used_per_host}",
-        f"mode {lay.mode}; devices used per host, of {lay.devices_per_host}",
+        _("mode {mode}; devices used per host, of {devices}").format(mode=lay.mode, devices=lay.devices_per_host),
     )
     split = f"TP {lay.tensor_parallel_size} x PP {lay.pipeline_parallel_size} x DP {lay.data_parallel_size}"
-    table.add_row("ranks", str(lay.tensor_parallel_size * lay.pipeline_parallel_size * lay.data_parallel_size), split)
     table.add_row(
-        "experts over",
-        f"{lay.expert_parallel_size} ranks",
-        "expert parallel: TP x PP x DP" if lay.expert_parallel else "TP x PP (no expert parallel)",
+        C_("count", "ranks"), str(lay.tensor_parallel_size * lay.pipeline_parallel_size * lay.data_parallel_size), split
     )
-    table.add_row("weights per host", size(lay.weights_per_host), "what each host reads at start-up")
-    table.add_row("KV cache per host", size(lay.kv_per_host), "")
-    table.add_row("KV tokens", f"{lay.kv_tokens:,}", "every replica together")
-    table.add_row("max concurrency", f"{lay.max_concurrency:,.2f}×", f"requests of max_model_len {p.max_model_len:,}")
     table.add_row(
-        "weight load",
+        _("experts over"),
+        _("{count} ranks").format(count=lay.expert_parallel_size),
+        _("expert parallel: TP x PP x DP") if lay.expert_parallel else _("TP x PP (no expert parallel)"),
+    )
+    table.add_row(_("weights per host"), size(lay.weights_per_host), _("what each host reads at start-up"))
+    table.add_row(_("KV cache per host"), size(lay.kv_per_host), "")
+    table.add_row(_("KV tokens"), f"{lay.kv_tokens:,}", _("every replica together"))
+    table.add_row(
+        _("max concurrency"),
+        f"{lay.max_concurrency:,.2f}×",
+        _("requests of max_model_len {tokens}").format(tokens=f"{p.max_model_len:,}"),
+    )
+    table.add_row(
+        _("weight load"),
         f"~{lay.expected_load_s:,.0f} s",
-        f"estimate: weights per host at {lay.load_gib_per_s:g} GiB/s",
+        _("estimate: weights per host at {rate} GiB/s").format(rate=f"{lay.load_gib_per_s:g}"),
     )
     table.add_row("HCCL_CONNECT_TIMEOUT", f"{lay.hccl_connect_timeout_s} s", lay.hccl_connect_timeout_from)
     console.print(table)

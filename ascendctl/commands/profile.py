@@ -16,7 +16,8 @@ from ascendctl.profile_args import (
     load,
     warn_skipped_user_profiles,
 )
-from ascendctl.style import clean, plain, safe
+from ascendctl.style import clean, ljust_cells, plain, safe, spaced
+from engine.i18n import C_, _
 
 
 def _list() -> None:
@@ -32,7 +33,7 @@ def _list() -> None:
         from rich.table import Table
 
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("name", "platform", "description", "from"):
+        for col in (C_("profile list", "name"), _("platform"), _("description"), _("from")):
             table.add_column(col)
         for ref in refs:
             # Profiles are user files: a description holding `[/]` or an escape sequence is text.
@@ -40,14 +41,15 @@ def _list() -> None:
                 plain(ref.name),
                 plain(ref.platform or "N/A"),
                 plain(ref.description or "N/A"),
-                plain("shipped" if ref.shipped else ref.path),
+                plain(_("shipped") if ref.shipped else ref.path),
             )
         console.print(table)
         folder = str(user_profiles_dir())
         home = str(Path.home())
         if folder.startswith(home + "/"):
             folder = "~" + folder[len(home) :]
-        console.print(f"\n[dim]your own profiles: {safe(folder)}/NAME.yaml[/]", soft_wrap=True)
+        mine = _("your own profiles: {path}").format(path=f"{safe(folder)}/NAME.yaml")
+        console.print(f"\n[dim]{mine}[/]", soft_wrap=True)
 
     out.emit({"profiles": refs, "user_dir": str(user_profiles_dir())}, render)
 
@@ -120,22 +122,32 @@ def _validate(
                 {"profile": name, "source": None, "valid": False, "problems": [], "warnings": [], "error": exc.cause}
             )
 
+    valid, invalid = ljust_cells(_("valid"), 7), ljust_cells(_("invalid"), 7)  # one column for both
+
     def render(console) -> None:
         for r in results:
             if r["valid"]:
-                console.print(f"[green]valid[/]   {safe(r['profile'])}  [dim]{safe(r['source'])}[/]", soft_wrap=True)
+                console.print(
+                    f"[green]{valid}[/] {safe(r['profile'])}  [dim]{safe(r['source'])}[/]",
+                    soft_wrap=True,
+                )
                 for warning in r["warnings"]:
-                    console.print(f"  warning: {clean(warning)}", markup=False, highlight=False, soft_wrap=True)
+                    console.print(
+                        "  " + spaced(_("warning:")) + clean(warning), markup=False, highlight=False, soft_wrap=True
+                    )
                 continue
             if r["error"]:
                 console.print(
-                    f"[red]invalid[/] {safe(r['profile'])}: {safe(r['error'])}", highlight=False, soft_wrap=True
+                    f"[red]{invalid}[/] {safe(r['profile'])}: {safe(r['error'])}",
+                    highlight=False,
+                    soft_wrap=True,
                 )
                 continue
             count = len(r["problems"])
             where = f"  [dim]{safe(r['source'])}[/]" if r["source"] != r["profile"] else ""
             console.print(
-                f"[red]invalid[/] {safe(r['profile'])}{where}  ({count} problem{'s' if count != 1 else ''})",
+                f"[red]{invalid}[/] {safe(r['profile'])}{where}  "
+                + (_("({count} problem)") if count == 1 else _("({count} problems)")).format(count=count),
                 soft_wrap=True,
             )
             for p in r["problems"]:

@@ -20,6 +20,7 @@ from engine.capacity.safetensors import Weights, weights
 from engine.data import load_yaml
 from engine.dtypes import canonical_dtype
 from engine.errors import BadInput
+from engine.i18n import _
 from engine.profiles.multinode import data_parallel_size
 from engine.profiles.schema import Profile
 
@@ -126,12 +127,16 @@ def _model_dtype(profile: Profile, shape: ModelShape) -> str:
 def _tp_allowed(shape: ModelShape, tp: int) -> str:
     """Why vLLM would refuse this TP degree for this model ('' when it accepts it)."""
     if shape.num_attention_heads % tp:
-        return f"{shape.num_attention_heads} attention heads do not split over {tp} ranks"
+        return _("{heads} attention heads do not split over {tp} ranks").format(heads=shape.num_attention_heads, tp=tp)
     if shape.num_kv_heads % tp and tp % shape.num_kv_heads:
-        return f"{shape.num_kv_heads} KV heads neither split over nor replicate onto {tp} ranks"
+        return _("{heads} KV heads neither split over nor replicate onto {tp} ranks").format(
+            heads=shape.num_kv_heads, tp=tp
+        )
     lin = shape.linear
     if lin and (lin.num_key_heads % tp or lin.num_value_heads % tp):
-        return f"linear-attention heads ({lin.num_key_heads}/{lin.num_value_heads}) do not split over {tp} ranks"
+        return _("linear-attention heads ({key}/{value}) do not split over {tp} ranks").format(
+            key=lin.num_key_heads, value=lin.num_value_heads, tp=tp
+        )
     return ""
 
 
@@ -271,8 +276,9 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     if shape.max_position_embeddings and max_len > shape.max_position_embeddings:
         # vLLM refuses to start in this case, after loading for a while: say it before launch.
         reasons.append(
-            f"max_model_len {max_len:,} exceeds the model's max_position_embeddings "
-            f"{shape.max_position_embeddings:,}: the engine refuses to start"
+            _(
+                "max_model_len {length} exceeds the model's max_position_embeddings {limit}: the engine refuses to start"
+            ).format(length=f"{max_len:,}", limit=f"{shape.max_position_embeddings:,}")
         )
     refused = _tp_allowed(shape, tp)
     if refused:
@@ -281,20 +287,31 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     need = kv.blocks_per_request(max_len)
     if budget.kv <= 0:
         reasons.append(
-            f"no room for a KV cache: weights {_gib(budget.weights)} + activations {_gib(budget.activation)} + "
-            f"runtime {_gib(budget.reserve)} per device exceed the {_gib(budget.budget)} budget"
+            _(
+                "no room for a KV cache: weights {weights} + activations {activations} + runtime {runtime} per device "
+                "exceed the {budget} budget"
+            ).format(
+                weights=_gib(budget.weights),
+                activations=_gib(budget.activation),
+                runtime=_gib(budget.reserve),
+                budget=_gib(budget.budget),
+            )
         )
     elif cap.num_blocks < need:
         reasons.append(
-            f"the KV cache holds {cap.kv_tokens:,} tokens, less than one request of max_model_len {max_len:,}"
+            _("the KV cache holds {tokens} tokens, less than one request of max_model_len {length}").format(
+                tokens=f"{cap.kv_tokens:,}", length=f"{max_len:,}"
+            )
         )
     if reasons:
         verdict = NO_FIT
     elif cap.max_concurrency < max_seqs:
         verdict = TIGHT
         reasons.append(
-            f"only {cap.max_concurrency:.2f} requests of {max_len:,} tokens fit at once, but max_num_seqs is {max_seqs}: "
-            "long requests will be preempted"
+            _(
+                "only {count:.2f} requests of {length} tokens fit at once, but max_num_seqs is {seqs}: "
+                "long requests will be preempted"
+            ).format(count=cap.max_concurrency, length=f"{max_len:,}", seqs=max_seqs)
         )
     else:
         verdict = OK
@@ -311,20 +328,25 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
 
     notes = []
     if not budget.exact:
-        notes.append("activation and runtime figures are estimates; vLLM measures them when it starts")
+        notes.append(_("activation and runtime figures are estimates; vLLM measures them when it starts"))
     if tp > 1:
-        notes.append("weights per device assume an even split over TP ranks")
+        notes.append(_("weights per device assume an even split over TP ranks"))
     pp = _pp(profile)
     if pp > 1:
-        notes.append(f"layers split evenly over {pp} pipeline stages: weights and KV per device are one stage's")
+        notes.append(
+            _("layers split evenly over {stages} pipeline stages: weights and KV per device are one stage's").format(
+                stages=pp
+            )
+        )
     plan_layout, warnings = _layout(profile, w, budget, cap, tp) if profile.nodes is not None else (None, [])
     if kv.block_size != (profile.engine.block_size or defaults["block_size"]):
         notes.append(
-            f"hybrid model: the attention block grows to {kv.block_size} tokens so one page holds a "
-            "linear-attention state"
+            _(
+                "hybrid model: the attention block grows to {tokens} tokens so one page holds a linear-attention state"
+            ).format(tokens=kv.block_size)
         )
     if offload:
-        notes.append("the DRAM tier keeps evicted blocks for prefix reuse; running requests use device blocks only")
+        notes.append(_("the DRAM tier keeps evicted blocks for prefix reuse; running requests use device blocks only"))
 
     return Plan(
         profile=profile.name,
@@ -398,10 +420,18 @@ def _layout(profile: Profile, w: Weights, budget: _Budget, cap: Capacity, tp: in
     warnings = []
     if timeout < expected:
         warnings.append(
-            f"HCCL_CONNECT_TIMEOUT is {timeout} s ({source}), shorter than the expected weight load of one host: "
-            f"{_gib(per_host)} at {rate:g} GiB/s = {expected:.0f} s. A host that loads or starts later than its "
-            f"peers by more than that fails with EI0006; set nodes.hccl_connect_timeout to {_round_up(expected * 2)} "
-            "or more"
+            _(
+                "HCCL_CONNECT_TIMEOUT is {timeout} s ({source}), shorter than the expected weight load of one host: "
+                "{size} at {rate} GiB/s = {seconds:.0f} s. A host that loads or starts later than its peers by more "
+                "than that fails with EI0006; set nodes.hccl_connect_timeout to {suggested} or more"
+            ).format(
+                timeout=timeout,
+                source=source,
+                size=_gib(per_host),
+                rate=f"{rate:g}",
+                seconds=expected,
+                suggested=_round_up(expected * 2),
+            )
         )
     return (
         Layout(
@@ -446,7 +476,7 @@ def _tp_options(profile: Profile, shape: ModelShape, w: Weights, max_len: int, m
             continue
         budget, kv, cap = _fit(profile, shape, w, tp, max_len)
         fits = budget.kv > 0 and cap.num_blocks >= kv.blocks_per_request(max_len)
-        note = "" if fits else ("weights do not fit" if budget.kv <= 0 else "less than one full-length request")
+        note = "" if fits else (_("weights do not fit") if budget.kv <= 0 else _("less than one full-length request"))
         out.append(TPOption(tp, fits, cap.kv_tokens if fits else 0, cap.max_concurrency if fits else 0.0, note))
     return out
 

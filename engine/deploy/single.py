@@ -33,6 +33,7 @@ from engine.deploy.lws import (
     secret_name,
 )
 from engine.errors import BadInput
+from engine.i18n import _
 from engine.profiles.launch import launch_spec
 from engine.profiles.schema import Profile
 from engine.redact import is_secret_name
@@ -75,10 +76,12 @@ def expected_load_s(profile: Profile, model_dir: str | None = None) -> tuple[flo
     try:
         p = plan(profile, model_dir)
     except AscendctlError as exc:
-        return None, f"no plan ({exc.cause})"
+        return None, _("no plan ({cause})").format(cause=exc.cause)
     rate = float(platform_defaults()["startup"]["load_gib_per_s"])
     seconds = p.weights.total_bytes / (1 << 30) / rate
-    return seconds, f"the plan's {p.weights.total_bytes / (1 << 30):.1f} GiB of weights at {rate:g} GiB/s"
+    return seconds, _("the plan's {size:.1f} GiB of weights at {rate} GiB/s").format(
+        size=p.weights.total_bytes / (1 << 30), rate=f"{rate:g}"
+    )
 
 
 def startup_budget_s(load_s: float | None) -> int:

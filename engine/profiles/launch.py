@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from engine.data import load_yaml
 from engine.errors import BadInput
+from engine.i18n import _
 from engine.profiles.schema import Profile
 from engine.redact import redact_argv, redact_env
 
@@ -108,8 +109,17 @@ def unsupported_settings(profile: Profile, newest: tuple[str, str] | None) -> li
         if getattr(profile.engine, key) is None or have is None or since is None or have >= since:
             continue
         out.append(
-            f"engine.{key} ({fact['flag']}) needs vLLM >= {fact['since']}; the newest {profile.platform} engine, "
-            f"{engine}, pairs with vLLM {version}, so serve drops it"
+            _(
+                "engine.{key} ({flag}) needs vLLM >= {since}; the newest {platform} engine, {engine}, pairs with "
+                "vLLM {version}, so serve drops it"
+            ).format(
+                key=key,
+                flag=fact["flag"],
+                since=fact["since"],
+                platform=profile.platform,
+                engine=engine,
+                version=version,
+            )
         )
     return out
 

@@ -38,7 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from engine.i18n import N_
+from engine.i18n import N_, _
 from engine.stacks.plan import Package, Plan, Step, requirement_name
 from engine.stacks.wheelhouse import (
     FileEntry,
@@ -509,15 +509,25 @@ def summary(manifest: Manifest) -> str:
     """What the download got and what it lacks, for a person."""
     size = sum(f.size for f in manifest.files)
     t = manifest.target
-    lines = [f"{len(manifest.files)} files, {size / 1e9:.2f} GB, for {t.arch}, Python {t.python}, glibc >= {t.glibc}"]
+    lines = [
+        _("{count} files, {size:.2f} GB, for {arch}, Python {python}, glibc >= {glibc}").format(
+            count=len(manifest.files), size=size / 1e9, arch=t.arch, python=t.python, glibc=t.glibc
+        )
+    ]
     for s in manifest.steps:
-        line = f"  {s.id}: {s.status}, {len(s.files)} files"
+        line = "  " + _("{step}: {status}, {count} files").format(step=s.id, status=s.status, count=len(s.files))
         lines.append(line + (f" - {s.error}" if s.error else ""))
     for m in manifest.missing:
         lines.append(
-            f"missing: {m.requirement} (step {m.step}): {m.reason}. Download its wheel for {t.arch}, "
-            f"Python {t.python} from {m.index} on a machine that reaches it and copy it into the wheelhouse"
+            _(
+                "missing: {requirement} (step {step}): {reason}. Download its wheel for {arch}, Python {python} from "
+                "{index} on a machine that reaches it and copy it into the wheelhouse"
+            ).format(
+                requirement=m.requirement, step=m.step, reason=m.reason, arch=t.arch, python=t.python, index=m.index
+            )
         )
     if manifest.only:
-        lines.append(f"only the steps {', '.join(manifest.only)}: install.sh will not take this wheelhouse")
+        lines.append(
+            _("only the steps {steps}: install.sh will not take this wheelhouse").format(steps=", ".join(manifest.only))
+        )
     return "\n".join(lines)

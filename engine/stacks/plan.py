@@ -16,6 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from engine.i18n import _
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets
 from engine.versions import cann_key, cann_release, release_tuple
 
@@ -342,23 +343,41 @@ def soc_versions() -> dict[str, str]:
 def render(plan: Plan) -> str:
     """The plan as an operator reads it: the set, what the host needs, then one command a step."""
     lines = [
-        f"Ascend engine for CANN {plan.cann}: vllm-ascend {plan.vllm_ascend} with vLLM {plan.vllm}"
-        f" ({plan.chip}, {plan.arch}, Python {plan.python})"
+        _(
+            "Ascend engine for CANN {cann}: vllm-ascend {vllm_ascend} with vLLM {vllm} ({chip}, {arch}, Python {python})"
+        ).format(
+            cann=plan.cann,
+            vllm_ascend=plan.vllm_ascend,
+            vllm=plan.vllm,
+            chip=plan.chip,
+            arch=plan.arch,
+            python=plan.python,
+        )
     ]
-    lines += [f"warning: {w}" for w in plan.warnings]
-    needs = [f"glibc >= {plan.glibc} (the wheels' manylinux tag)"] if plan.glibc else []
+    lines += [_label("warning:") + w for w in plan.warnings]
+    needs = [_("glibc >= {glibc} (the wheels' manylinux tag)").format(glibc=plan.glibc)] if plan.glibc else []
     if any(s.needs_cann_env for s in plan.steps):
-        needs.append("the CANN environment sourced and gcc, g++, cmake (vllm-ascend is compiled)")
+        needs.append(_("the CANN environment sourced and gcc, g++, cmake (vllm-ascend is compiled)"))
     if needs:
-        lines.append("needs: " + "; ".join(needs))
-    lines += [f"note: {n}" for n in plan.notes]
+        lines.append(_label("needs:") + _("; ").join(needs))
+    lines += [_label("note:") + n for n in plan.notes]
     for source in ("ascend", "ascend_variant"):
         if served := plan.from_index(source):
-            lines.append(f"from the {source} index ({plan.indexes[source]}): {', '.join(served)}")
+            lines.append(
+                _("from the {source} index ({url}): {packages}").format(
+                    source=source, url=plan.indexes[source], packages=", ".join(served)
+                )
+            )
     for i, step in enumerate(plan.steps, 1):
         lines.append(f"{i:>2}. {step.title}")
         lines.append(f"    {step.shell()}")
     return "\n".join(lines)
+
+
+def _label(label: str) -> str:
+    """A translated label and the space after it ("note: ", Chinese "说明：" with none)."""
+    text = _(label)
+    return text if text.endswith("：") else text + " "
 
 
 def package_source(package: str, version: str) -> str | None:

@@ -33,7 +33,7 @@ def zh_locale(monkeypatch):
 def test_doctor_speaks_chinese_under_a_chinese_locale(capsys, zh_locale):
     code, out, _ = run(capsys, "doctor", "--root", BROKEN)
     assert code == 1  # the exit code does not depend on the language
-    assert "Ascend NPU 主机" in out and "还不能提供服务" in out  # the headline
+    assert "昇腾 NPU 主机" in out and "还不能提供服务" in out  # the headline
     assert "错误  cann.set_env" in out  # the status word, in its column; the check id as it is
     assert "没有 source set_env.sh：ASCEND_TOOLKIT_HOME 和 ASCEND_HOME_PATH 均未设置" in out
     assert "处理：source /usr/local/Ascend/ascend-toolkit/set_env.sh" in out  # the command stays a command

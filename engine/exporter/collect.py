@@ -44,6 +44,11 @@ DEFAULT_INTERVALS: Mapping[str, float] = {
     "engines": 5.0,
     "plogs": 30.0,
     "doctor": 300.0,
+    # Inside the engines group: a container runtime's `ps` costs ~10-30 ms of CPU (podman, docker),
+    # six times the rest of an engine poll, so containers are looked for less often than engines
+    # are read; npu-smi's per-card usages (AI CPU, HBM bandwidth) likewise, beside the 5 s table.
+    "containers": 30.0,
+    "usages": 15.0,
     # the device views (views.yaml), by view name
     **{name.split(":", 1)[1]: seconds for name, seconds in view_intervals().items()},
 }
@@ -97,6 +102,8 @@ class _Group:
     def wait_first(self, timeout: float) -> bool:
         return self._done_once.wait(timeout)
 
+
+VERSION_RETRY_S = 60.0  # an engine with no /version answer is asked again after this long
 
 # One sample of engine/pdproxy.py's page: ascendctl_proxy_requests_total{role="prefill",backend="h:p"} 3
 MAX_PROXY_PAGE = 1024 * 1024  # two lines per backend: a page past this is not our proxy's
@@ -194,6 +201,7 @@ class Exporter:
         self._raw: dict[str, str] = {}
         self._parsers: dict[str, LeanParser] = {}
         self._versions: dict[str, str | None] = {}
+        self._version_asked: dict[str, float] = {}  # monotonic time /version was last asked, by URL
         self._plans: dict[str, int | None] = {}
         self._stall_since: dict[str, float] = {}
         self._collector: Collector | None = None
@@ -201,6 +209,8 @@ class Exporter:
         self._urls: dict[str, str] = {}  # engine label -> the URL it is polled at
         self._runs: dict[str, Any] = {}
         self._container_profiles: dict[str, str | None] = {}
+        self._containers: list[Any] = []  # the engines last found in containers
+        self._containers_at: float | None = None  # monotonic time of that look
         self._extras: dict[str, EngineExtra] = {}
         # The live proxies of pd / external-dp layouts (serve --role proxy) and their counts.
         self._proxies: list[Any] = []
@@ -208,6 +218,8 @@ class Exporter:
         self._snapshot: Snapshot | None = None
         self._groups: list[_Group] = []
         self._device_group: _Group | None = None
+        if devices is not None and hasattr(devices, "usages_every"):
+            devices.usages_every = self.intervals["usages"]
         if devices is not None:
             self._device_group = _Group(
                 "devices", self.intervals["devices"], devices.sample, self._stop, getattr(devices, "name", "devices")
@@ -332,14 +344,23 @@ class Exporter:
             self._proxies = [r for r in live if is_proxy(r)]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
             # Engines in containers, found by their `ascendctl.run` label: no URL needed.
-            from engine.container.discover import find_engines
-
-            notes: list[str] = []
-            found = find_engines(notes=notes)
+            found = self._find_containers()
             self._container_profiles = {c.run_id: c.entry.profile for c in found}
-            targets = with_containers(targets, notes, found)
+            targets = with_containers(targets, [], found)
         self._runs = {r.run_id: r for r in runs}
         return tuple(targets)
+
+    def _find_containers(self) -> list[Any]:
+        """The engines in containers, looked for again once the `containers` interval has passed
+        (a container started since then is found on the next look; one that stopped answers no
+        more in the meantime, as any engine that stops)."""
+        now = time.monotonic()
+        if self._containers_at is None or now - self._containers_at >= self.intervals["containers"]:
+            from engine.container.discover import find_engines
+
+            self._containers = find_engines(notes=[])
+            self._containers_at = now
+        return self._containers
 
     def _scrape(self, url: str):
         parser = self._parsers.setdefault(url, LeanParser())
@@ -389,8 +410,14 @@ class Exporter:
         run = self._runs.get(view.label)
         # The view names the engine without credentials; the target keeps the URL it is read at.
         url = self._urls.get(view.label, view.url)
-        if url not in self._versions or (self._versions[url] is None and view.status.ok):
+        # An engine that answered no version (an older vLLM, a server with no /version) is asked
+        # again once a minute, not on every poll: the request cost as much as the rest of the poll.
+        now = time.monotonic()
+        retry = now - self._version_asked.get(url, -VERSION_RETRY_S) >= VERSION_RETRY_S
+        if url not in self._versions or (self._versions[url] is None and view.status.ok and retry):
             self._versions[url] = _vllm_version(self._client, url, self.timeout) if view.status.ok else None
+            if view.status.ok:
+                self._version_asked[url] = now
         if run is not None and run.run_id not in self._plans:
             self._plans[run.run_id] = planned_blocks(Path(run.directory))
         generation = getattr(view.rates, "generation_tps", None)

@@ -107,7 +107,8 @@ class NpuSmiSource:
         if not self.usages:
             return {}
         now = time.monotonic()
-        fresh = self._usages_at is not None and now - self._usages_at < self.usages_every
+        # (a tenth of slack: polls placed before each scrape come a little early or late)
+        fresh = self._usages_at is not None and now - self._usages_at < 0.9 * self.usages_every
         if fresh and self._usages_asked >= set(npus):
             return self._usages
         usages: dict[tuple[int, int], ChipUsage] = {}

@@ -17,6 +17,7 @@ and links move slowly and are asked less often than utilisation.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 import time
@@ -70,13 +71,63 @@ class GroupStatus:
         return self.error is None and self.last_ok is not None
 
 
+class ScrapeClock:
+    """When the scrapes come. Prometheus scrapes on a fixed period (15 s is usual), so a group that
+    collects every 5 s has two results of three read by nobody: once the period is known, each
+    group runs at its interval or later, just before the scrape that reads the result (which is
+    then fresher too). Scrapes at no steady period (a person, a test, two scrapers out of step)
+    leave the intervals as they are."""
+
+    KEEP = 5  # the last scrapes the period is judged from
+    MIN_PERIOD, MAX_PERIOD = 1.0, 300.0
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+        self._lock = threading.Lock()
+
+    def scraped(self, now: float | None = None) -> None:
+        with self._lock:
+            self._times = [*self._times[-(self.KEEP - 1) :], time.monotonic() if now is None else now]
+
+    def period(self) -> tuple[float, float] | None:
+        """(the last scrape's time, the period), or None while the scrapes keep no steady period."""
+        with self._lock:
+            times = list(self._times)
+        if len(times) < 3:
+            return None
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        if min(gaps) < self.MIN_PERIOD or max(gaps) > self.MAX_PERIOD or max(gaps) > 1.25 * min(gaps):
+            return None
+        return times[-1], sum(gaps) / len(gaps)
+
+    def due(self, earliest: float, lead: float) -> float:
+        """When a group that may run from `earliest` on should run: `lead` seconds before the
+        first scrape at or after `earliest + lead`, or at `earliest` without a steady period."""
+        known = self.period()
+        if known is None:
+            return earliest
+        last, period = known
+        lead = min(lead, period / 2)
+        k = max(1, math.ceil((earliest + lead - last) / period))
+        return last + k * period - lead
+
+
 class _Group:
-    def __init__(self, name: str, interval: float, work: Callable[[], Any], stop: threading.Event, source: str):
+    def __init__(
+        self,
+        name: str,
+        interval: float,
+        work: Callable[[], Any],
+        stop: threading.Event,
+        source: str,
+        clock: ScrapeClock | None = None,
+    ):
         self.status = GroupStatus(source, interval)
         self.name = name
         self.value: Any = None
         self._work = work
         self._stop = stop
+        self._clock = clock
         self._done_once = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"exporter-{name}", daemon=True)
 
@@ -84,7 +135,11 @@ class _Group:
         while not self._stop.is_set():
             started = time.monotonic()
             self.run_once()
-            self._stop.wait(max(0.0, self.status.interval - (time.monotonic() - started)))
+            due = started + self.status.interval
+            if self._clock is not None:
+                # ready one second (or twice its last run) before the scrape that will read it
+                due = self._clock.due(due, max(1.0, 2 * (self.status.duration_s or 0.0)))
+            self._stop.wait(max(0.0, due - time.monotonic()))
 
     def run_once(self) -> None:
         status = self.status
@@ -197,6 +252,7 @@ class Exporter:
         self.with_runs = with_runs
         self.timeout = timeout
         self._stop = threading.Event()
+        self.clock = ScrapeClock()  # the scrapes' period: each group runs just before the one that reads it
         self._client = http_client(timeout)
         self._raw: dict[str, str] = {}
         self._parsers: dict[str, LeanParser] = {}
@@ -222,7 +278,12 @@ class Exporter:
             devices.usages_every = self.intervals["usages"]
         if devices is not None:
             self._device_group = _Group(
-                "devices", self.intervals["devices"], devices.sample, self._stop, getattr(devices, "name", "devices")
+                "devices",
+                self.intervals["devices"],
+                devices.sample,
+                self._stop,
+                getattr(devices, "name", "devices"),
+                self.clock,
             )
             self._groups.append(self._device_group)
             self._devices = _LatestDevices(self._device_group, getattr(devices, "name", "devices"))
@@ -232,16 +293,20 @@ class Exporter:
         if views and self._device_group is not None and getattr(devices, "name", "") == "npu-smi":
             self._view_groups = self._make_view_groups(devices)
             self._groups += self._view_groups
-        self._groups.append(_Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines"))
+        self._groups.append(
+            _Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines", self.clock)
+        )
         self._plog_group = None
         if plogs:
             from engine.exporter.plogs import PlogCounter
 
             counter = PlogCounter()
-            self._plog_group = _Group("plogs", self.intervals["plogs"], counter.poll, self._stop, "plogs")
+            self._plog_group = _Group("plogs", self.intervals["plogs"], counter.poll, self._stop, "plogs", self.clock)
             self._groups.append(self._plog_group)
         self._doctor_group = (
-            _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor") if doctor else None
+            _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor", self.clock)
+            if doctor
+            else None
         )
         if self._doctor_group is not None:
             self._groups.append(self._doctor_group)
@@ -259,10 +324,10 @@ class Exporter:
         groups = []
         for view in npu_views():
             work = functools.partial(self._poll_npu_view, poller, view)
-            groups.append(_Group(view, self.intervals[view], work, self._stop, f"npu-smi -t {view}"))
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"npu-smi -t {view}", self.clock))
         for view in nic_views() if hccn else ():
             work = functools.partial(self._poll_nic_view, poller, view)
-            groups.append(_Group(view, self.intervals[view], work, self._stop, f"hccn_tool -{view}"))
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"hccn_tool -{view}", self.clock))
         return groups
 
     def _npu_keys(self) -> list[str]:
@@ -314,6 +379,10 @@ class Exporter:
         self._client.close()
 
     # -- what a scrape reads -----------------------------------------------------------------
+
+    def scraped(self) -> None:
+        """A scrape of /metrics came (the server says so before it reads `state()`)."""
+        self.clock.scraped()
 
     def state(self) -> ExporterState:
         dev = self._device_group

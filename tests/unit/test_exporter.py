@@ -426,3 +426,46 @@ def test_an_engine_without_a_version_is_asked_again_once_a_minute_not_every_poll
         assert asked == ["http://x"] * 2 and exp._extra(View, Snap).vllm_version is None
     finally:
         exp.close()
+
+
+def test_with_a_steady_scrape_each_group_runs_just_before_the_scrape_that_reads_it():
+    from engine.exporter.collect import ScrapeClock
+
+    clock = ScrapeClock()
+    for t in (100.0, 115.0, 130.0):  # Prometheus every 15 s
+        clock.scraped(t)
+    # the engines (every 5 s) last ran at 129: not again at 134 and 139, which nobody reads, but
+    # at 144, one second before the scrape of 145
+    assert clock.due(134.0, 1.0) == 144.0
+    # a view every 60 s that ran at 131 runs before the first scrape after 191: at 204
+    assert clock.due(191.0, 1.0) == 204.0
+    # a run that takes 3 s starts 6 s ahead
+    assert clock.due(134.0, 6.0) == 139.0
+
+
+def test_scrapes_at_no_steady_period_leave_the_intervals_as_they_are():
+    from engine.exporter.collect import ScrapeClock
+
+    clock = ScrapeClock()
+    assert clock.due(10.0, 1.0) == 10.0  # no scrape yet
+    for t in (0.0, 2.0, 15.0, 17.0):  # two scrapers out of step, or a person
+        clock.scraped(t)
+    assert clock.due(20.0, 1.0) == 20.0
+    fast = ScrapeClock()
+    for t in (0.0, 0.2, 0.4, 0.6):  # a test scraping in a loop
+        fast.scraped(t)
+    assert fast.due(5.0, 1.0) == 5.0
+
+
+def test_the_server_tells_the_exporter_of_each_scrape():
+    exporter = Exporter(doctor=False, plogs=False, with_runs=False)
+    server = ExporterServer(exporter, "127.0.0.1", 0)
+    server.start()
+    try:
+        for _ in range(3):
+            httpx.get(f"http://127.0.0.1:{server.port}/metrics").raise_for_status()
+        httpx.get(f"http://127.0.0.1:{server.port}/")
+        assert len(exporter.clock._times) == 3  # /metrics only
+    finally:
+        server.shutdown()
+        exporter.close()

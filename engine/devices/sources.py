@@ -44,6 +44,7 @@ class NpuSmiSource:
         usages: bool = True,
         program: str = "npu-smi",
         usages_every: float = 0.0,
+        codes_every: float = 0.0,
     ) -> None:
         self.runner = runner or SubprocessRunner()
         self.timeout = timeout
@@ -55,6 +56,12 @@ class NpuSmiSource:
         self._usages: dict[tuple[int, int], ChipUsage] = {}
         self._usages_at: float | None = None
         self._usages_asked: set[int] = set()  # the cards that read asked (a new card is asked at once)
+        # Seconds an unhealthy chip's error codes are kept while its health word stays the same: a
+        # new fault changes the word (OK -> Warning / Alarm / Critical), and a changed word asks at
+        # once. 0: every sample (top); the exporter keeps them as long as its health view's interval,
+        # which asks every chip anyway (one npu-smi per unhealthy chip per poll was most of its runs).
+        self.codes_every = codes_every
+        self._codes: dict[tuple[int, int], tuple[str, tuple[str, ...], float]] = {}
 
     def _run(self, *args: str) -> str:
         result = self.runner.run([self.program, *args], timeout=self.timeout)
@@ -94,7 +101,7 @@ class NpuSmiSource:
                     aicpu_pct=use.aicpu_pct,
                     ctrlcpu_pct=use.ctrlcpu_pct,
                     processes=len(procs.get((c.npu, c.chip), ())) if has_proc_table else None,
-                    error_codes=() if c.health == HEALTHY else self._error_codes(c.npu, c.chip),
+                    error_codes=() if c.health == HEALTHY else self._error_codes(c.npu, c.chip, c.health),
                     device_id=c.second_id if c.second_id is not None else c.npu,
                     bus=c.bus,
                     mem_kind="hbm" if c.hbm else "ddr" if c.ddr else None,
@@ -121,14 +128,21 @@ class NpuSmiSource:
         self._usages, self._usages_at, self._usages_asked = usages, now, set(npus)
         return usages
 
-    def _error_codes(self, npu: int, chip: int) -> tuple[str, ...]:
+    def _error_codes(self, npu: int, chip: int, health: str) -> tuple[str, ...]:
         """An unhealthy chip's error codes; none when the query fails (the health word stays)."""
+        now = time.monotonic()
+        kept = self._codes.get((npu, chip))
+        if kept is not None and kept[0] == health and now - kept[2] < self.codes_every:
+            return kept[1]
         try:
             answer = parse_health(self._run("info", "-t", "health", "-i", str(npu), "-c", str(chip)))
         except Unreachable:
+            self._codes.pop((npu, chip), None)
             return ()
         # The chip-level form has one block and no `Chip ID` line.
-        return next(iter(answer.values())).error_codes if answer else ()
+        codes = next(iter(answer.values())).error_codes if answer else ()
+        self._codes[(npu, chip)] = (health, codes, now)
+        return codes
 
 
 _NVIDIA_FIELDS = (

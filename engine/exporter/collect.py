@@ -279,6 +279,8 @@ class Exporter:
         self._device_group: _Group | None = None
         if devices is not None and hasattr(devices, "usages_every"):
             devices.usages_every = self.intervals["usages"]
+        if devices is not None and hasattr(devices, "codes_every"):
+            devices.codes_every = min(self.intervals["health"], DEFAULT_INTERVALS["health"])
         if devices is not None:
             self._device_group = _Group(
                 "devices",

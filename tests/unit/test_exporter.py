@@ -381,6 +381,40 @@ def test_the_exporter_reads_usages_on_their_own_interval_top_on_every_poll(monke
     assert sum(1 for argv in top.runner.calls if "usages" in argv) == 16  # top: every poll
 
 
+def test_the_exporter_keeps_an_unhealthy_chips_codes_while_its_health_word_stays(monkeypatch):
+    """One `-t health` per unhealthy chip per 5 s poll was most of the exporter's npu-smi runs on a
+    faulty host: it keeps a chip's codes for its health view's interval (60 s) while the chip's
+    health word stays, and asks again at once when the word changes (a new fault changes it)."""
+    import engine.devices.sources as sources
+
+    clock = [1000.0]
+    monkeypatch.setattr(sources.time, "monotonic", lambda: clock[0])
+    alarm = npu_text("info/s16_310b4_alarm_trailing_spaces.txt")
+    runner = ReplayRunner(alarm, health=npu_text("health/h2_warning.txt"))
+    source = NpuSmiSource(runner, usages=False)
+    exporter = Exporter(devices=source, doctor=False, plogs=False, with_runs=False, views=False)
+    try:
+
+        def health_calls() -> int:
+            return sum(1 for argv in runner.calls if "health" in argv)
+
+        assert source.sample()[0].error_codes == ("80E01801",) and health_calls() == 1
+        clock[0] += 5
+        assert source.sample()[0].error_codes == ("80E01801",) and health_calls() == 1  # kept
+        runner.info = alarm.replace("Alarm", "Critical")
+        clock[0] += 5
+        source.sample()
+        assert health_calls() == 2  # the word changed: asked at once
+        clock[0] += 60
+        source.sample()
+        assert health_calls() == 3  # the interval is over
+    finally:
+        exporter.close()
+    top = NpuSmiSource(ReplayRunner(alarm, health=npu_text("health/h2_warning.txt")), usages=False)
+    top.sample(), top.sample()
+    assert sum(1 for argv in top.runner.calls if "health" in argv) == 2  # top: every poll
+
+
 def test_containers_are_looked_for_once_per_containers_interval(monkeypatch, tmp_path):
     import engine.container.discover as discover
 

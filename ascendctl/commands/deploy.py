@@ -87,25 +87,21 @@ def _k8s(
     out = get_output()
     prof = load(profile, sets, model)
     image, vllm_version = _image(prof, image)
+    options = K8sOptions(
+        image=image,
+        name=name or "",
+        namespace=namespace,
+        replicas=replicas,
+        device_plugin=device_plugin,
+        npu_resource=npu_resource,
+        shm_size=shm_size,
+        engine_version=vllm_version,
+        kind=kind,
+        proxy_image=proxy_image,
+        model_pvc=model_pvc,
+    )
     if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
-        _layout_k8s(
-            prof,
-            model,
-            K8sOptions(
-                image=image,
-                name=name or "",
-                namespace=namespace,
-                replicas=replicas,
-                device_plugin=device_plugin,
-                npu_resource=npu_resource,
-                shm_size=shm_size,
-                engine_version=vllm_version,
-                kind=kind,
-                proxy_image=proxy_image,
-                model_pvc=model_pvc,
-            ),
-            output,
-        )
+        _layout_k8s(prof, model, options, output)
         return
     if prof.nodes is None:
         _one_host_k8s(
@@ -127,20 +123,7 @@ def _k8s(
     from engine.deploy.single import expected_load_s, startup_budget_s
 
     load_s, how = expected_load_s(prof, model)
-    documents = lws_manifest(
-        prof,
-        K8sOptions(
-            image=image,
-            name=name or "",
-            namespace=namespace,
-            replicas=replicas,
-            device_plugin=device_plugin,
-            npu_resource=npu_resource,
-            shm_size=shm_size,
-            engine_version=vllm_version,
-        ),
-        load_s,
-    )
+    documents = lws_manifest(prof, options, load_s)
     _write(documents, f"# LeaderWorkerSet for profile {prof.name}, written by ascendctl deploy k8s\n", output)
     out.info(
         _("the leader's startup probe allows {seconds} s ({how})").format(seconds=startup_budget_s(load_s), how=how)

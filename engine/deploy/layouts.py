@@ -44,6 +44,7 @@ from engine.deploy.lws import (
     npu_resource,
     secret_name,
 )
+from engine.deploy.single import model_and_shm
 from engine.errors import BadInput
 from engine.profiles.parts import PROXY, PROXY_MODULE, Part, layout_parts
 from engine.profiles.schema import Profile
@@ -334,16 +335,8 @@ def _volumes(profile: Profile, options: K8sOptions) -> tuple[list[dict], list[di
     if profile.platform == "ascend":
         mounts = [{"name": m["name"], "mountPath": m["path"], "readOnly": True} for m in data["host_mounts"]]
         volumes = [{"name": m["name"], "hostPath": {"path": m["path"], "type": m["type"]}} for m in data["host_mounts"]]
-    mounts.append({"name": "model", "mountPath": profile.model.path, "readOnly": True})
-    if options.model_pvc:
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": options.model_pvc, "readOnly": True}})
-    else:
-        volumes.append({"name": "model", "hostPath": {"path": profile.model.path, "type": "Directory"}})
-    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-    volumes.append(
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size or data["shm_size"]}}
-    )
-    return mounts, volumes
+    more_mounts, more_volumes = model_and_shm(profile, options.model_pvc, options.shm_size)
+    return mounts + more_mounts, volumes + more_volumes
 
 
 def _probes(profile: Profile, ports: list[int], load_s: float | None) -> dict[str, Any]:

@@ -191,6 +191,21 @@ def _check_one_host(profile: Profile, what: str) -> None:
         )
 
 
+def model_and_shm(profile: Profile, model_pvc: str | None, shm_size: str | None) -> tuple[list[dict], list[dict]]:
+    """The model directory read-only (a hostPath, or the claim `model_pvc`) and a memory-backed
+    /dev/shm: the mounts and volumes every engine pod gets, one host or a layout's part."""
+    mounts = [
+        {"name": "model", "mountPath": profile.model.path, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    if model_pvc:
+        model = {"name": "model", "persistentVolumeClaim": {"claimName": model_pvc, "readOnly": True}}
+    else:
+        model = {"name": "model", "hostPath": {"path": profile.model.path, "type": "Directory"}}
+    shm = {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size or facts()["shm_size"]}}
+    return mounts, [model, shm]
+
+
 def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float | None = None) -> list[dict[str, Any]]:
     """A Deployment (or StatefulSet) of one replica and a Service in front of it."""
     _check_one_host(profile, f"a {options.kind}")
@@ -212,15 +227,9 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
             if m["name"] in ONE_HOST_MOUNTS:
                 mounts.append({"name": m["name"], "mountPath": m["path"], "readOnly": True})
                 volumes.append({"name": m["name"], "hostPath": {"path": m["path"], "type": m["type"]}})
-    mounts.append({"name": "model", "mountPath": profile.model.path, "readOnly": True})
-    if options.model_pvc:
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": options.model_pvc, "readOnly": True}})
-    else:
-        volumes.append({"name": "model", "hostPath": {"path": profile.model.path, "type": "Directory"}})
-    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-    volumes.append(
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size or data["shm_size"]}}
-    )
+    more_mounts, more_volumes = model_and_shm(profile, options.model_pvc, options.shm_size)
+    mounts += more_mounts
+    volumes += more_volumes
     values = engine_env(profile, options.engine_version)
     # The device plugin picks the pod's NPUs, and inside the pod they are numbered from 0.
     values.pop("ASCEND_RT_VISIBLE_DEVICES", None)

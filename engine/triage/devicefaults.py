@@ -23,10 +23,7 @@ heartbeat line and npu-smi's own answers already name the NPU ID and are left as
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Mapping
-
-if TYPE_CHECKING:
-    from engine.devices.npu_smi import ChipIds
+from typing import Any, Mapping
 
 # Literals one of which every line above holds: the triage pre-filter looks for them (cheap), and
 # only lines holding one are read here.
@@ -83,7 +80,9 @@ def _npu_in_line(line: str) -> int | None:
 class DeviceCodeReader:
     """Reads lines one by one; keeps, per input, the NPU an npu-smi transcript is about."""
 
-    def __init__(self, ids: Mapping[int, "ChipIds"] | None = None) -> None:
+    # The chip's ids are engine.devices' ChipIds (its `.npu` is read); triage sits beside devices,
+    # not above it, so the type is not imported (the import contract in pyproject.toml).
+    def __init__(self, ids: Mapping[int, Any] | None = None) -> None:
         self._npu: dict[str, int | None] = {}
         self._ids = dict(ids or {})  # logic id -> the chip's ids (npu-smi info -m)
 

@@ -481,14 +481,24 @@ def _runs(tmp_path, monkeypatch, roles: dict[str, str | None]) -> None:
         write_run(RunInfo(run_id, str(run), os.getpid(), url, "cpu-tiny-pd", started_at=time.time(), role=role))
 
 
-def test_top_watches_each_role_and_not_the_proxy(tmp_path, monkeypatch):
-    from engine.telemetry.collector import targets_from_runs
+def test_top_watches_each_role_and_the_proxy_as_a_proxy(tmp_path, monkeypatch):
+    from engine.telemetry.collector import Collector, targets_from_runs
 
     _runs(tmp_path, monkeypatch, {"r-prefill-0": "prefill", "r-decode-0": "decode", "r-proxy": "proxy"})
     notes: list[str] = []
     targets = targets_from_runs(notes, containers=[])
-    assert sorted((t.label, t.role) for t in targets) == [("r-decode-0", "decode"), ("r-prefill-0", "prefill")]
-    assert any("r-proxy is the layout's proxy, not an engine" in n and "/metrics" in n for n in notes)
+    assert sorted((t.label, t.role) for t in targets) == [
+        ("r-decode-0", "decode"), ("r-prefill-0", "prefill"), ("r-proxy", "proxy"),
+    ]  # fmt: skip
+    assert not notes
+    # The proxy is read as a proxy (tests/unit/test_top_pd.py), never as an engine.
+    c = Collector(targets, None, scrape_fn=lambda url: (_ for _ in ()).throw(OSError("no engine here")))
+    try:
+        snap = c.poll()
+    finally:
+        c.close()
+    assert sorted(e.label for e in snap.engines) == ["r-decode-0", "r-prefill-0"]
+    assert [p.label for p in snap.proxies] == ["r-proxy"] and "r-proxy" not in [e.label for e in snap.engines]
 
 
 def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from typing import Mapping
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.errors import BadInput
+from engine.i18n import _
 
 # The proxy's families (engine/pdproxy.py writes them; it imports nothing of ascendctl).
 REQUESTS = "ascendctl_proxy_requests"
@@ -61,13 +62,13 @@ def parse_proxy(text: str) -> ProxyMetrics:
                 figures[fam.name] = s.value
     except (ValueError, TypeError, IndexError) as exc:
         raise BadInput(
-            f"the proxy's /metrics body is not Prometheus text ({str(exc)[:80]})",
-            "point top at the proxy `ascendctl serve --role proxy` started (its server.port)",
+            _("the proxy's /metrics body is not Prometheus text ({detail})").format(detail=str(exc)[:80]),
+            _("point top at the proxy `ascendctl serve --role proxy` started (its server.port)"),
         ) from exc
     if not seen:
         raise BadInput(
-            "the /metrics page has no ascendctl_proxy_ metrics: it is not the layout's proxy",
-            "check the proxy's address in the run's run.json (serve --role proxy)",
+            _("the /metrics page has no ascendctl_proxy_ metrics: it is not the layout's proxy"),
+            _("check the proxy's address in the run's run.json (serve --role proxy)"),
         )
     backends = tuple(
         ProxyBackend(

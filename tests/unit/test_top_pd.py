@@ -146,9 +146,23 @@ def test_a_proxy_that_does_not_answer_is_a_down_row_and_top_says_why(tmp_path, m
     write_run(
         RunInfo("pd-proxy", str(run), os.getpid(), "http://127.0.0.1:9", "pd", started_at=time.time(), role="proxy")
     )
-    assert main(["--json", "top", "--once", "--no-devices"]) == 0
-    (proxy,) = json.loads(capsys.readouterr().out)["proxies"]
+    # Printed, and the exit status says something is down, as for an engine that is (3).
+    assert main(["--json", "top", "--once", "--no-devices"]) == 3
+    captured = capsys.readouterr()
+    (proxy,) = json.loads(captured.out)["proxies"]
     assert not proxy["status"]["ok"] and proxy["status"]["error_kind"] == "unreachable" and proxy["backends"] == []
+    assert "pd-proxy: cannot reach http://127.0.0.1:9/metrics" in captured.err and "--role proxy" in captured.err
+
+
+def test_a_recording_keeps_the_proxies_and_an_older_one_has_none(layout):
+    from engine.telemetry.snapshot import Snapshot
+
+    snap = _snapshot(layout)
+    again = Snapshot.from_dict(json.loads(snap.to_json()))
+    assert again.proxies == snap.proxies and again.proxies[0].roles()[1].up == 1
+    old = json.loads(snap.to_json())
+    del old["proxies"]
+    assert Snapshot.from_dict(old).proxies == ()
 
 
 def test_a_page_that_is_not_the_proxys_is_bad_input():

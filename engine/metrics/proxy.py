@@ -56,10 +56,10 @@ def parse_proxy(text: str) -> ProxyMetrics:
                     continue
                 role = s.labels.get("role", "")
                 if fam.name == REFUSED:
-                    refused[role] = refused.get(role, 0.0) + s.value
+                    refused[role] = refused.get(role, 0.0) + float(s.value)
                     continue
                 figures = by_key.setdefault((role, s.labels.get("backend", "")), {})
-                figures[fam.name] = s.value
+                figures[fam.name] = float(s.value)  # the parser gives an int for `2`
     except (ValueError, TypeError, IndexError) as exc:
         raise BadInput(
             _("the proxy's /metrics body is not Prometheus text ({detail})").format(detail=str(exc)[:80]),

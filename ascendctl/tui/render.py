@@ -289,7 +289,7 @@ def proxy_lines(p: ProxyView) -> list[Text]:
     head = Text()
     head.append(f"{clean(short_name(p.label))} ", style="bold")
     head.append_text(_status_text(p.status))
-    head.append(f"  {_('proxy')}  {clean(p.url)}", style="dim")
+    head.append("  " + _("proxy") + f"  {clean(p.url)}", style="dim")
     lines = [head]
     if not p.status.ok:
         since = _("{since}: {error}").format(since=_never_or_last_ok(p.status), error=clean(p.status.error))

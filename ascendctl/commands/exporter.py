@@ -50,7 +50,7 @@ def exporter(
         None,
         "--interval",
         metavar="GROUP=SECONDS",
-        help="Collection interval of devices, engines, plogs, doctor or a device view (ecc, common, link...).",
+        help="Collection interval of devices, usages, engines, containers, plogs, doctor or a device view (ecc, common, link...).",
     ),
     web_config: Optional[Path] = typer.Option(
         None, "--web-config", metavar="FILE", help="TLS and basic auth (Prometheus exporter-toolkit format)."

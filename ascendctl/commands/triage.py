@@ -161,7 +161,7 @@ def triage(
             "--html draws the timeline of several nodes", "give a cluster archive, several bundles or --node NAME=DIR"
         )
     paths = _expand_bundles(list(logs or [])) or [_latest_run_log()]
-    report = _scan(out, paths, rules)
+    report = _scan(out, paths, rules, _device_ids(list(logs or [])))
 
     failing = [] if fail_on == "never" else report.at_or_above(fail_on)
     data = {
@@ -246,10 +246,23 @@ def _latest_run_log() -> str:
     )
 
 
-def _scan(out: Any, paths: list[str], rules: Any) -> Any:
+def _device_ids(paths: list[str]) -> dict:
+    """The chips' ids of the bundles' `npu-smi info -m` answers, by logic id: device-OS logs and
+    plogs name a chip by its logic id, the operator knows it by the NPU ID of `npu-smi info`."""
+    from engine.bundle.layout import bundle_dir, device_ids
+
+    out: dict = {}
+    for p in paths:
+        top = None if p == "-" else bundle_dir(p)
+        if top is not None:
+            out.update(device_ids(top))
+    return out
+
+
+def _scan(out: Any, paths: list[str], rules: Any, device_ids: dict | None = None) -> Any:
     from engine.triage import Scanner, scan_paths
 
-    scanner = Scanner(rules)
+    scanner = Scanner(rules, device_ids=device_ids)
     with out.status("triage: starting") as update:
         last = [0.0]
 

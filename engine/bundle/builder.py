@@ -269,6 +269,9 @@ class _Builder:
         got = self.recorder.commands.get(command_key(["npu-smi", "info"]))
         if not got or got[0] is None:
             return
+        # The chips' logic ids (the device-OS logs' and plogs' `device-N`) beside their NPU IDs:
+        # triage names a device-log fault by the NPU ID the operator sees.
+        self.collect("npu-smi info -m", "command", "npu-smi info -m", self.command(["npu-smi", "info", "-m"]))
         try:
             cards = sorted({c.npu for c in parse_info(got[0].stdout).chips})
         except Exception:  # an odd table: the per-card views are skipped, `info` itself is kept

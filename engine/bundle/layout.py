@@ -74,6 +74,24 @@ def bundle_logs(top: Path) -> list[str]:
     return kept
 
 
+def device_ids(top: Path) -> dict:
+    """The chips' ids (engine.devices.npu_smi.ChipIds) by logic id, from the `npu-smi info -m`
+    answer of the bundle's npu-smi transcript; {} when it has none."""
+    from engine.devices.npu_smi import parse_mapping
+    from engine.system.archive import inside
+    from engine.system.recorded import read_transcript
+
+    info = top / NPU_INFO_FILE
+    if not info.is_file() or info.is_symlink() or not inside(top, info):
+        return {}
+    try:
+        text = info.read_text(errors="replace")
+    except OSError:
+        return {}
+    answer = read_transcript(text).get("npu-smi_info_-m")
+    return parse_mapping(answer) if answer else {}
+
+
 def triage_inputs(top: Path) -> list[str]:
     """What triage reads of a bundle: its logs, and its npu-smi transcript (no log, but its
     `-t health` answers carry the NPUs' fault codes). Only regular files inside the bundle."""

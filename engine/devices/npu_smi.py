@@ -372,8 +372,47 @@ def chip_keys(rows: Iterable[ChipRow]) -> dict[tuple[int, int], str]:
     return {(r.npu, r.chip): f"npu{r.npu}" if per_card[r.npu] == 1 else f"npu{r.npu}.{r.chip}" for r in rows}
 
 
+@dataclass(frozen=True)
+class ChipIds:
+    """One chip's ids in `npu-smi info -m`: the NPU ID and Chip ID `npu-smi info` shows, the logic
+    id the runtime and the logs use (plog `device-N`, `devid=N`), the physical id where printed (A3)."""
+
+    npu: int
+    chip: int
+    logic: int
+    phy: int | None = None
+
+
+def parse_mapping(text: str) -> dict[int, ChipIds]:
+    """`npu-smi info -m` by logic id. Columns by the header (`NPU ID`, `Chip ID`, `Chip Logic ID`,
+    A3's `Chip Phy-ID`, then `Chip Name`, which may hold a space); an MCU row (logic id `-`) has no
+    logic id and is left out. Nothing is guessed: a row whose ids are not numbers is skipped."""
+    header: list[str] | None = None
+    out: dict[int, ChipIds] = {}
+    for line in text.splitlines():
+        if "NPU ID" in line and "Chip Logic ID" in line:
+            header = [c.strip() for c in re.split(r"\s{2,}|\t", line.strip()) if c.strip()]
+            continue
+        if header is None or "Chip Name" not in header:
+            continue
+        ids = header[: header.index("Chip Name")]
+        words = line.split(None, len(ids))
+        if len(words) <= len(ids):
+            continue
+        row = dict(zip(ids, words))
+        if not all(row.get(k, "").isdigit() for k in ("NPU ID", "Chip ID", "Chip Logic ID")):
+            continue
+        phy = row.get("Chip Phy-ID", "")
+        chip = ChipIds(
+            int(row["NPU ID"]), int(row["Chip ID"]), int(row["Chip Logic ID"]), int(phy) if phy.isdigit() else None
+        )
+        out[chip.logic] = chip
+    return out
+
+
 __all__ = [
     "ChipHealth",
+    "ChipIds",
     "ChipRow",
     "ChipUsage",
     "KeyValueOutput",
@@ -384,5 +423,6 @@ __all__ = [
     "parse_health",
     "parse_info",
     "parse_key_values",
+    "parse_mapping",
     "parse_usages",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import time
 from typing import TYPE_CHECKING, Protocol
 
 from engine.devices.npu_smi import ChipUsage, NpuSmiError, chip_keys, parse_health, parse_info, parse_usages
@@ -37,12 +38,23 @@ class NpuSmiSource:
     name = "npu-smi"
 
     def __init__(
-        self, runner: Runner | None = None, timeout: float = 5.0, usages: bool = True, program: str = "npu-smi"
+        self,
+        runner: Runner | None = None,
+        timeout: float = 5.0,
+        usages: bool = True,
+        program: str = "npu-smi",
+        usages_every: float = 0.0,
     ) -> None:
         self.runner = runner or SubprocessRunner()
         self.timeout = timeout
         self.usages = usages
         self.program = program
+        # Seconds between two reads of the cards' usages (one npu-smi per card); between them a
+        # sample reuses the last answer. 0: every sample (top); the exporter reads them less often.
+        self.usages_every = usages_every
+        self._usages: dict[tuple[int, int], ChipUsage] = {}
+        self._usages_at: float | None = None
+        self._usages_asked: set[int] = set()  # the cards that read asked (a new card is asked at once)
 
     def _run(self, *args: str) -> str:
         result = self.runner.run([self.program, *args], timeout=self.timeout)
@@ -56,14 +68,7 @@ class NpuSmiSource:
 
     def sample(self) -> list[DeviceSample]:
         table = parse_info(self._run("info"))
-        usages: dict[tuple[int, int], ChipUsage] = {}
-        if self.usages:
-            for npu in sorted({c.npu for c in table.chips}):
-                try:
-                    for chip, usage in parse_usages(self._run("info", "-t", "usages", "-i", str(npu))).items():
-                        usages[(npu, chip)] = usage
-                except Unreachable:
-                    continue
+        usages = self._read_usages(sorted({c.npu for c in table.chips}))
         keys = chip_keys(table.chips)
         procs: dict[tuple[int, int], list[DeviceProcess]] = {}
         for p in table.processes:
@@ -97,6 +102,24 @@ class NpuSmiSource:
                 )
             )
         return out
+
+    def _read_usages(self, npus: list[int]) -> dict[tuple[int, int], ChipUsage]:
+        if not self.usages:
+            return {}
+        now = time.monotonic()
+        # (a tenth of slack: polls placed before each scrape come a little early or late)
+        fresh = self._usages_at is not None and now - self._usages_at < 0.9 * self.usages_every
+        if fresh and self._usages_asked >= set(npus):
+            return self._usages
+        usages: dict[tuple[int, int], ChipUsage] = {}
+        for npu in npus:
+            try:
+                for chip, usage in parse_usages(self._run("info", "-t", "usages", "-i", str(npu))).items():
+                    usages[(npu, chip)] = usage
+            except Unreachable:
+                continue
+        self._usages, self._usages_at, self._usages_asked = usages, now, set(npus)
+        return usages
 
     def _error_codes(self, npu: int, chip: int) -> tuple[str, ...]:
         """An unhealthy chip's error codes; none when the query fails (the health word stays)."""

@@ -17,6 +17,7 @@ and links move slowly and are asked less often than utilisation.
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,11 @@ DEFAULT_INTERVALS: Mapping[str, float] = {
     "engines": 5.0,
     "plogs": 30.0,
     "doctor": 300.0,
+    # Inside the engines group: a container runtime's `ps` costs ~10-30 ms of CPU (podman, docker),
+    # six times the rest of an engine poll, so containers are looked for less often than engines
+    # are read; npu-smi's per-card usages (AI CPU, HBM bandwidth) likewise, beside the 5 s table.
+    "containers": 30.0,
+    "usages": 15.0,
     # the device views (views.yaml), by view name
     **{name.split(":", 1)[1]: seconds for name, seconds in view_intervals().items()},
 }
@@ -65,13 +71,63 @@ class GroupStatus:
         return self.error is None and self.last_ok is not None
 
 
+class ScrapeClock:
+    """When the scrapes come. Prometheus scrapes on a fixed period (15 s is usual), so a group that
+    collects every 5 s has two results of three read by nobody: once the period is known, each
+    group runs at its interval or later, just before the scrape that reads the result (which is
+    then fresher too). Scrapes at no steady period (a person, a test, two scrapers out of step)
+    leave the intervals as they are."""
+
+    KEEP = 5  # the last scrapes the period is judged from
+    MIN_PERIOD, MAX_PERIOD = 1.0, 300.0
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+        self._lock = threading.Lock()
+
+    def scraped(self, now: float | None = None) -> None:
+        with self._lock:
+            self._times = [*self._times[-(self.KEEP - 1) :], time.monotonic() if now is None else now]
+
+    def period(self) -> tuple[float, float] | None:
+        """(the last scrape's time, the period), or None while the scrapes keep no steady period."""
+        with self._lock:
+            times = list(self._times)
+        if len(times) < 3:
+            return None
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        if min(gaps) < self.MIN_PERIOD or max(gaps) > self.MAX_PERIOD or max(gaps) > 1.25 * min(gaps):
+            return None
+        return times[-1], sum(gaps) / len(gaps)
+
+    def due(self, earliest: float, lead: float) -> float:
+        """When a group that may run from `earliest` on should run: `lead` seconds before the
+        first scrape at or after `earliest + lead`, or at `earliest` without a steady period."""
+        known = self.period()
+        if known is None:
+            return earliest
+        last, period = known
+        lead = min(lead, period / 2)
+        k = max(1, math.ceil((earliest + lead - last) / period))
+        return last + k * period - lead
+
+
 class _Group:
-    def __init__(self, name: str, interval: float, work: Callable[[], Any], stop: threading.Event, source: str):
+    def __init__(
+        self,
+        name: str,
+        interval: float,
+        work: Callable[[], Any],
+        stop: threading.Event,
+        source: str,
+        clock: ScrapeClock | None = None,
+    ):
         self.status = GroupStatus(source, interval)
         self.name = name
         self.value: Any = None
         self._work = work
         self._stop = stop
+        self._clock = clock
         self._done_once = threading.Event()
         self.thread = threading.Thread(target=self._loop, name=f"exporter-{name}", daemon=True)
 
@@ -79,7 +135,11 @@ class _Group:
         while not self._stop.is_set():
             started = time.monotonic()
             self.run_once()
-            self._stop.wait(max(0.0, self.status.interval - (time.monotonic() - started)))
+            due = started + self.status.interval
+            if self._clock is not None:
+                # ready one second (or twice its last run) before the scrape that will read it
+                due = self._clock.due(due, max(1.0, 2 * (self.status.duration_s or 0.0)))
+            self._stop.wait(max(0.0, due - time.monotonic()))
 
     def run_once(self) -> None:
         status = self.status
@@ -97,6 +157,8 @@ class _Group:
     def wait_first(self, timeout: float) -> bool:
         return self._done_once.wait(timeout)
 
+
+VERSION_RETRY_S = 60.0  # an engine with no /version answer is asked again after this long
 
 MAX_PROXY_PAGE = 1024 * 1024  # two lines per backend: a page past this is not our proxy's
 
@@ -186,10 +248,12 @@ class Exporter:
         self.with_runs = with_runs
         self.timeout = timeout
         self._stop = threading.Event()
+        self.clock = ScrapeClock()  # the scrapes' period: each group runs just before the one that reads it
         self._client = http_client(timeout)
         self._raw: dict[str, str] = {}
         self._parsers: dict[str, LeanParser] = {}
         self._versions: dict[str, str | None] = {}
+        self._version_asked: dict[str, float] = {}  # monotonic time /version was last asked, by URL
         self._plans: dict[str, int | None] = {}
         self._stall_since: dict[str, float] = {}
         self._collector: Collector | None = None
@@ -197,6 +261,8 @@ class Exporter:
         self._urls: dict[str, str] = {}  # engine label -> the URL it is polled at
         self._runs: dict[str, Any] = {}
         self._container_profiles: dict[str, str | None] = {}
+        self._containers: list[Any] = []  # the engines last found in containers
+        self._containers_at: float | None = None  # monotonic time of that look
         self._extras: dict[str, EngineExtra] = {}
         # The live proxies of pd / external-dp layouts (serve --role proxy) and their counts.
         self._proxies: list[Any] = []
@@ -204,9 +270,16 @@ class Exporter:
         self._snapshot: Snapshot | None = None
         self._groups: list[_Group] = []
         self._device_group: _Group | None = None
+        if devices is not None and hasattr(devices, "usages_every"):
+            devices.usages_every = self.intervals["usages"]
         if devices is not None:
             self._device_group = _Group(
-                "devices", self.intervals["devices"], devices.sample, self._stop, getattr(devices, "name", "devices")
+                "devices",
+                self.intervals["devices"],
+                devices.sample,
+                self._stop,
+                getattr(devices, "name", "devices"),
+                self.clock,
             )
             self._groups.append(self._device_group)
             self._devices = _LatestDevices(self._device_group, getattr(devices, "name", "devices"))
@@ -216,16 +289,20 @@ class Exporter:
         if views and self._device_group is not None and getattr(devices, "name", "") == "npu-smi":
             self._view_groups = self._make_view_groups(devices)
             self._groups += self._view_groups
-        self._groups.append(_Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines"))
+        self._groups.append(
+            _Group("engines", self.intervals["engines"], self._poll_engines, self._stop, "engines", self.clock)
+        )
         self._plog_group = None
         if plogs:
             from engine.exporter.plogs import PlogCounter
 
             counter = PlogCounter()
-            self._plog_group = _Group("plogs", self.intervals["plogs"], counter.poll, self._stop, "plogs")
+            self._plog_group = _Group("plogs", self.intervals["plogs"], counter.poll, self._stop, "plogs", self.clock)
             self._groups.append(self._plog_group)
         self._doctor_group = (
-            _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor") if doctor else None
+            _Group("doctor", self.intervals["doctor"], _run_doctor, self._stop, "doctor", self.clock)
+            if doctor
+            else None
         )
         if self._doctor_group is not None:
             self._groups.append(self._doctor_group)
@@ -243,10 +320,10 @@ class Exporter:
         groups = []
         for view in npu_views():
             work = functools.partial(self._poll_npu_view, poller, view)
-            groups.append(_Group(view, self.intervals[view], work, self._stop, f"npu-smi -t {view}"))
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"npu-smi -t {view}", self.clock))
         for view in nic_views() if hccn else ():
             work = functools.partial(self._poll_nic_view, poller, view)
-            groups.append(_Group(view, self.intervals[view], work, self._stop, f"hccn_tool -{view}"))
+            groups.append(_Group(view, self.intervals[view], work, self._stop, f"hccn_tool -{view}", self.clock))
         return groups
 
     def _npu_keys(self) -> list[str]:
@@ -299,6 +376,10 @@ class Exporter:
 
     # -- what a scrape reads -----------------------------------------------------------------
 
+    def scraped(self) -> None:
+        """A scrape of /metrics came (the server says so before it reads `state()`)."""
+        self.clock.scraped()
+
     def state(self) -> ExporterState:
         dev = self._device_group
         return ExporterState(
@@ -328,14 +409,23 @@ class Exporter:
             self._proxies = [r for r in live if is_proxy(r)]
             targets += [target_of(r) for r in runs if r.url.rstrip("/") not in self.urls]
             # Engines in containers, found by their `ascendctl.run` label: no URL needed.
-            from engine.container.discover import find_engines
-
-            notes: list[str] = []
-            found = find_engines(notes=notes)
+            found = self._find_containers()
             self._container_profiles = {c.run_id: c.entry.profile for c in found}
-            targets = with_containers(targets, notes, found)
+            targets = with_containers(targets, [], found)
         self._runs = {r.run_id: r for r in runs}
         return tuple(targets)
+
+    def _find_containers(self) -> list[Any]:
+        """The engines in containers, looked for again once the `containers` interval has passed
+        (a container started since then is found on the next look; one that stopped answers no
+        more in the meantime, as any engine that stops)."""
+        now = time.monotonic()
+        if self._containers_at is None or now - self._containers_at >= self.intervals["containers"]:
+            from engine.container.discover import find_engines
+
+            self._containers = find_engines(notes=[])
+            self._containers_at = now
+        return self._containers
 
     def _scrape(self, url: str):
         parser = self._parsers.setdefault(url, LeanParser())
@@ -396,8 +486,14 @@ class Exporter:
         run = self._runs.get(view.label)
         # The view names the engine without credentials; the target keeps the URL it is read at.
         url = self._urls.get(view.label, view.url)
-        if url not in self._versions or (self._versions[url] is None and view.status.ok):
+        # An engine that answered no version (an older vLLM, a server with no /version) is asked
+        # again once a minute, not on every poll: the request cost as much as the rest of the poll.
+        now = time.monotonic()
+        retry = now - self._version_asked.get(url, -VERSION_RETRY_S) >= VERSION_RETRY_S
+        if url not in self._versions or (self._versions[url] is None and view.status.ok and retry):
             self._versions[url] = _vllm_version(self._client, url, self.timeout) if view.status.ok else None
+            if view.status.ok:
+                self._version_asked[url] = now
         if run is not None and run.run_id not in self._plans:
             self._plans[run.run_id] = planned_blocks(Path(run.directory))
         generation = getattr(view.rates, "generation_tps", None)

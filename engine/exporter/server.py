@@ -240,6 +240,9 @@ class ExporterServer:
                     return
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
+                    scraped = getattr(exporter, "scraped", None)
+                    if scraped is not None:
+                        scraped()  # the groups place their next runs just before the next scrape
                     try:
                         body, ctype = renderer.render(exporter.state(), self.headers.get("Accept", ""))
                     except Exception as exc:  # noqa: BLE001 - a bug must answer 500, not kill the server

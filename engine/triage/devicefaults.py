@@ -14,12 +14,19 @@ Shapes, each seen in a public source (docs/triage.md, "Device faults", lists the
 - the host kernel log (dmesg): the driver's `Heartbeat lost! (device=N; ...)`, which FaultDiag's
   knowledge base files as code 0x40F84E00 (inter-board heartbeat lost).
 The NPU is the device id the line names (`devid=1`, `device_id=2`, `[devid-0]`, `device=1`),
-else the `device-N` folder of the file (msnpureport's layout), else unknown (None).
+else the `device-N` folder of the file (msnpureport's layout), else unknown (None). Those ids are
+the runtime's logic ids; given `npu-smi info -m` (a bundle's transcript holds it) the reader names
+the NPU ID `npu-smi info` shows instead (a 310P card with NPU ID 4 has logic id 0). The driver's
+heartbeat line and npu-smi's own answers already name the NPU ID and are left as they are.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from engine.devices.npu_smi import ChipIds
 
 # Literals one of which every line above holds: the triage pre-filter looks for them (cheap), and
 # only lines holding one are read here.
@@ -76,8 +83,13 @@ def _npu_in_line(line: str) -> int | None:
 class DeviceCodeReader:
     """Reads lines one by one; keeps, per input, the NPU an npu-smi transcript is about."""
 
-    def __init__(self) -> None:
+    def __init__(self, ids: Mapping[int, "ChipIds"] | None = None) -> None:
         self._npu: dict[str, int | None] = {}
+        self._ids = dict(ids or {})  # logic id -> the chip's ids (npu-smi info -m)
+
+    def _npu_of_logic(self, logic: int | None) -> int | None:
+        chip = self._ids.get(logic) if logic is not None else None
+        return chip.npu if chip is not None else logic
 
     def read(self, line: str, source: str = "") -> list[tuple[int | None, int]]:
         """(npu, code) for every device fault code the line shows; [] for most lines."""
@@ -99,7 +111,7 @@ class DeviceCodeReader:
         for m in _IN_LINE.finditer(line):
             code = int(next(g for g in m.groups() if g is not None), 16)
             npu = _npu_in_line(line)
-            pair = (npu if npu is not None else npu_of_path(source), code)
+            pair = (self._npu_of_logic(npu if npu is not None else npu_of_path(source)), code)
             if pair not in found:
                 found.append(pair)
         return found

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from engine.system.follow import MAX_LINE
 from engine.triage.codes import CodeInfo, find_codes
@@ -119,7 +119,13 @@ class Scanner:
     """Feed lines (or blocks of bytes), then ask for the report; `report()` can be called at any
     time (a live view) and does not disturb the scan."""
 
-    def __init__(self, rules: Sequence[Rule] | None = None, *, engine: str = "auto") -> None:
+    def __init__(
+        self,
+        rules: Sequence[Rule] | None = None,
+        *,
+        engine: str = "auto",
+        device_ids: Mapping[int, Any] | None = None,  # logic id -> ChipIds, from `npu-smi info -m`
+    ) -> None:
         self.index = RuleIndex(load_rules() if rules is None else rules, engine=engine)
         self._hits: dict[str, _Hit] = {}
         self._miner = TemplateMiner()
@@ -136,7 +142,7 @@ class Scanner:
         # SIGINT / SIGTERM it is stopped with): they name no issue and no root line.
         self._stopped: set[str] = set()
         self._shutdown_events = 0
-        self._device = DeviceCodeReader()  # device fault codes (npu-smi health, device-OS logs, dmesg)
+        self._device = DeviceCodeReader(device_ids)  # device fault codes (npu-smi health, device-OS logs, dmesg)
         self.lines = 0
         self.events = 0
         self.bytes = 0

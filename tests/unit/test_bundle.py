@@ -385,7 +385,8 @@ def test_bundle_follows_faultdiags_collection_layout_where_they_overlap(tmp_path
     assert (top / MANIFEST).is_file() and (top / ".recorded").is_dir()
     # Per-card npu-smi views are run the way FaultDiag's parser expects them (`-i N` before `-t`).
     healthy, _ = bundle_of(HOSTS / "healthy-910b", tmp_path / "h.tar.gz")
-    views = [s["name"] for s in healthy["sources"] if s["name"].startswith("npu-smi info -")]
+    # (`npu-smi info -m`, the chips' logic ids, is no per-card view: FaultDiag does not read it)
+    views = [s["name"] for s in healthy["sources"] if s["name"].startswith("npu-smi info -i")]
     assert views and all(FD_NPU_SMI.fullmatch(v) for v in views)
 
 

@@ -347,3 +347,125 @@ def test_hangs_and_the_restart_reason_of_a_run_reach_the_exporter():
     samples = _samples(state)
     assert [s.value for s in samples["ascendctl_engine_hangs_total"]] == [2.0]
     assert samples["ascendctl_engine_restart_reason"][0].labels == {"engine": "run-a", "reason": "hang", "host": "h"}
+
+
+def test_the_exporter_reads_usages_on_their_own_interval_top_on_every_poll(monkeypatch):
+    """The exporter's CPU is mostly the processes it starts (benchmarks/bench_exporter.py): the
+    per-card usages are asked every `usages` interval (15 s), not on every 5 s table poll."""
+    import engine.devices.sources as sources
+
+    clock = [1000.0]
+    monkeypatch.setattr(sources.time, "monotonic", lambda: clock[0])
+    runner = ReplayRunner(npu_text("info/s19_a3_25.3.rc1_busy.txt"), npu_text("usages/u2_910b_25.5.1.txt"))
+    source = NpuSmiSource(runner)
+    exporter = Exporter(devices=source, doctor=False, plogs=False, with_runs=False, views=False)
+    try:
+        assert source.usages_every == 15.0
+
+        def usages_calls() -> int:
+            return sum(1 for argv in runner.calls if "usages" in argv)
+
+        first = source.sample()
+        assert usages_calls() == 8  # one per card (16 dies on 8 cards)
+        clock[0] += 5
+        again = source.sample()
+        assert usages_calls() == 8  # within 15 s: the last answer, no npu-smi run
+        assert [d.aicpu_pct for d in again] == [d.aicpu_pct for d in first] and first[0].aicpu_pct is not None
+        clock[0] += 10
+        source.sample()
+        assert usages_calls() == 16
+    finally:
+        exporter.close()
+    top = NpuSmiSource(ReplayRunner(npu_text("info/s19_a3_25.3.rc1_busy.txt"), npu_text("usages/u2_910b_25.5.1.txt")))
+    top.sample(), top.sample()
+    assert sum(1 for argv in top.runner.calls if "usages" in argv) == 16  # top: every poll
+
+
+def test_containers_are_looked_for_once_per_containers_interval(monkeypatch, tmp_path):
+    import engine.container.discover as discover
+
+    monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path))
+    looks = []
+    monkeypatch.setattr(discover, "find_engines", lambda notes=None: looks.append(1) or [])
+    exporter = Exporter(doctor=False, plogs=False, intervals={"containers": 30.0})
+    try:
+        for _ in range(3):
+            exporter._targets_now()
+        assert len(looks) == 1  # three engine polls, one `podman ps` / `docker ps`
+        exporter._containers_at -= 30.0
+        exporter._targets_now()
+        assert len(looks) == 2
+    finally:
+        exporter.close()
+
+
+def test_an_engine_without_a_version_is_asked_again_once_a_minute_not_every_poll(monkeypatch):
+    import engine.exporter.collect as collect
+
+    asked = []
+    monkeypatch.setattr(collect, "_vllm_version", lambda client, url, timeout: asked.append(url) or None)
+    clock = [500.0]
+    monkeypatch.setattr(collect.time, "monotonic", lambda: clock[0])
+    exp = Exporter(with_runs=False, doctor=False)
+    try:
+
+        class View:
+            label, url = "e", "http://x"
+            running = 0
+            status = type("S", (), {"ok": True})()
+            rates = None
+
+        class Snap:
+            time = 100.0
+
+        for _ in range(12):  # a minute of 5 s polls
+            exp._extra(View, Snap)
+            clock[0] += 5
+        assert asked == ["http://x"]  # the 404 of /version cost one request, not twelve
+        exp._extra(View, Snap)
+        assert asked == ["http://x"] * 2 and exp._extra(View, Snap).vllm_version is None
+    finally:
+        exp.close()
+
+
+def test_with_a_steady_scrape_each_group_runs_just_before_the_scrape_that_reads_it():
+    from engine.exporter.collect import ScrapeClock
+
+    clock = ScrapeClock()
+    for t in (100.0, 115.0, 130.0):  # Prometheus every 15 s
+        clock.scraped(t)
+    # the engines (every 5 s) last ran at 129: not again at 134 and 139, which nobody reads, but
+    # at 144, one second before the scrape of 145
+    assert clock.due(134.0, 1.0) == 144.0
+    # a view every 60 s that ran at 131 runs before the first scrape after 191: at 204
+    assert clock.due(191.0, 1.0) == 204.0
+    # a run that takes 3 s starts 6 s ahead
+    assert clock.due(134.0, 6.0) == 139.0
+
+
+def test_scrapes_at_no_steady_period_leave_the_intervals_as_they_are():
+    from engine.exporter.collect import ScrapeClock
+
+    clock = ScrapeClock()
+    assert clock.due(10.0, 1.0) == 10.0  # no scrape yet
+    for t in (0.0, 2.0, 15.0, 17.0):  # two scrapers out of step, or a person
+        clock.scraped(t)
+    assert clock.due(20.0, 1.0) == 20.0
+    fast = ScrapeClock()
+    for t in (0.0, 0.2, 0.4, 0.6):  # a test scraping in a loop
+        fast.scraped(t)
+    assert fast.due(5.0, 1.0) == 5.0
+
+
+def test_the_server_tells_the_exporter_of_each_scrape():
+    exporter = Exporter(doctor=False, plogs=False, with_runs=False)
+    server = ExporterServer(exporter, "127.0.0.1", 0)
+    server.start()
+    try:
+        for _ in range(3):
+            httpx.get(f"http://127.0.0.1:{server.port}/metrics").raise_for_status()
+        httpx.get(f"http://127.0.0.1:{server.port}/")
+        assert len(exporter.clock._times) == 3  # /metrics only
+    finally:
+        server.shutdown()
+        exporter.close()

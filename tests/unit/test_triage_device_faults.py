@@ -139,3 +139,51 @@ def test_the_fault_managers_event_id_as_huaweis_troubleshooting_page_quotes_it()
     line = "[fault_manager] event_id: [0x80E01809]"
     assert DeviceCodeReader().read(line, "report/hisi_logs/device-2/x.log") == [(2, 0x80E01809)]
     assert DeviceCodeReader().read(line, "slog/dev-os-3/run/device-os/device-os_1.log") == [(None, 0x80E01809)]
+
+
+def _bundle_with_mapping(tmp_path, mapping: str):
+    """A bundle's top with its npu-smi transcript holding an `npu-smi info -m` answer."""
+    from engine.bundle.layout import MANIFEST, NPU_INFO_FILE
+    from engine.system.recorded import RECORD_DIR, write_transcript
+
+    top = tmp_path / "bundle"
+    (top / RECORD_DIR).mkdir(parents=True)
+    (top / MANIFEST).write_text("{}")
+    (top / NPU_INFO_FILE).parent.mkdir(parents=True, exist_ok=True)
+    text = (FIXTURES / "npu_smi" / "mapping" / mapping).read_text()
+    (top / NPU_INFO_FILE).write_text(write_transcript([(["npu-smi", "info", "-m"], text)]))
+    return top
+
+
+def test_a_device_logs_logic_id_is_named_by_the_npu_id_npu_smi_shows(tmp_path):
+    from engine.bundle.layout import device_ids
+    from engine.triage import Scanner
+
+    # A 310P3 card whose NPU ID is 4 and whose chip's logic id is 0 (the recorded `npu-smi info -m`):
+    # the export's black box under device-0 is that card's, and the operator knows it as NPU 4.
+    ids = device_ids(_bundle_with_mapping(tmp_path, "mp2_310p3_doc.txt"))
+    found = faults(scan_paths([str(EXPORT)], scanner=Scanner(device_ids=ids)))
+    assert found[(4, "0xB4060007")] == ("RestartBusiness", "restart-engine", "error")
+    assert (0, "0xB4060007") not in found
+    # a logic id the mapping does not list (devid=1) is left as the log names it
+    assert (1, "0xB4060007") in found
+
+
+def test_on_a_910b_host_logic_ids_and_npu_ids_agree(tmp_path):
+    from engine.bundle.layout import device_ids
+    from engine.triage import Scanner
+
+    ids = device_ids(_bundle_with_mapping(tmp_path, "mp1_910b4_blog.txt"))
+    assert faults(scan_paths([str(EXPORT)], scanner=Scanner(device_ids=ids))) == faults(scan_paths([str(EXPORT)]))
+
+
+def test_the_cli_reads_the_mapping_of_a_bundle(tmp_path, capsys):
+    import shutil
+
+    top = _bundle_with_mapping(tmp_path, "mp2_310p3_doc.txt")
+    log = top / "device-os.log"
+    shutil.copy(TSDAEMON, log)
+    from ascendctl.commands.triage import _device_ids
+
+    assert {logic: (c.npu, c.chip) for logic, c in _device_ids([str(top)]).items()} == {0: (4, 0)}
+    assert _device_ids([str(log)]) == {}  # a plain log is no bundle

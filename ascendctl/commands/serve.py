@@ -456,7 +456,15 @@ def serve_part(
     import sys
 
     from engine.errors import BadInput
-    from engine.profiles.parts import PROXY, check_connector, in_container, layout_parts, part_profile, pick
+    from engine.profiles.parts import (
+        PROXY,
+        check_connector,
+        group_url,
+        in_container,
+        layout_parts,
+        part_profile,
+        pick,
+    )
 
     parts = layout_parts(prof, version, spec.argv[0], sys.executable)
     check_connector(prof, spec.argv[0])
@@ -507,7 +515,10 @@ def serve_part(
             planned = dataclasses.replace(part_profile(prof, part), name=name, container=prof.container)
             preflight(out, planned, part.spec, container=boxed is not None)
     out.info(f"{part.name}: {part.command_line()}")
-    supervise(out, derived, part.spec, how, role=part.role, watch=engine, container=boxed)
+    # A member of an expert-parallel group watches the group's first member too (as dp's headless
+    # ranks watch node 0): it goes down, and comes back, with the group.
+    group = group_url(parts, part) if engine else None
+    supervise(out, derived, part.spec, how, role=part.role, watch=engine, container=boxed, group_url=group)
 
 
 def show_parts_dry_run(

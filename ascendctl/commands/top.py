@@ -153,6 +153,13 @@ def _fail_if_down(snap: "Snapshot") -> None:
     if down:
         e = down[0]
         raise Unreachable(f"{e.label}: {e.status.error}", e.status.fix or i18n._("check that the engine is running"))
+    proxies = [p for p in snap.proxies if not p.status.ok]
+    if proxies:
+        p = proxies[0]
+        raise Unreachable(
+            f"{p.label}: {p.status.error}",
+            i18n._("check that the layout's proxy is running (`ascendctl serve --role proxy`) and its port"),
+        )
 
 
 def _document(snap: "Snapshot") -> dict:

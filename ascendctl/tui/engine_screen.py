@@ -90,7 +90,12 @@ class EngineScreen(Screen[None]):
             self.run = load_run(self.run_dir)[0] or self.run  # its phase and restarts move
         e = self.engine
         self.query_one("#engine-header", TextPanel).update(self._header())
-        figures = [Text(_("Figures"), style="bold"), *render.engine_figures(e, snap.thresholds, p90=True)]
+        figures = [
+            Text(_("Figures"), style="bold"),
+            *render.engine_figures(e, snap.thresholds, p90=True),
+            *render.kv_transfer_lines(e, snap.thresholds),
+            *render.routed_by(e, snap),
+        ]
         self.query_one("#engine-figures", TextPanel).update(Text("\n").join(figures))
         if self.history is not None:
             self.query_one(ChartPanel).changed()

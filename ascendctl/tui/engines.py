@@ -42,6 +42,7 @@ class EnginesPanel(TextPanel):
         self.cursor = 0
         self._selected: tuple[str, str] | None = None
         self._starts: list[int] = []  # the line of each engine's first line
+        self._proxies_at: int | None = None  # the line the proxies' block starts on
 
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
@@ -52,9 +53,12 @@ class EnginesPanel(TextPanel):
         self.cursor = max(0, min(self.cursor, len(keys) - 1))
         self._selected = keys[self.cursor] if keys else None
         text = render.engines_group(snap, self.cursor if keys else None)
-        # An engine's block starts with its name at the margin; its figures are indented.
+        # An engine's block starts with its name at the margin; its figures are indented. The
+        # proxies' block comes after the engines': the cursor does not go there.
         lines = text.plain.split("\n")
-        self._starts = [n for n, line in enumerate(lines) if n and not line.startswith(" ")] if keys else []
+        starts = [n for n, line in enumerate(lines) if n and not line.startswith(" ")] if keys else []
+        self._starts = starts[: len(keys)]
+        self._proxies_at: int | None = starts[len(keys)] if len(starts) > len(keys) else None
         self.update(text)
 
     @property
@@ -75,7 +79,11 @@ class EnginesPanel(TextPanel):
         if not self._starts or self.parent is None:
             return
         start = self._starts[self.cursor]
-        end = self._starts[self.cursor + 1] if self.cursor + 1 < len(self._starts) else self.text.plain.count("\n") + 1
+        end = (
+            self._starts[self.cursor + 1]
+            if self.cursor + 1 < len(self._starts)
+            else self._proxies_at or self.text.plain.count("\n") + 1
+        )
         region = Region(0, self.virtual_region.y + start, self.size.width, end - start)
         self.parent.scroll_to_region(region, animate=False)
 
@@ -84,6 +92,8 @@ class EnginesPanel(TextPanel):
             self.post_message(self.Open(self.selected))
 
     def on_click(self, event: events.Click) -> None:
+        if self._proxies_at is not None and event.y >= self._proxies_at:
+            return  # a proxy's lines: it has no screen of its own
         hits = [n for n, start in enumerate(self._starts) if start <= event.y]
         if hits and self.snapshot is not None:
             self.cursor = hits[-1]

@@ -13,14 +13,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ascendctl.style import NA, age, cells, clean, ljust_cells, num, plain, seconds, severity_style, spaced
+from ascendctl.style import NA, age, cells, clean, ljust_cells, num, plain, seconds, severity_style, size, spaced
 from engine.i18n import N_, _
 from engine.runs import short_name
 from engine.severity import Severity
 from engine.severity import rank as severity_rank
 from engine.telemetry.faults import chip_mark
 from engine.telemetry.logmarks import MarkedLine
-from engine.telemetry.snapshot import Diagnostic, EngineView, Snapshot, SourceStatus
+from engine.telemetry.snapshot import Diagnostic, EngineView, ProxyView, Snapshot, SourceStatus
 from engine.telemetry.thresholds import Thresholds
 
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -152,6 +152,9 @@ def engine_head(e: EngineView) -> Text:
     head = Text()
     head.append(f"{clean(short_name(e.label))} ", style="bold")
     head.append_text(_status_text(e.status))
+    role = getattr(e, "role", None)
+    if role:  # the part of a pd / external-dp layout it is
+        head.append(f"  {clean(role)}", style="bold")
     if e.model:  # the model name is a label of the engine's /metrics: text, never escapes
         head.append(f"  {W('model')} {clean(e.model)}", style="dim")
     return head
@@ -267,10 +270,120 @@ def engine_panel(e: EngineView, thresholds: Thresholds, selected: bool = False) 
 
 
 def engines_group(snap: Snapshot, selected: int | None = None) -> Text:
+    """The engines, then the proxies of pd / external-dp layouts (after the engines: the
+    dashboard's cursor walks the engines' blocks only)."""
+    proxies = getattr(snap, "proxies", ())
     if not snap.engines:
-        return Text(_("Engines: none (pass a URL, or start one with `ascendctl serve`)"), style="dim")
+        none = Text(_("Engines: none (pass a URL, or start one with `ascendctl serve`)"), style="dim")
+        return Text("\n").join([none, proxies_group(proxies)]) if proxies else none
     panels = (engine_panel(e, snap.thresholds, n == selected) for n, e in enumerate(snap.engines))
-    return Text("\n").join([Text(_("Engines"), style="bold"), *panels])
+    group = [Text(_("Engines"), style="bold"), *panels]
+    if proxies:
+        group.append(proxies_group(proxies))
+    return Text("\n").join(group)
+
+
+def proxy_lines(p: ProxyView) -> list[Text]:
+    """A proxy's name and state, then a line per role: backends up of total, the requests sent
+    (and per second), the failures, the requests refused for want of a backend, the ones down."""
+    head = Text()
+    head.append(f"{clean(short_name(p.label))} ", style="bold")
+    head.append_text(_status_text(p.status))
+    head.append("  " + _("proxy") + f"  {clean(p.url)}", style="dim")
+    lines = [head]
+    if not p.status.ok:
+        since = _("{since}: {error}").format(since=_never_or_last_ok(p.status), error=clean(p.status.error))
+        lines.append(Text(f"  {since}", style=severity_style(Severity.ERROR)))
+    for r in p.roles():
+        line = Text(f"  {clean(r.role):<8} ")
+        short = r.up < r.total
+        line.append(
+            _("{up}/{total} up").format(up=r.up, total=r.total),
+            style=severity_style(Severity.CRITICAL if r.up == 0 else Severity.WARNING) if short else "",
+        )
+        per_s = f" ({r.requests_per_s:.1f}/s)" if r.requests_per_s is not None else ""
+        line.append("  " + _("requests {count}").format(count=num(r.requests)) + per_s)
+        line.append("  ")
+        line.append(_("failed {count}").format(count=num(r.failures)), style="bold yellow" if r.failures else "")
+        line.append("  ")
+        line.append(
+            _("refused {count}").format(count=num(r.refused)), style=severity_style(Severity.ERROR) if r.refused else ""
+        )
+        down = [b.backend for b in p.backends if b.role == r.role and b.up is False]
+        if down:
+            line.append("  " + _("down: {backends}").format(backends=", ".join(map(clean, down))), style="dim")
+        lines.append(line)
+    if p.status.ok and not p.backends:
+        lines.append(Text("  " + _("no backend on its page"), style="dim"))
+    return lines
+
+
+def proxies_group(proxies: Sequence[ProxyView]) -> Text:
+    return Text("\n").join([Text(_("Proxies"), style="bold"), *(line for p in proxies for line in proxy_lines(p))])
+
+
+def routed_by(e: EngineView, snap: Snapshot) -> list[Text]:
+    """Which proxy of the snapshot routes to the engine, and what it sent it; nothing for an
+    engine no proxy names."""
+    out = []
+    for p in getattr(snap, "proxies", ()):
+        b = p.routes_to(e.url)
+        if b is None:
+            continue
+        state = _("up") if b.up else _("DOWN") if b.up is False else NA
+        out.append(
+            Text(
+                "  "
+                + _("proxy {proxy} routes {role} requests here ({state}): {requests} sent, {failures} failed").format(
+                    proxy=clean(short_name(p.label)),
+                    role=clean(b.role),
+                    state=state,
+                    requests=num(b.requests),
+                    failures=num(b.failures),
+                ),
+                style="" if b.up is not False else severity_style(Severity.WARNING),
+            )
+        )
+    return out
+
+
+def kv_transfer_lines(e: EngineView, thresholds: Thresholds) -> list[Text]:
+    """The KV connector's transfers over the window, as its metrics give them (NIXL); for an
+    engine of a prefill / decode layout whose connector exports none (Mooncake on vllm-ascend),
+    a line that says so rather than zeros. Nothing for other engines."""
+    kv = getattr(e.rates, "kv_transfer", None)
+    if kv is None:
+        if getattr(e, "role", None) not in ("prefill", "decode") or not e.status.ok:
+            return []
+        return [
+            Text(
+                "  "
+                + _(
+                    "KV transfer: the connector exports no metrics (Mooncake on vllm-ascend does not);"
+                    " kv-fetch-stuck and kv-transfer-failing watch the requests and the log"
+                ),
+                style="dim",
+            )
+        ]
+    rate = f"{num(kv.transfers_per_s, '{:.1f}')}/s"
+    line = Text(
+        "  "
+        + _("KV transfer {rate}  {bytes}/s  avg {avg}  descriptors {descs}").format(
+            rate=rate,
+            bytes=size(kv.bytes_per_s),
+            avg=seconds(kv.avg_transfer_s),
+            descs=num(kv.avg_descriptors, "{:.0f}"),
+        )
+    )
+    line.append("  ")
+    line.append(
+        _("failed {count}").format(count=num(kv.failed)),
+        style=severity_style(Severity.ERROR) if kv.failed else "",
+    )
+    if kv.expired:
+        line.append("  " + _("expired {count}").format(count=num(kv.expired)), style=severity_style(Severity.WARNING))
+    line.append(f"  ({_window(e.rates.window_span_s, thresholds.window_s)})", style="dim")
+    return [line]
 
 
 # The history series (engine.metrics.catalog HISTORY_KEYS) as the engine screen names them.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,12 +28,13 @@ import httpx
 
 from engine.devices.sample import DeviceSample
 from engine.devices.views import intervals as view_intervals
-from engine.errors import AscendctlError, Unreachable
+from engine.errors import AscendctlError, BadInput, Unreachable
 from engine.exporter.deviceviews import ViewAnswer, ViewPoller
 from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.jsonsafe import loads
 from engine.metrics.prom import LeanParser, scrape
+from engine.metrics.proxy import parse_proxy
 from engine.telemetry.collector import Collector, Target, is_proxy, target_of, watched, with_containers
 from engine.telemetry.runprofile import planned_blocks
 from engine.telemetry.snapshot import Snapshot
@@ -160,14 +160,7 @@ class _Group:
 
 VERSION_RETRY_S = 60.0  # an engine with no /version answer is asked again after this long
 
-# One sample of engine/pdproxy.py's page: ascendctl_proxy_requests_total{role="prefill",backend="h:p"} 3
 MAX_PROXY_PAGE = 1024 * 1024  # two lines per backend: a page past this is not our proxy's
-PROXY_SAMPLE = re.compile(
-    r'^ascendctl_proxy_(requests|failures)_total\{role="([^"]*)",backend="([^"]*)"\} ([0-9.eE+-]+)$', re.M
-)
-# ...whether it routes to each backend (backend_up), and the requests it refused for want of one.
-PROXY_UP = re.compile(r'^ascendctl_proxy_backend_up\{role="([^"]*)",backend="([^"]*)"\} ([0-9.eE+-]+)$', re.M)
-PROXY_REFUSED = re.compile(r'^ascendctl_proxy_refused_total\{role="([^"]*)"\} ([0-9.eE+-]+)$', re.M)
 
 
 @dataclass(frozen=True)
@@ -476,13 +469,19 @@ class Exporter:
                 )
             except Unreachable:
                 continue
-            text = page.text if page.status_code == 200 else ""
-            for kind, role, backend, value in PROXY_SAMPLE.findall(text):
-                counts[(run.run_id, kind, role, backend)] = float(value)
-            for role, backend, value in PROXY_UP.findall(text):
-                counts[(run.run_id, "up", role, backend)] = float(value)
-            for role, value in PROXY_REFUSED.findall(text):
-                counts[(run.run_id, "refused", role, "")] = float(value)
+            if page.status_code != 200:
+                continue
+            try:
+                proxy = parse_proxy(page.text)  # the one reader of the proxy's page, as top's
+            except BadInput:
+                continue
+            for b in proxy.backends:
+                counts[(run.run_id, "requests", b.role, b.backend)] = b.requests
+                counts[(run.run_id, "failures", b.role, b.backend)] = b.failures
+                if b.up is not None:
+                    counts[(run.run_id, "up", b.role, b.backend)] = float(b.up)
+            for role, value in proxy.refused.items():
+                counts[(run.run_id, "refused", role, "")] = value
         return counts
 
     def _extra(self, view, snap: Snapshot) -> EngineExtra:

@@ -419,6 +419,10 @@ class HangMonitor:
         # A headless rank watching its group's API (node 0's): that API gone for
         # probe_interval_s x probe_failures once it was up takes this rank down with it.
         self.group = False
+        # A member of an expert-parallel group that serves its own API (a pd role's decode group
+        # over several hosts): the group's first member's API, watched besides its own as a
+        # headless rank watches node 0's. None elsewhere.
+        self.group_url: str | None = None
         self.fixed_timeout: float | None = None  # the probe's timeout as given (`probe --timeout`)
         # Probe at the first look (`ascendctl probe`, one look) instead of reading a baseline.
         self.probe_first = False
@@ -558,6 +562,8 @@ class HangMonitor:
                 Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)
             )
         group = self._group_evidence(now, metrics is not None) if self.group else None
+        if self.group_url is not None:
+            group = self._group_evidence(now, self._answers(self.group_url), self.group_url)
         if group is not None:
             notes.insert(0, group)
         running = getattr(metrics, "running", None)
@@ -587,7 +593,15 @@ class HangMonitor:
         self.last = Verdict(hung, tuple(parts))
         return self.last
 
-    def _group_evidence(self, now: float, reachable: bool) -> Evidence | None:
+    def _answers(self, url: str) -> bool:
+        """Does the API at `url` answer its /health (any answer within the probe's timeout)?"""
+        try:
+            read_page(self.client, url.rstrip("/") + "/health", deadline=self.limits.probe_timeout_s)
+        except (Unreachable, BadInput, httpx.HTTPError):
+            return False
+        return True
+
+    def _group_evidence(self, now: float, reachable: bool, url: str | None = None) -> Evidence | None:
         if reachable:
             self._seen_up, self._down_since = True, None
             return None
@@ -597,7 +611,7 @@ class HangMonitor:
             self._down_since = now
         down = now - self._down_since
         limit = self.limits.probe_interval_s * self.limits.probe_failures
-        return Evidence("group", f"the group's API at {self.url} gone for {down:.0f} s", down >= limit)
+        return Evidence("group", f"the group's API at {url or self.url} gone for {down:.0f} s", down >= limit)
 
     @staticmethod
     def judge(

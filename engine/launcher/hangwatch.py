@@ -31,7 +31,8 @@ class HangPolicy:
     api_key: str | None = None
     model: str | None = None
     devices: Callable[[], Sequence] | None = None
-    # A headless rank's: the API of its group (node 0's URL), watched instead of its own.
+    # A headless rank's: the API of its group (node 0's URL), watched instead of its own. A member
+    # of an expert-parallel group of a pd role: its group's first member's, watched besides its own.
     group_url: str | None = None
 
     @staticmethod
@@ -55,6 +56,8 @@ class HangWatch:
             url, policy.limits, pid=pid, model=policy.model, api_key=policy.api_key, devices=policy.devices
         )
         self.monitor.group = policy.group_url is not None and url == policy.group_url
+        if policy.group_url is not None and url != policy.group_url:
+            self.monitor.group_url = policy.group_url
         self.run_dir = run_dir
         self.number = number  # hangs recorded in this run so far
         self._tail = tail

@@ -82,6 +82,12 @@ METRICS: tuple[Metric, ...] = (
     # TPOT was renamed ITL in vLLM 0.10.
     Metric("itl", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"), HISTOGRAM, window="itl"),
     Metric("e2e", ("vllm:e2e_request_latency_seconds",), HISTOGRAM, live=False),  # bench and scripts
+    # The KV connector's transfers, where it exports them (NIXL: nixl/stats.py of vLLM's
+    # kv_connector; Mooncake on vllm-ascend exports none): read over the window as transfers/s,
+    # bytes/s, the average transfer time and descriptors (`rates.KvTransfer`).
+    Metric("kv_xfer_time", ("vllm:nixl_xfer_time_seconds",), HISTOGRAM),
+    Metric("kv_xfer_bytes", ("vllm:nixl_bytes_transferred",), HISTOGRAM),
+    Metric("kv_xfer_descriptors", ("vllm:nixl_num_descriptors",), HISTOGRAM),
 )
 
 SCALARS = tuple(m for m in METRICS if m.kind != HISTOGRAM)

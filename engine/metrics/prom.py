@@ -10,7 +10,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -260,10 +260,11 @@ def scrape(
     base_url: str,
     timeout: float = 2.0,
     client: httpx.Client | None = None,
-    parse: Callable[[str], EngineMetrics] = parse_metrics,
-) -> EngineMetrics:
+    parse: Callable[[str], Any] = parse_metrics,
+) -> Any:
     """GET {base_url}/metrics (through the bounded reader: `timeout` is the total deadline) and
-    parse it (a live view passes its engine's LeanParser). Raises Unreachable or BadInput with a fix."""
+    parse it (a live view passes its engine's LeanParser; a layout's proxy, `proxy.parse_proxy`).
+    Raises Unreachable or BadInput with a fix."""
     from engine.httpread import read_page
     from engine.redact import url_without_credentials
 

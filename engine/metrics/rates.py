@@ -103,6 +103,41 @@ def kv_pool(metrics: EngineMetrics, log_blocks: int | None = None, log_tokens: i
     return KvPool(total, used, usage, block_size, source)
 
 
+@dataclass(frozen=True)
+class KvTransfer:
+    """The KV connector's transfers over the window, from its own metrics (NIXL's
+    `vllm:nixl_*`). Absent (None on EngineRates) where the connector exports none."""
+
+    transfers: float | None = None  # finished in the window
+    transfers_per_s: float | None = None
+    bytes_per_s: float | None = None
+    avg_transfer_s: float | None = None  # None without a transfer in the window
+    avg_descriptors: float | None = None
+    failed: float | None = None  # failed transfers (handshakes, notifications) in the window
+    expired: float | None = None  # requests whose KV no decoder fetched in time (prefill side)
+
+
+def kv_transfer(
+    new: EngineMetrics, old: EngineMetrics, span_s: float, failed: float | None, expired: float | None
+) -> KvTransfer | None:
+    """The window's transfer figures between the scrapes `old` and `new`, `span_s` apart."""
+    hists = {k: new.histogram(k) for k in ("kv_xfer_time", "kv_xfer_bytes", "kv_xfer_descriptors")}
+    if all(h is None for h in hists.values()) and new.kv_failed is None and new.kv_expired is None:
+        return None
+    delta = {k: histogram_delta(h, old.histogram(k)) if h is not None else None for k, h in hists.items()}
+    xfer, size, descs = delta["kv_xfer_time"], delta["kv_xfer_bytes"], delta["kv_xfer_descriptors"]
+    per_s = (lambda v: v / span_s) if span_s > 0 else (lambda v: None)
+    return KvTransfer(
+        transfers=xfer.count if xfer is not None else None,
+        transfers_per_s=per_s(xfer.count) if xfer is not None else None,
+        bytes_per_s=per_s(size.sum) if size is not None else None,
+        avg_transfer_s=xfer.sum / xfer.count if xfer is not None and xfer.count > 0 else None,
+        avg_descriptors=descs.sum / descs.count if descs is not None and descs.count > 0 else None,
+        failed=failed,
+        expired=expired,
+    )
+
+
 # Figures derived from the last two scrapes and the window; None until they exist. A field per
 # counter rate and window of the catalog, and the figures derived from several series.
 EngineRates = dataclasses.make_dataclass(
@@ -119,6 +154,8 @@ EngineRates = dataclasses.make_dataclass(
         # (`top --once` takes two scrapes a second apart). Last, so existing fields keep their places.
         ("window_span_s", float | None, field(default=None)),
         *optional_fields(tuple(m.window for m in COUNTERS if m.window and m.appended)),
+        # The KV connector's transfers (None where it exports no figures). Last, as above.
+        ("kv_transfer", KvTransfer | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,
@@ -184,13 +221,17 @@ class RateTracker:
                 return Percentiles()
             return percentiles(histogram_delta(new, oldest.histogram(key)))
 
+        windows = {m.window: window_delta(m.key) for m in COUNTERS if m.window}
         return EngineRates(
             interval_s=dt,
             **{m.rate: _rate(getattr(metrics, m.key), getattr(m0, m.key), dt) for m in COUNTERS if m.rate},
-            **{m.window: window_delta(m.key) for m in COUNTERS if m.window},
+            **windows,
             prefix_hit_rate=hit_rate,
             cached_tps_by_tier=tiers,
             offload_per_s=offload,
             **{m.window: window_percentiles(m.key) for m in HISTOGRAMS if m.window},
             window_span_s=t - oldest_t,
+            kv_transfer=kv_transfer(
+                metrics, oldest, t - oldest_t, windows.get("kv_failed_in_window"), windows.get("kv_expired_in_window")
+            ),
         )

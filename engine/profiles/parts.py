@@ -276,6 +276,25 @@ def pick(parts: list[Part], role: str, host: int, index: int | None) -> Part:
     return mine[index]
 
 
+def group_first(parts: list[Part], part: Part) -> Part | None:
+    """The first member (data-parallel rank 0) of the expert-parallel group `part` is in: the one
+    its hang watch watches besides itself, as a headless `dp` rank watches node 0. None for that
+    member itself, and for an instance that is a group of its own."""
+    if "--data-parallel-rank" not in part.spec.argv:
+        return None
+    members = [
+        p for p in parts if p.role == part.role and p.group == part.group and "--data-parallel-rank" in p.spec.argv
+    ]
+    first = min(members, key=lambda p: p.rank or 0)
+    return None if first is part else first
+
+
+def group_url(parts: list[Part], part: Part) -> str | None:
+    """The API of `part`'s group's first member (see group_first), None when there is none."""
+    first = group_first(parts, part)
+    return None if first is None else f"http://{first.address}:{first.spec.port}"
+
+
 def known_connectors(python: str, platform: str) -> set[str] | None:
     """The KV connector names the engine's vLLM (and vllm-ascend, where installed) registers, read
     from their sources without importing them; vllm-ascend's from connectors.yaml on an ascend

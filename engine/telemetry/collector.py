@@ -26,6 +26,7 @@ from engine.httpread import client as http_client
 from engine.httpread import read_page
 from engine.metrics.catalog import HISTORY_KEYS, RATE_FIELDS, VIEW_FIELDS
 from engine.metrics.prom import EngineMetrics, LeanParser, scrape
+from engine.metrics.proxy import ProxyMetrics, parse_proxy
 from engine.metrics.rates import EngineRates, RateTracker, kv_pool
 from engine.redact import redact_text, redact_value, url_without_credentials
 from engine.severity import rank as severity_rank
@@ -33,10 +34,19 @@ from engine.system.proctree import tree_rss_mib
 from engine.telemetry.kvtransfer import KvTransferWatch
 from engine.telemetry.logtail import LogTail
 from engine.telemetry.rules import RuleEngine
-from engine.telemetry.snapshot import ContainerView, Diagnostic, EngineView, ServeView, Snapshot, SourceStatus
+from engine.telemetry.snapshot import (
+    ContainerView,
+    Diagnostic,
+    EngineView,
+    ProxyView,
+    ServeView,
+    Snapshot,
+    SourceStatus,
+)
 from engine.telemetry.thresholds import Thresholds, device_levels, engine_levels, hbm_budget
 
 HISTORY_LEN = 60
+PROXY_ROLE = "proxy"  # engine.profiles.parts.PROXY, without importing the profiles here
 
 
 @dataclass(frozen=True)
@@ -87,17 +97,15 @@ def targets_from_runs(skipped: list[str] | None = None, containers: list | None 
     for r in runs:
         if not r.serves_api:
             notes.append(f"{r.run_id} is a headless data-parallel rank: it serves no API here (watch node 0's)")
-        elif is_proxy(r):
-            notes.append(
-                f"{r.run_id} is the layout's proxy, not an engine: the roles behind it are shown; "
-                f"its request counts per backend are at {url_without_credentials(r.url)}/metrics"
-            )
-    return with_containers([target_of(r) for r in runs if watched(r)], notes, containers)
+    # A layout's proxy is a target too: its /metrics is read as the proxy's (Snapshot.proxies).
+    targets = with_containers([target_of(r) for r in runs if watched(r)], notes, containers)
+    return targets + [target_of(r) for r in runs if r.serves_api and is_proxy(r)]
 
 
 def is_proxy(run) -> bool:
-    """The proxy or balancer of a pd / external-dp layout (`serve --role proxy`): no vLLM /metrics."""
-    return getattr(run, "role", None) == "proxy"
+    """The proxy or balancer of a pd / external-dp layout (`serve --role proxy`): no vLLM /metrics,
+    its own (engine.metrics.proxy). A run or a Target."""
+    return getattr(run, "role", None) == PROXY_ROLE
 
 
 def watched(run) -> bool:
@@ -222,6 +230,48 @@ class _EngineState:
         self.kv = KvTransferWatch()  # kv-transfer-failing
 
 
+class _ProxyState:
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.status = _Status(target.name)
+        self.last: ProxyMetrics | None = None
+        self.last_at: float | None = None
+        self.per_s: dict[str, float] = {}
+
+    def view(self, now: float, got: object, took: float, at: float) -> ProxyView:
+        """This tick's view: the page it answered (or its last, greyed by the status when down),
+        and each role's requests per second since the previous page."""
+        if isinstance(got, BaseException):
+            self.status.failed(got)
+            self.per_s = {}
+        else:
+            assert isinstance(got, ProxyMetrics)
+            self.status.ok(now, took)
+            if self.last is not None and self.last_at is not None and at > self.last_at:
+                self.per_s = {
+                    role: (new - old) / (at - self.last_at)
+                    for role, new in _requests_by_role(got).items()
+                    if (old := _requests_by_role(self.last).get(role)) is not None and new >= old
+                }
+            self.last, self.last_at = got, at
+        page = self.last or ProxyMetrics()
+        return ProxyView(
+            self.target.shown_url,
+            self.target.name,
+            self.status.view(now),
+            page.backends,
+            dict(page.refused),
+            dict(self.per_s),
+        )
+
+
+def _requests_by_role(page: ProxyMetrics) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for b in page.backends:
+        out[b.role] = out.get(b.role, 0.0) + b.requests
+    return out
+
+
 class Collector:
     def __init__(
         self,
@@ -237,6 +287,7 @@ class Collector:
         timeout: float = 10.0,
         rss_fn: Callable[[int | None], float | None] = tree_rss_mib,
         usage_fn: Callable[[str], Mapping[str, Any]] | None = None,
+        proxy_scrape_fn: Callable[[str], ProxyMetrics] | None = None,
     ) -> None:
         self.thresholds = thresholds or Thresholds.defaults()
         self.devices = devices
@@ -250,9 +301,16 @@ class Collector:
         self._timeout = timeout
         parsers = {t.url: LeanParser() for t in targets}
         self._scrape = scrape_fn or (lambda url: scrape(url, timeout=timeout, client=self._client, parse=parsers[url]))
+        # A layout's proxy: the same bounded fetch, its own parse.
+        wants = proxy_scrape_fn is None and any(is_proxy(t) for t in targets)
+        self._proxy_client = http_client(timeout) if wants else None
+        self._scrape_proxy = proxy_scrape_fn or (
+            lambda url: scrape(url, timeout=timeout, client=self._proxy_client, parse=parse_proxy)
+        )
         # One worker per engine (bounded): every fetch ends by its deadline, so none is ever stuck.
         self._pool = ThreadPoolExecutor(min(16, len(targets)), "poll") if len(targets) > 1 else None
-        self._engines = [_EngineState(t, self.thresholds.window_s) for t in targets]
+        self._engines = [_EngineState(t, self.thresholds.window_s) for t in targets if not is_proxy(t)]
+        self._proxies = [_ProxyState(t) for t in targets if is_proxy(t)]
         self._device_status = _Status(getattr(devices, "name", "devices"))
         self._last_devices: list[DeviceSample] = []
         self._rules = RuleEngine(self.thresholds)
@@ -262,7 +320,7 @@ class Collector:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        for client in (self._client, self._remote_client):
+        for client in (self._client, self._remote_client, self._proxy_client):
             if client is not None:
                 client.close()
 
@@ -274,6 +332,8 @@ class Collector:
             if target.remote:
                 assert self._remote_client is not None
                 got: object = fetch_remote(target.url, self._remote_client, self._timeout)
+            elif is_proxy(target):
+                got = self._scrape_proxy(target.url)
             else:
                 got = self._scrape(target.url)
         except Exception as exc:  # noqa: BLE001 - see _Status.failed
@@ -281,7 +341,7 @@ class Collector:
         return got, time.monotonic() - start
 
     def _fetch_all(self) -> list[tuple[object, float]]:
-        targets = [s.target for s in self._engines]
+        targets = [s.target for s in (*self._engines, *self._proxies)]
         if self._pool is None:
             return [self._fetch(t) for t in targets]
         return list(self._pool.map(self._fetch, targets))
@@ -303,7 +363,9 @@ class Collector:
             except Exception as exc:  # noqa: BLE001 - see _Status.failed
                 self._device_status.failed(exc)
             device_status = self._device_status.view(now)
-        fetched = dict(zip(map(id, self._engines), self._fetch_all()))
+        fetched = dict(zip(map(id, (*self._engines, *self._proxies)), self._fetch_all()))
+        taken = self._clock() if self._proxies else 0.0
+        proxies = [p.view(now, *fetched[id(p)], taken) for p in self._proxies]
         local = [s for s in self._engines if not s.target.remote]
         engines = [self._poll_engine(state, now, fetched[id(state)]) for state in local]
         engines = self._add_containers(local, engines)
@@ -326,10 +388,19 @@ class Collector:
                 levels.update(remote.device_levels)
                 engines += remote.engines
                 diagnostics += remote.diagnostics
+                proxies += remote.proxies
         diagnostics.sort(key=lambda d: (-severity_rank(d.severity), d.subject, d.id))
         self._seq += 1
         return Snapshot(
-            now, self._seq, tuple(devices), device_status, tuple(engines), tuple(diagnostics), self.thresholds, levels
+            now,
+            self._seq,
+            tuple(devices),
+            device_status,
+            tuple(engines),
+            tuple(diagnostics),
+            self.thresholds,
+            levels,
+            tuple(proxies),
         )
 
     def _add_containers(self, local: list[_EngineState], engines: list[EngineView]) -> list[EngineView]:
@@ -387,6 +458,7 @@ class Collector:
             engines=tuple(replace(e, label=name(e.label)) for e in snap.engines),
             diagnostics=tuple(replace(d, subject=name(d.subject)) for d in snap.diagnostics),
             device_levels={name(k): v for k, v in snap.device_levels.items()},
+            proxies=tuple(replace(p, label=name(p.label)) for p in snap.proxies),
         )
 
     def _poll_engine(self, state: _EngineState, now: float, fetched: tuple[object, float]) -> EngineView:
@@ -424,6 +496,7 @@ class Collector:
             hbm_budget=state.target.hbm_budget,
             rss_mb=self._engine_rss(state) if metrics is not None else None,
             serve=_serve_view(state),
+            role=state.target.role,
         )
         if pool is not None:
             view = replace(view, kv=pool)

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from engine.devices.sample import DeviceSample
 from engine.metrics.catalog import VIEW_FIELDS, optional_fields
+from engine.metrics.proxy import ProxyBackend
 from engine.metrics.rates import EngineRates, KvPool, Percentiles
 from engine.severity import Severity
 from engine.telemetry.thresholds import Thresholds
@@ -118,10 +119,75 @@ EngineView = dataclasses.make_dataclass(
         # Restarts and hangs of the run `ascendctl serve` keeps for this engine (None for an
         # engine known only by its URL). Last, as above.
         ("serve", ServeView | None, field(default=None)),
+        # The part of a pd / external-dp layout the engine is (prefill, decode, rank), from its
+        # run.json; None for an engine outside such a layout. Last, as above.
+        ("role", str | None, field(default=None)),
     ],
     namespace={"__module__": __name__},
     frozen=True,
 )
+
+
+@dataclass(frozen=True)
+class ProxyRole:
+    """A role behind a proxy, summed over its backends."""
+
+    role: str
+    up: int  # backends up
+    total: int  # backends the proxy was given
+    requests: float
+    failures: float
+    refused: float
+    requests_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ProxyView:
+    """The proxy (or balancer) of a pd / external-dp layout at one tick, from its /metrics: the
+    requests it sent to each backend, the failures, whether each is up, what it refused."""
+
+    url: str
+    label: str
+    status: SourceStatus
+    backends: tuple[ProxyBackend, ...] = ()
+    refused: Mapping[str, float] = field(default_factory=dict)  # role -> requests answered 503
+    requests_per_s: Mapping[str, float] = field(default_factory=dict)  # role -> since the last poll
+
+    def roles(self) -> list[ProxyRole]:
+        """Each role in the page's order, its backends summed."""
+        names = list(dict.fromkeys([b.role for b in self.backends] + list(self.refused)))
+        out = []
+        for role in names:
+            mine = [b for b in self.backends if b.role == role]
+            out.append(
+                ProxyRole(
+                    role,
+                    sum(1 for b in mine if b.up),
+                    len(mine),
+                    sum(b.requests for b in mine),
+                    sum(b.failures for b in mine),
+                    self.refused.get(role, 0.0),
+                    self.requests_per_s.get(role),
+                )
+            )
+        return out
+
+    def routes_to(self, url: str) -> ProxyBackend | None:
+        """The backend that is the engine at `url` (its host:port; 127.0.0.1, localhost and
+        0.0.0.0 are one host), or None."""
+        where = _host_port(url)
+        return next((b for b in self.backends if _host_port(b.backend) == where), None) if where else None
+
+
+_LOCAL = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "[::1]"}
+
+
+def _host_port(address: str) -> tuple[str, str] | None:
+    rest = address.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    return ("local" if host.lower() in _LOCAL else host.lower(), port)
 
 
 @dataclass(frozen=True)
@@ -150,6 +216,9 @@ class Snapshot:
     diagnostics: tuple[Diagnostic, ...] = ()
     thresholds: Thresholds = field(default_factory=Thresholds.defaults)
     device_levels: Mapping[str, Levels] = field(default_factory=dict)  # by device key
+    # The proxies of pd / external-dp layouts (`serve --role proxy`). Last: scripts read the
+    # keys above as they were.
+    proxies: tuple[ProxyView, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -172,6 +241,9 @@ __all__ = [
     "KvPool",
     "Levels",
     "Percentiles",
+    "ProxyBackend",
+    "ProxyRole",
+    "ProxyView",
     "ServeView",
     "Snapshot",
     "SourceStatus",

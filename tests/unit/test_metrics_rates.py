@@ -219,6 +219,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "container",  # added last: the fields before it stay where scripts read them
         "npus",
         "serve",
+        "role",  # pd / external-dp layouts
     ]
     assert names(EngineRates) == [
         "interval_s",
@@ -236,6 +237,7 @@ def test_the_catalog_shapes_every_view_of_an_engine():
         "window_span_s",
         "kv_failed_in_window",  # added last: the fields before them stay where scripts read them
         "kv_expired_in_window",
+        "kv_transfer",  # the KV connector's transfers (NIXL), last as well
     ]
     assert HISTORY_KEYS == ("running", "waiting", "prompt_tps", "generation_tps")
     # A sparkline draws a snapshot field: a gauge's view field or a counter's rate.

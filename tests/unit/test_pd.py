@@ -481,14 +481,24 @@ def _runs(tmp_path, monkeypatch, roles: dict[str, str | None]) -> None:
         write_run(RunInfo(run_id, str(run), os.getpid(), url, "cpu-tiny-pd", started_at=time.time(), role=role))
 
 
-def test_top_watches_each_role_and_not_the_proxy(tmp_path, monkeypatch):
-    from engine.telemetry.collector import targets_from_runs
+def test_top_watches_each_role_and_the_proxy_as_a_proxy(tmp_path, monkeypatch):
+    from engine.telemetry.collector import Collector, targets_from_runs
 
     _runs(tmp_path, monkeypatch, {"r-prefill-0": "prefill", "r-decode-0": "decode", "r-proxy": "proxy"})
     notes: list[str] = []
     targets = targets_from_runs(notes, containers=[])
-    assert sorted((t.label, t.role) for t in targets) == [("r-decode-0", "decode"), ("r-prefill-0", "prefill")]
-    assert any("r-proxy is the layout's proxy, not an engine" in n and "/metrics" in n for n in notes)
+    assert sorted((t.label, t.role) for t in targets) == [
+        ("r-decode-0", "decode"), ("r-prefill-0", "prefill"), ("r-proxy", "proxy"),
+    ]  # fmt: skip
+    assert not notes
+    # The proxy is read as a proxy (tests/unit/test_top_pd.py), never as an engine.
+    c = Collector(targets, None, scrape_fn=lambda url: (_ for _ in ()).throw(OSError("no engine here")))
+    try:
+        snap = c.poll()
+    finally:
+        c.close()
+    assert sorted(e.label for e in snap.engines) == ["r-decode-0", "r-prefill-0"]
+    assert [p.label for p in snap.proxies] == ["r-proxy"] and "r-proxy" not in [e.label for e in snap.engines]
 
 
 def test_the_exporter_labels_each_engine_with_its_role_and_skips_the_proxy(tmp_path, monkeypatch):
@@ -834,3 +844,49 @@ def test_the_exporter_serves_each_proxys_counts_per_backend(tmp_path, monkeypatc
     assert got[("ascendctl_proxy_backend_up", "decode", f"127.0.0.1:{decode.server_port}")] == 1
     (refused,) = [s for s in samples if s.name == "ascendctl_proxy_refused_total" and s.labels["role"] == "decode"]
     assert refused.value == 0 and refused.labels["host"]
+
+
+def test_a_member_of_an_expert_parallel_group_goes_down_with_the_groups_first_member(tmp_path):
+    """The 2P1D decode group of 32 instances over hosts 2 and 3 steps together: every member but
+    the first watches the first member's API besides its own, as a headless `dp` rank watches
+    node 0's, and once that API has answered and then is gone, the member is hung (and, under
+    --on-hang restart, comes back with the group). A stand-in for each API (engine.bench.stub)."""
+    import time
+
+    from engine.bench.stub import StubConfig, StubThread
+    from engine.health.hang import HangLimits
+    from engine.launcher.hangwatch import HangPolicy, HangWatch
+    from engine.profiles.parts import group_url
+
+    parts = layout_parts(load_profile(str(PD_PROFILE)), VERSION, PYTHON, PYTHON)
+    decode = [p for p in parts if p.role == "decode"]
+    assert group_url(parts, decode[0]) is None  # the first member watches itself only
+    assert {group_url(parts, p) for p in decode[1:]} == {f"http://{decode[0].address}:{decode[0].spec.port}"}
+    assert decode[0].address != decode[-1].address  # the group spans two hosts
+    # One-instance groups (the CPU layout, the proxy) have no group to watch.
+    cpu = layout_parts(load_profile(str(CPU_PD)), VERSION, PYTHON, PYTHON)
+    assert [group_url(cpu, p) for p in cpu] == [None] * len(cpu)
+
+    fast = HangLimits(
+        probe_interval_s=0.3, probe_timeout_s=0.5, probe_failures=2, progress_s=60, cpu_s=60, device_s=60,
+        device_idle_pct=5,
+    )  # fmt: skip
+    hangs: list = []
+    first_cm, own_cm = StubThread(StubConfig()), StubThread(StubConfig())
+    first, own = first_cm.__enter__(), own_cm.__enter__()
+    watch = HangWatch(
+        HangPolicy(fast, action="restart", tick_s=0.1, group_url=first.url), own.url, None, tmp_path, 0,
+        lambda: [], lambda record, verdict: hangs.append(record),
+    ).start()  # fmt: skip
+    try:
+        time.sleep(1.0)
+        assert not hangs  # the first member answers: nothing to say
+        first_cm.__exit__(None, None, None)  # the group's first member is gone
+        deadline = time.monotonic() + 20
+        while not hangs and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        watch.stop()
+        own_cm.__exit__(None, None, None)
+    assert hangs and f"the group's API at {first.url} gone for" in hangs[0].summary
+    assert watch.hung.is_set()  # restart: the supervisor ends this member, which restarts

@@ -166,6 +166,31 @@ def N_(message: str) -> str:
     return message
 
 
+def spaced(label: str) -> str:
+    """A translated label (`fix:`, `note:`) and the space after it: English writes "fix: ...",
+    Chinese "处理：..." with no space after the full-width colon."""
+    return label if label.endswith("：") else label + " "
+
+
+class Msg(str):
+    """An English message that remembers how it was made: what JSON, result files and logs keep
+    is the English text itself (a str), and `shown()` is the same message in the messages'
+    language, for the line a person reads. Msg(N_("{n} requests were unfinished"), n=3)."""
+
+    def __new__(cls, template: str, **args: Any) -> "Msg":
+        text = super().__new__(cls, template.format(**args) if args else template)
+        text.template, text.args = template, args
+        return text
+
+    def shown(self) -> str:
+        return _(self.template).format(**self.args) if self.args else _(self.template)
+
+
+def shown(text: str) -> str:
+    """A text for a person: a Msg in the messages' language, any other text as it is."""
+    return text.shown() if isinstance(text, Msg) else text
+
+
 def extract_yaml(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[str, str]) -> Any:
     """A Babel extraction method for the texts a person reads in our YAML data (serve's phase
     labels): the values of the keys that babel.cfg names (`keys = label`), one message each.

@@ -324,7 +324,8 @@ def render_comparison(console, c) -> None:
         t.add_column(_("change"), justify="right", no_wrap=True)
     for row in c.figures:
         spec = ".2%" if row.unit == "" else ",.1f"
-        cells = [f"{row.label} {row.unit}" if row.unit else row.label, _fmt(row.baseline, spec)]
+        label = _(row.label)
+        cells = [f"{label} {row.unit}" if row.unit else label, _fmt(row.baseline, spec)]
         for ch in row.changes:
             cells.append(_fmt(ch.value, spec))
             cells.append(_change_cell(ch))
@@ -349,7 +350,7 @@ def _short_names(paths) -> list[str]:
 
 def _change_cell(ch) -> str:
     if ch.change_pct is None:
-        text = "N/A" if ch.verdict == "N/A" else ch.verdict
+        text = {"same": _("same")}.get(ch.verdict, ch.verdict)
     else:
         # The interval as a half-width: asymmetric ones are in the JSON (ci_pct).
         ci = f"±{(ch.ci_pct[1] - ch.ci_pct[0]) / 2:.1f}" if ch.ci_pct else ""

@@ -85,7 +85,11 @@ class ServerCounters:
 def prefix_cache_phrase(share: float | None) -> str:
     """How much of the prompt work the engine's prefix cache saved over a run ("" when unknown:
     no counter, the cache off, or no prompt looked up)."""
-    return "" if share is None else f"prefix cache hits {share:.1%} of prompt tokens"
+    if share is None:
+        return ""
+    from engine.i18n import _
+
+    return _("prefix cache hits {share} of prompt tokens").format(share=f"{share:.1%}")
 
 
 @dataclass(frozen=True)

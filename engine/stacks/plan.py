@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from engine.i18n import _
+from engine.i18n import N_, Msg, _, shown, spaced
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets
 from engine.versions import cann_key, cann_release, release_tuple
 
@@ -192,7 +192,9 @@ def build_plan(
     steps.append(
         Step(
             "torch",
-            f"torch {torch_reqs[0].split('==')[-1]}" + (" (CPU build, from the PyTorch CPU index)" if cpu else ""),
+            Msg("torch {version} (CPU build, from the PyTorch CPU index)", version=torch_reqs[0].split("==")[-1])
+            if cpu
+            else f"torch {torch_reqs[0].split('==')[-1]}",
             "install",
             tuple(Package(r, torch_src) for r in torch_reqs),
             tuple(cpu_index),
@@ -203,7 +205,7 @@ def build_plan(
     steps.append(
         Step(
             "vllm",
-            f"vLLM {vllm} built from its source archive (VLLM_TARGET_DEVICE=empty)",
+            Msg("vLLM {version} built from its source archive (VLLM_TARGET_DEVICE=empty)", version=vllm),
             "install",
             (Package(f"vllm=={vllm}"),),
             ("--no-binary", "vllm", *cpu_index),
@@ -216,7 +218,7 @@ def build_plan(
     steps.append(
         Step(
             "remove-triton",
-            "remove the CUDA triton",
+            Msg("remove the CUDA triton"),
             "remove",
             (Package("triton"),),
             why="torch or vLLM may pull the CUDA triton, which shadows triton-ascend",
@@ -233,11 +235,29 @@ def build_plan(
         va_options = ["--no-binary", "vllm-ascend", *va_options]
         env.append(("SOC_VERSION", soc))
         if not va_wheel:
-            notes.append(f"PyPI holds only the source archive of vllm-ascend {va}: it is built here (CANN toolchain)")
+            notes.append(
+                Msg(
+                    "PyPI holds only the source archive of vllm-ascend {version}: it is built here (CANN toolchain)",
+                    version=va,
+                )
+            )
         else:
-            notes.append(f"the PyPI wheel of vllm-ascend {va} is built for A2: it is built here for {chip} ({soc})")
+            notes.append(
+                Msg(
+                    "the PyPI wheel of vllm-ascend {version} is built for A2: it is built here for {chip} ({soc})",
+                    version=va,
+                    chip=chip,
+                    soc=soc,
+                )
+            )
     elif from_variant:
-        notes.append(f"vllm-ascend {va} for {chip} comes from the variant index (the PyPI wheel is built for A2)")
+        notes.append(
+            Msg(
+                "vllm-ascend {version} for {chip} comes from the variant index (the PyPI wheel is built for A2)",
+                version=va,
+                chip=chip,
+            )
+        )
     rest = [r for r in reqs if requirement_name(r) not in torch_names | {"vllm", "torch"}]
     packages = []
     for r in rest:
@@ -249,7 +269,9 @@ def build_plan(
     steps.append(
         Step(
             "vllm-ascend",
-            f"vllm-ascend {va} with torch_npu and the set's pins" + (f" (built for {chip})" if source_build else ""),
+            Msg("vllm-ascend {version} with torch_npu and the set's pins (built for {chip})", version=va, chip=chip)
+            if source_build
+            else Msg("vllm-ascend {version} with torch_npu and the set's pins", version=va),
             "install",
             tuple(packages),
             tuple(va_options),
@@ -269,9 +291,11 @@ def build_plan(
     steps.append(
         Step(
             "remove-triton-again",
-            "remove triton-ascend and triton (310P supports neither)"
+            Msg("remove triton-ascend and triton (310P supports neither)")
             if chip == "310P"
-            else "remove triton" + (" and triton-ascend, for a clean reinstall" if triton else ""),
+            else Msg("remove triton and triton-ascend, for a clean reinstall")
+            if triton
+            else Msg("remove triton"),
             "remove",
             tuple(removed),
             why="310P has no triton support"
@@ -298,7 +322,7 @@ def build_plan(
         steps.append(
             Step(
                 "check-chip",
-                f"vllm-ascend is built for {chip}",
+                Msg("vllm-ascend is built for {chip}", chip=chip),
                 "check",
                 options=(device_type or "",),
                 why="a wheel built for another chip fails its device-type check when the engine starts",
@@ -309,7 +333,12 @@ def build_plan(
     else:
         device_type = None
     if compiled := [str(r) for r in pinned.get("built_from_source", [])]:
-        notes.append(f"PyPI has only source archives of {', '.join(compiled)}: step 4 compiles them (gcc, g++)")
+        notes.append(
+            Msg(
+                "PyPI has only source archives of {packages}: step 4 compiles them (gcc, g++)",
+                packages=", ".join(compiled),
+            )
+        )
     if pinned.get("note"):
         notes.append(str(pinned["note"]))
     return Plan(
@@ -354,13 +383,13 @@ def render(plan: Plan) -> str:
             python=plan.python,
         )
     ]
-    lines += [_label("warning:") + w for w in plan.warnings]
+    lines += [_label(N_("warning:")) + w for w in plan.warnings]
     needs = [_("glibc >= {glibc} (the wheels' manylinux tag)").format(glibc=plan.glibc)] if plan.glibc else []
     if any(s.needs_cann_env for s in plan.steps):
         needs.append(_("the CANN environment sourced and gcc, g++, cmake (vllm-ascend is compiled)"))
     if needs:
-        lines.append(_label("needs:") + _("; ").join(needs))
-    lines += [_label("note:") + n for n in plan.notes]
+        lines.append(_label(N_("needs:")) + _("; ").join(needs))
+    lines += [_label("note:") + shown(n) for n in plan.notes]
     for source in ("ascend", "ascend_variant"):
         if served := plan.from_index(source):
             lines.append(
@@ -369,15 +398,13 @@ def render(plan: Plan) -> str:
                 )
             )
     for i, step in enumerate(plan.steps, 1):
-        lines.append(f"{i:>2}. {step.title}")
+        lines.append(f"{i:>2}. {shown(step.title)}")
         lines.append(f"    {step.shell()}")
     return "\n".join(lines)
 
 
 def _label(label: str) -> str:
-    """A translated label and the space after it ("note: ", Chinese "说明：" with none)."""
-    text = _(label)
-    return text if text.endswith("：") else text + " "
+    return spaced(_(label))
 
 
 def package_source(package: str, version: str) -> str | None:

@@ -183,11 +183,19 @@ class Msg(str):
         return text
 
     def shown(self) -> str:
-        return _(self.template).format(**self.args) if self.args else _(self.template)
+        if not self.args:
+            return _(self.template)
+        return _(self.template).format(**{k: shown(v) for k, v in self.args.items()})
+
+    @classmethod
+    def join(cls, sep: str, items: Any) -> "Msg":
+        """`sep.join(items)` that keeps each item's Msg (a list of loads, each translated)."""
+        items = list(items)
+        return cls(sep.join("{i%d}" % n for n in range(len(items))), **{f"i{n}": v for n, v in enumerate(items)})
 
 
-def shown(text: str) -> str:
-    """A text for a person: a Msg in the messages' language, any other text as it is."""
+def shown(text: Any) -> Any:
+    """A text for a person: a Msg in the messages' language, any other value as it is."""
     return text.shown() if isinstance(text, Msg) else text
 
 

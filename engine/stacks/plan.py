@@ -122,7 +122,10 @@ def index_urls(overrides: Mapping[str, str] | None = None, environ: Mapping[str,
             urls[name] = value
     for name, url in (overrides or {}).items():
         if name not in urls:
-            raise PlanError(f"unknown index {name!r}", f"name one of: {', '.join(urls)}")
+            raise PlanError(
+                _("unknown index {name}").format(name=repr(name)),
+                _("name one of: {names}").format(names=", ".join(urls)),
+            )
         urls[name] = url
     return urls
 
@@ -132,21 +135,25 @@ def resolve_cann(cann: str) -> tuple[str, str | None]:
     a known line (9.1.1, 8.5.2) takes the newest set of its line at or below it."""
     want = cann_release(cann)
     if not want:
-        raise PlanError(f"{cann!r} is not a CANN version", "pass a version such as 9.1.0 or 8.3.RC2")
+        raise PlanError(
+            _("{cann} is not a CANN version").format(cann=repr(cann)), _("pass a version such as 9.1.0 or 8.3.RC2")
+        )
     if ascend_set(want):
         return want, None
     line = want.split(".")[:2]
     below = [c for c in ascend_sets() if c.split(".")[:2] == line and cann_key(c) <= cann_key(want)]
     if below:
         best = max(below, key=cann_key)
-        return best, (
-            f"CANN {want} has no set of its own; using the set for CANN {best} (same release line: "
-            "Huawei lists the line's toolkit and operator packages as compatible)"
+        return best, Msg(
+            "CANN {want} has no set of its own; using the set for CANN {best} (same release line: "
+            "Huawei lists the line's toolkit and operator packages as compatible)",
+            want=want,
+            best=best,
         )
     known = ", ".join(ascend_sets())
     raise PlanError(
-        f"no pinned Ascend set for CANN {want} (sets exist for {known})",
-        "install one of those CANN versions, or pass --cann VERSION to choose a set",
+        _("no pinned Ascend set for CANN {want} (sets exist for {known})").format(want=want, known=known),
+        _("install one of those CANN versions, or pass --cann VERSION to choose a set"),
     )
 
 
@@ -160,9 +167,15 @@ def build_plan(
     from engine.stacks.matrix import load_matrix
 
     if chip not in CHIPS:
-        raise PlanError(f"unknown chip family {chip!r}", f"use one of {', '.join(CHIPS)}")
+        raise PlanError(
+            _("unknown chip family {chip}").format(chip=repr(chip)),
+            _("use one of {names}").format(names=", ".join(CHIPS)),
+        )
     if arch not in ARCHES:
-        raise PlanError(f"no Ascend engine for architecture {arch!r}", f"use one of {', '.join(ARCHES)}")
+        raise PlanError(
+            _("no Ascend engine for architecture {arch}").format(arch=repr(arch)),
+            _("use one of {names}").format(names=", ".join(ARCHES)),
+        )
     set_cann, warning = resolve_cann(cann)
     pinned = ascend_set(set_cann) or {}
     shared = engine_sets()["ascend"]
@@ -171,8 +184,12 @@ def build_plan(
     row = load_matrix().release(va)
     if row is not None and chip not in row.hardware:
         raise PlanError(
-            f"vllm-ascend {va} (the set for CANN {set_cann}) does not support {chip}",
-            f"install a CANN version whose vllm-ascend release lists {chip} (see engine/stacks/matrix.yaml)",
+            _("vllm-ascend {version} (the set for CANN {cann}) does not support {chip}").format(
+                version=va, cann=set_cann, chip=chip
+            ),
+            _("install a CANN version whose vllm-ascend release lists {chip} (see engine/stacks/matrix.yaml)").format(
+                chip=chip
+            ),
         )
     reqs = [str(r) for r in pinned["requirements"]]
     on_ascend = {requirement_name(n) for n in pinned.get("ascend_index", [])}
@@ -383,7 +400,7 @@ def render(plan: Plan) -> str:
             python=plan.python,
         )
     ]
-    lines += [_label(N_("warning:")) + w for w in plan.warnings]
+    lines += [_label(N_("warning:")) + shown(w) for w in plan.warnings]
     needs = [_("glibc >= {glibc} (the wheels' manylinux tag)").format(glibc=plan.glibc)] if plan.glibc else []
     if any(s.needs_cann_env for s in plan.steps):
         needs.append(_("the CANN environment sourced and gcc, g++, cmake (vllm-ascend is compiled)"))

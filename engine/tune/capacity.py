@@ -9,12 +9,12 @@ from typing import Callable, Mapping
 
 from engine.bench.report import prefix_cache_phrase
 from engine.bench.scenario import SLOS, Scenario
-from engine.i18n import _, shown, spaced
+from engine.i18n import N_, _, shown, spaced
 from engine.tune.measure import BenchMeasure, StepPlan
 from engine.tune.search import Point, Result, Settings, search
 from engine.tune.slo import goodput_targets, short_name
 
-UNIT = {"rate": "req/s", "concurrency": "concurrent"}
+UNIT = {"rate": "req/s", "concurrency": N_("concurrent")}  # JSON's "unit"; shown through _()
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def fmt_value(name: str, value: float | None) -> str:
 def fmt_load(by: str, load: float | None) -> str:
     if load is None:
         return "N/A"
-    return f"{load:g} {UNIT[by]}"
+    return f"{load:g} {_(UNIT[by])}"
 
 
 def point_line(p: Point, n: int, by: str) -> str:
@@ -159,7 +159,10 @@ def summary_lines(run: CapacityRun) -> list[str]:
         band = f" ± {r.band:g}" if r.band else ""
         out.append(
             _("capacity: {capacity}{more}, {runs} runs of {seconds} s").format(
-                capacity=f"{r.capacity:g}{band} {UNIT[by]}", more=more, runs=r.measurements, seconds=f"{run.step_s:g}"
+                capacity=f"{r.capacity:g}{band} {_(UNIT[by])}",
+                more=more,
+                runs=r.measurements,
+                seconds=f"{run.step_s:g}",
             )
         )
     at = r.at

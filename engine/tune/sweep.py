@@ -200,7 +200,9 @@ def describe(doc: Mapping[str, Any], measured: bool = True) -> str:
         text = _("the targets held at no load tried")
     else:
         band = f" ± {cap['band']:g}" if cap.get("band") else ""
-        text = _("capacity {capacity}").format(capacity=f"{cap['capacity']:g}{band} {cap.get('unit', '')}".rstrip())
+        text = _("capacity {capacity}").format(
+            capacity=f"{cap['capacity']:g}{band} {_(cap.get('unit') or '')}".rstrip()
+        )
     return _("measured: {result}").format(result=text) if measured else text
 
 

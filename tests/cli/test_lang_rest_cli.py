@@ -151,6 +151,50 @@ def test_tune_capacity_report_in_chinese(capsys, zh_locale, stub_server):
     assert code == 0, err
     assert out.startswith("容量：4") and "起约束作用的目标：ttft_p99" in out, out
     assert "吞吐：" in out and "此时：" in out
-    assert "第 1 步：1 concurrent：达标" in err and "不达标" in err, err
+    assert "第 1 步：1 并发：达标" in err and "不达标" in err, err
     assert err.startswith("tune capacity：对 ")
-    assert not english_left(out.replace("concurrent", "").replace("req/s", "").replace("tok/s", "")), out
+    assert not english_left(out), out
+
+
+def test_bench_scaled_scenario_in_chinese_and_its_report_file_english(capsys, tmp_path, zh_locale, stub_server):
+    report = tmp_path / "r.json"
+    code, out, err = run(
+        capsys, "bench", stub_server, "-s", "chat-qa", "--scale", "0.1", "--duration", "2", "--out", str(report)
+    )
+    assert code in (0, 1), err
+    assert "按 x0.1 缩放：" in out and "（原场景：" in out and "\nSLO\n" in out, out
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    assert doc["description"].startswith("Scaled x0.1: ") and not CJK.search(report.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["doctor", "--rot", "x"], "没有这个选项：--rot（可用的选项："),
+        (["engine", "plan"], "缺少选项 '--cann'。"),
+        (["bench", "compare"], "缺少参数 'REPORTS...'。"),
+        (["nosuch"], "没有这个命令：'nosuch'。"),
+        (["tune", "capacity", "http://127.0.0.1:1", "--repeats", "0"], "'--repeats' 的值无效：0 不在范围 x>=1 内。"),
+        (["bundle", "--since"], "选项 '--since' 需要一个值。"),
+    ],
+)
+def test_click_usage_errors_in_chinese(capsys, zh_locale, monkeypatch, argv, says):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and says in err, err
+    assert not english_left(err), err
+    code, _, err = run(capsys, *argv, "--json")  # a script greps Click's English
+    assert code == 2 and not CJK.search(err), err
+
+
+def test_bench_unreachable_in_chinese(capsys, zh_locale):
+    code, out, err = run(capsys, "bench", "http://127.0.0.1:1", "-s", "chat-qa", "--duration", "1")
+    assert code == 3 and "确认服务已启动" in err and "cannot reach" not in err, err
+
+
+def test_engine_plan_refusal_and_warning_in_chinese(capsys, zh_locale, monkeypatch):
+    code, out, err = run(capsys, "engine", "plan", "--cann", "8.2.RC1", "--chip", "A3")
+    assert code == 2 and "不支持 A3" in err and not english_left(err), err
+    code, out, err = run(capsys, "engine", "plan", "--cann", "8.2.9")
+    assert code == 0 and "告警：CANN 8.2.9 没有自己的配套集" in out + err, out + err
+    en, zh = json_in_both(capsys, monkeypatch, "engine", "plan", "--cann", "8.2.9")
+    assert en == zh and "has no set of its own" in en

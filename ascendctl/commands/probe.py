@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from engine.i18n import N_, _
+from engine.i18n import N_, _, shown
 
 # the status as a person reads it (--json keeps the English word)
 STATUS = {
@@ -79,7 +79,7 @@ def probe(
             + _(": ")
             + f"{escape(report.url)}{escape(named)}"
             + _(": ")
-            + escape(report.summary),
+            + escape(shown(report.summary)),
             highlight=False,
             soft_wrap=True,
         )

@@ -19,7 +19,7 @@ import httpx
 from engine import httpread, runs
 from engine.errors import BadInput, Unreachable
 from engine.health.hang import Evidence, HangLimits, HangMonitor, Verdict, served_model
-from engine.i18n import _
+from engine.i18n import Msg, _
 
 HEALTHY, HUNG, UNREACHABLE, NOT_OPENAI = "healthy", "hung", "unreachable", "not-openai"
 
@@ -120,9 +120,7 @@ def probe(
                 UNREACHABLE, _("the completion could not be sent ({error})").format(error=last.error), model, verdict
             )
         if not verdict.hung and last is not None and last.ok:
-            answered = Evidence(
-                "probe", _("probe answered in {seconds} s").format(seconds=f"{last.seconds:.2f}"), False
-            )
+            answered = Evidence("probe", Msg("probe answered in {seconds} s", seconds=f"{last.seconds:.2f}"), False)
             verdict = Verdict(False, (answered, *verdict.parts))
         verdict = _with_recorded(verdict, t)
         return report(HUNG if verdict.hung else HEALTHY, verdict.summary, model, verdict)

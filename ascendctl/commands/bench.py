@@ -334,7 +334,7 @@ def render_comparison(console, c) -> None:
     if c.fail_if_worse_pct is not None:
         if c.worse:
             worse = _("worse beyond noise by more than {pct}%: {figures}").format(
-                pct=f"{c.fail_if_worse_pct:g}", figures=safe(", ".join(c.worse))
+                pct=f"{c.fail_if_worse_pct:g}", figures=safe(_(", ").join(shown(w) for w in c.worse))
             )
             console.print(f"[bold red]{worse}[/]")
         else:

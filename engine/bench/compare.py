@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 from engine.bench.report import is_good
 from engine.bench.stats import percentile
 from engine.errors import BadInput
-from engine.i18n import N_
+from engine.i18n import N_, Msg
 from engine.jsonsafe import loads
 
 RESAMPLES = 1000
@@ -403,9 +403,23 @@ def compare(
         if fail_if_worse_pct is not None:
             for c in changes:
                 if c.verdict == "worse" and c.change_pct is not None and abs(c.change_pct) > fail_if_worse_pct:
-                    worse.append(f"{fig.label} in {Path(c.report).name} ({c.change_pct:+.1f}%)")
+                    worse.append(
+                        Msg(
+                            "{figure} in {report} ({change})",
+                            figure=Msg(fig.label),
+                            report=Path(c.report).name,
+                            change=f"{c.change_pct:+.1f}%",
+                        )
+                    )
                 elif c.verdict == "worse" and c.change_pct is None and fig.name == "error_rate":
-                    worse.append(f"{fig.label} in {Path(c.report).name} (from 0 to {c.value:.2%})")
+                    worse.append(
+                        Msg(
+                            "{figure} in {report} (from 0 to {value})",
+                            figure=Msg(fig.label),
+                            report=Path(c.report).name,
+                            value=f"{c.value:.2%}",
+                        )
+                    )
     return Comparison(
         baseline=names[0],
         reports=tuple(names),

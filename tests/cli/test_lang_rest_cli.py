@@ -198,3 +198,23 @@ def test_engine_plan_refusal_and_warning_in_chinese(capsys, zh_locale, monkeypat
     assert code == 0 and "告警：CANN 8.2.9 没有自己的配套集" in out + err, out + err
     en, zh = json_in_both(capsys, monkeypatch, "engine", "plan", "--cann", "8.2.9")
     assert en == zh and "has no set of its own" in en
+
+
+def test_launch_and_plan_model_errors_in_chinese(capsys, tmp_path, zh_locale, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    missing = str(tmp_path / "nowhere")
+    code, out, err = run(capsys, "plan", "-p", "cpu-tiny", "--model", missing)
+    assert code == 2 and f"找不到模型目录：{missing}" in err and not english_left(err.replace(missing, "")), err
+    code, out, err = run(
+        capsys, "tune", "sweep", "-p", "cpu-tiny", "--sweep", "engine.max_num_seqs=4,8", "--model", missing
+    )
+    assert code == 2 and f"找不到模型目录：{missing}" in err and "--model DIR 指定" in err, err
+
+
+def test_bench_compare_worse_list_in_chinese(capsys, zh_locale, monkeypatch):
+    bench = FIXTURES / "bench"
+    argv = ("bench", "compare", str(bench / "base.json"), str(bench / "slow.json"), "--fail-if-worse", "5")
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and "slow.json 中的 TTFT p50（+47.2%）" in out and " in slow.json" not in out, out
+    en, zh = json_in_both(capsys, monkeypatch, *argv)
+    assert en == zh and "TTFT p50 in slow.json (+47.2%)" in en

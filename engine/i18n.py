@@ -182,7 +182,17 @@ class Msg(str):
         text.template, text.args = template, args
         return text
 
+    @classmethod
+    def pair(cls, english: str, translated: str) -> "Msg":
+        """A text made twice, once in English (what files keep) and once for a person: a
+        sentence whose parts were translated where they were made (a plan's reasons)."""
+        text = cls(english)
+        text.translated = translated
+        return text
+
     def shown(self) -> str:
+        if getattr(self, "translated", None) is not None:
+            return self.translated
         if not self.args:
             return _(self.template)
         return _(self.template).format(**{k: shown(v) for k, v in self.args.items()})

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from ascendctl.commands.tune import SLO_HELP, progress
-from engine.i18n import _
+from engine.i18n import _, shown
 
 SWEEP_HELP = """Serve each combination of profile settings, measure its capacity within the SLO
 (as `tune capacity`), stop it, and name the best.
@@ -104,7 +104,7 @@ def sweep(
     )
     for combo, _prof in planned:
         if combo.skipped:
-            progress(f"  [{combo.index + 1}] {combo.label}: {combo.skipped}")
+            progress(f"  [{combo.index + 1}] {combo.label}: {shown(combo.skipped)}")
     if runnable and not any(d["id"] == runnable[0][0].id for d in done):
         preflight(out, runnable[0][1], spec0)  # serve's own: the port, the model, doctor's errors
     profiles = {c.id: p for c, p in planned}

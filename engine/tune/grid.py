@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from engine.errors import AscendctlError, BadInput
-from engine.i18n import _
+from engine.i18n import DEFAULT, Msg, _, english, message_language
 from engine.profiles.schema import SCHEMA, check_value, suggest
 from engine.yamlfile import YamlInvalid, load
 
@@ -171,12 +171,22 @@ def plan_combination(combo: Combination, profile_ref: str, sets: Sequence[str], 
     from engine.capacity import NO_FIT, plan
     from engine.profiles import load_profile
 
+    overrides = [*sets, *combo.overrides()]
+    # The results file keeps English reasons; a person reads them in the messages' language, so a
+    # refusal is made again for the progress line (a rare case: only a combination skipped).
     try:
-        prof = load_profile(profile_ref, [*sets, *combo.overrides()], model=model)
+        with english():
+            prof = load_profile(profile_ref, overrides, model=model)
     except BadInput as exc:
-        return None, replace(combo, skipped=f"the profile refuses it: {exc.cause}")
+        try:
+            load_profile(profile_ref, overrides, model=model)
+            cause = Msg(exc.cause)
+        except BadInput as again:
+            cause = Msg.pair(exc.cause, again.cause)
+        return None, replace(combo, skipped=Msg("the profile refuses it: {cause}", cause=cause))
     try:
-        result = plan(prof)
+        with english():
+            result = plan(prof)
     except AscendctlError:
         return prof, combo  # a plan that cannot be made does not stop a launch (as serve's preflight)
     figures = {
@@ -185,5 +195,8 @@ def plan_combination(combo: Combination, profile_ref: str, sets: Sequence[str], 
         "max_concurrency": round(result.max_concurrency, 2),
     }
     if result.verdict == NO_FIT:
-        return prof, replace(combo, skipped=f"does not fit: {'; '.join(result.reasons)}", planned=figures)
+        reasons = "; ".join(result.reasons)
+        if message_language() != DEFAULT:
+            reasons = Msg.pair(reasons, _("; ").join(plan(prof).reasons))
+        return prof, replace(combo, skipped=Msg("does not fit: {reasons}", reasons=reasons), planned=figures)
     return prof, replace(combo, planned=figures)

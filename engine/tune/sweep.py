@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import AscendctlError, BadInput
-from engine.i18n import _
+from engine.i18n import N_, _, shown
 from engine.tune.grid import Combination
 
 DONE = ("measured", "skipped", "crashed")
@@ -140,7 +140,7 @@ class Sweeper:
                 doc = result_doc(self.setup, combo, "skipped", reason=combo.skipped)
                 append_result(self.setup.results, doc)
                 results.append(doc)
-                self.progress(_("{pos}: skipped, never started: {reason}").format(pos=pos, reason=combo.skipped))
+                self.progress(_("{pos}: skipped, never started: {reason}").format(pos=pos, reason=shown(combo.skipped)))
                 continue
             left = sum(1 for c in todo if not c.skipped and c.id not in {d["id"] for d in results}) - 1
             per = sum(timed) / len(timed) if timed else self.estimate_s
@@ -186,15 +186,19 @@ class Sweeper:
         return results, False
 
 
+# when a combination's engine crashed (the results file's "when"), for describe() to translate
+WHEN = {"start-up": N_("start-up"), "under load": N_("under load")}
+
+
 def describe(doc: Mapping[str, Any], measured: bool = True) -> str:
     """One combination's outcome for a person, in the messages' language ("measured: capacity
     4 concurrent"; without the "measured: " head when `measured` is False)."""
     status = doc["status"]
     if status == "skipped":
-        return _("skipped: {reason}").format(reason=doc.get("reason"))
+        return _("skipped: {reason}").format(reason=shown(doc.get("reason")))
     if status == "crashed":
         why = doc.get("diagnosis") or _("exit code {code}").format(code=doc.get("exit_code"))
-        return _("crashed at {when}: {why}").format(when=doc.get("when"), why=why)
+        return _("crashed at {when}: {why}").format(when=_(WHEN.get(doc.get("when"), doc.get("when") or "")), why=why)
     cap = doc.get("capacity") or {}
     if cap.get("capacity") is None:
         text = _("the targets held at no load tried")

@@ -218,3 +218,27 @@ def test_bench_compare_worse_list_in_chinese(capsys, zh_locale, monkeypatch):
     assert code == 1 and "slow.json 中的 TTFT p50（+47.2%）" in out and " in slow.json" not in out, out
     en, zh = json_in_both(capsys, monkeypatch, *argv)
     assert en == zh and "TTFT p50 in slow.json (+47.2%)" in en
+
+
+def test_tune_sweep_skips_in_chinese_and_its_results_file_english(capsys, tmp_path, zh_locale, monkeypatch):
+    """Combinations that do not fit are never started: the progress says why in Chinese, the
+    results file (read by --resume and by programs) keeps the English."""
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "tune",
+        "sweep",
+        "-p",
+        "cpu-tiny",
+        "--slo",
+        "ttft_p99=1s",
+        "--sweep",
+        "engine.kv_cache_memory_bytes=1024,2048",
+    ]
+    code, out, err = run(capsys, *argv)
+    assert (
+        code == 1 and "其中 2 个放不下，不会启动" in err and "已跳过，未启动：放不下：KV cache 能放 0 个 token" in err
+    ), err
+    assert "没有任何组合在任一负载下达标" in err
+    results = (tmp_path / "tune-sweep.jsonl").read_text(encoding="utf-8")
+    assert '"reason": "does not fit: ' in results and not CJK.search(results), results
+    assert not list(tmp_path.glob("state/runs/*"))  # no engine was started

@@ -215,7 +215,11 @@ def test_bench_compare_worse_list_in_chinese(capsys, zh_locale, monkeypatch):
     bench = FIXTURES / "bench"
     argv = ("bench", "compare", str(bench / "base.json"), str(bench / "slow.json"), "--fail-if-worse", "5")
     code, out, err = run(capsys, *argv)
-    assert code == 1 and "比基线差出 5% 以上且超出噪声：TTFT p50（slow.json，+47.2%）" in out and " in slow.json" not in out, out
+    assert (
+        code == 1
+        and "比基线差出 5% 以上且超出噪声：TTFT p50（slow.json，+47.2%）" in out
+        and " in slow.json" not in out
+    ), out
     en, zh = json_in_both(capsys, monkeypatch, *argv)
     assert en == zh and "TTFT p50 in slow.json (+47.2%)" in en
 

@@ -241,8 +241,10 @@ def _run_app(out: Output, args: list[str]) -> int:
     except click_exc.ClickException as exc:
         # Usage errors: Typer/Click's own message, one line, exit 2.
         ctx = getattr(exc, "ctx", None)
+        from ascendctl.lazy import click_message
+
         out.error(
-            exc.format_message(),
+            click_message(exc.format_message()),
             i18n._("see `{command} --help`").format(command=ctx.command_path if ctx else "ascendctl"),
         )
         return EXIT_USAGE

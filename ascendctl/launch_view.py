@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ascendctl.output import SCHEMA_VERSION, to_jsonable
 from ascendctl.style import clean, ljust_cells, safe, severity_style, spaced
-from engine.i18n import _
+from engine.i18n import _, shown
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -260,7 +260,9 @@ class LaunchView:
         }[record.action]
         with self._lock:
             self.out.warn(
-                _("the engine is hung: {summary}; {follows}").format(summary=safe(record.summary), follows=follows)
+                _("the engine is hung: {summary}; {follows}").format(
+                    summary=safe(shown(record.summary)), follows=follows
+                )
             )
             if record.evidence_dir:
                 self.out.info(_("  evidence (stack dump, triage, metrics): {path}").format(path=record.evidence_dir))

@@ -163,6 +163,42 @@ def extract_help(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[s
 
 # Click's own words in a help page, for the catalogue (Click writes them in English).
 CLICK_WORDS = (N_("Usage: "), N_("Options"), N_("Arguments"), N_("Commands"), N_("Show this message and exit."))
+# Click's usage errors, for a person: Typer's copy of Click writes them in English with no gettext,
+# so its message is matched and written again (one that matches none stays as Click wrote it).
+CLICK_ERRORS = (
+    (r"No such option: (?P<name>\S+)", N_("No such option: {name}")),
+    (
+        r"No such option: (?P<name>\S+) \(Possible options: (?P<options>.+)\)",
+        N_("No such option: {name} (possible options: {options})"),
+    ),
+    (r"No such option: (?P<name>\S+) Did you mean (?P<hint>\S+)\?", N_("No such option: {name}. Did you mean {hint}?")),
+    (r"No such command (?P<name>'.*')\.", N_("No such command {name}.")),
+    (r"Missing option (?P<hint>.+)\.", N_("Missing option {hint}.")),
+    (r"Missing argument (?P<hint>.+)\.", N_("Missing argument {hint}.")),
+    (r"Missing parameter (?P<hint>.+)\.", N_("Missing parameter {hint}.")),
+    (r"Option (?P<name>'[^']*') requires an argument\.", N_("Option {name} requires an argument.")),
+    (r"Option (?P<name>'[^']*') does not take a value\.", N_("Option {name} does not take a value.")),
+    (r"Got unexpected extra arguments? \((?P<args>.*)\)", N_("Got unexpected extra arguments ({args})")),
+    (r"Invalid value for (?P<hint>.+?): (?P<message>.+)", N_("Invalid value for {hint}: {message}")),
+    (r"Invalid value: (?P<message>.+)", N_("Invalid value: {message}")),
+    (r"(?P<value>.+) is not in the range (?P<range>.+)\.", N_("{value} is not in the range {range}.")),
+    (r"(?P<value>.+) is not one of (?P<choices>.+)\.", N_("{value} is not one of {choices}.")),
+    (r"(?P<value>.+) is not a valid (?P<kind>[\w ]+)\.", N_("{value} is not a valid {kind}.")),
+)
+
+
+def click_message(text: str) -> str:
+    """A usage error's message (Click's `format_message()`) in the messages' language."""
+    if message_language() == DEFAULT:
+        return text
+    for pattern, message in CLICK_ERRORS:
+        found = re.fullmatch(pattern, text, re.S)
+        if found is not None:
+            parts = {k: click_message(v) if k == "message" else v for k, v in found.groupdict().items()}
+            return _(message).format(**parts)
+    return text
+
+
 _EXTRAS = r"\s\s\[([^\[\]]*)\]$"  # Click's "  [default: 8; required]" after a help
 _NO_LINE_START = "，。、；：！？）】》」』…)]"  # closing marks stay at the end of their line
 _NO_LINE_END = "（【《「『(["  # opening marks at the start of theirs

@@ -11,6 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from engine import i18n
 from engine.severity import Severity
 
 if TYPE_CHECKING:
@@ -119,7 +120,4 @@ def ljust_cells(text: str, width: int) -> str:
     return text + " " * max(0, width - cells(text))
 
 
-def spaced(label: str) -> str:
-    """A translated label (`fix:`, `error:`) and the space after it: English writes "fix: ...",
-    Chinese "处理：..." with no space after the full-width colon."""
-    return label if label.endswith("：") else label + " "
+spaced = i18n.spaced  # a translated label and the space after it ("fix: ", "处理：")

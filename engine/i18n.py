@@ -166,6 +166,49 @@ def N_(message: str) -> str:
     return message
 
 
+def spaced(label: str) -> str:
+    """A translated label (`fix:`, `note:`) and the space after it: English writes "fix: ...",
+    Chinese "处理：..." with no space after the full-width colon."""
+    return label if label.endswith("：") else label + " "
+
+
+class Msg(str):
+    """An English message that remembers how it was made: what JSON, result files and logs keep
+    is the English text itself (a str), and `shown()` is the same message in the messages'
+    language, for the line a person reads. Msg(N_("{n} requests were unfinished"), n=3)."""
+
+    def __new__(cls, template: str, **args: Any) -> "Msg":
+        text = super().__new__(cls, template.format(**args) if args else template)
+        text.template, text.args = template, args
+        return text
+
+    @classmethod
+    def pair(cls, english: str, translated: str) -> "Msg":
+        """A text made twice, once in English (what files keep) and once for a person: a
+        sentence whose parts were translated where they were made (a plan's reasons)."""
+        text = cls(english)
+        text.translated = translated
+        return text
+
+    def shown(self) -> str:
+        if getattr(self, "translated", None) is not None:
+            return self.translated
+        if not self.args:
+            return _(self.template)
+        return _(self.template).format(**{k: shown(v) for k, v in self.args.items()})
+
+    @classmethod
+    def join(cls, sep: str, items: Any) -> "Msg":
+        """`sep.join(items)` that keeps each item's Msg (a list of loads, each translated)."""
+        items = list(items)
+        return cls(sep.join("{i%d}" % n for n in range(len(items))), **{f"i{n}": v for n, v in enumerate(items)})
+
+
+def shown(text: Any) -> Any:
+    """A text for a person: a Msg in the messages' language, any other value as it is."""
+    return text.shown() if isinstance(text, Msg) else text
+
+
 def extract_yaml(fileobj: Any, keywords: Any, comment_tags: Any, options: dict[str, str]) -> Any:
     """A Babel extraction method for the texts a person reads in our YAML data (serve's phase
     labels): the values of the keys that babel.cfg names (`keys = label`), one message each.

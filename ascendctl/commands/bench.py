@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from ascendctl.style import spaced
-from engine.i18n import N_, _
+from engine.i18n import N_, Msg, _, shown
 
 # In `bench --help` and `bench run --help`; tests/cli/test_help.py checks it names every
 # scenario in engine/bench/scenarios/.
@@ -324,7 +324,8 @@ def render_comparison(console, c) -> None:
         t.add_column(_("change"), justify="right", no_wrap=True)
     for row in c.figures:
         spec = ".2%" if row.unit == "" else ",.1f"
-        cells = [f"{row.label} {row.unit}" if row.unit else row.label, _fmt(row.baseline, spec)]
+        label = _(row.label)
+        cells = [f"{label} {row.unit}" if row.unit else label, _fmt(row.baseline, spec)]
         for ch in row.changes:
             cells.append(_fmt(ch.value, spec))
             cells.append(_change_cell(ch))
@@ -333,7 +334,7 @@ def render_comparison(console, c) -> None:
     if c.fail_if_worse_pct is not None:
         if c.worse:
             worse = _("worse beyond noise by more than {pct}%: {figures}").format(
-                pct=f"{c.fail_if_worse_pct:g}", figures=safe(", ".join(c.worse))
+                pct=f"{c.fail_if_worse_pct:g}", figures=safe(_(", ").join(shown(w) for w in c.worse))
             )
             console.print(f"[bold red]{worse}[/]")
         else:
@@ -349,7 +350,7 @@ def _short_names(paths) -> list[str]:
 
 def _change_cell(ch) -> str:
     if ch.change_pct is None:
-        text = "N/A" if ch.verdict == "N/A" else ch.verdict
+        text = {"same": _("same")}.get(ch.verdict, ch.verdict)
     else:
         # The interval as a half-width: asymmetric ones are in the JSON (ci_pct).
         ci = f"±{(ch.ci_pct[1] - ch.ci_pct[0]) / 2:.1f}" if ch.ci_pct else ""
@@ -401,7 +402,7 @@ def verdict_line(report) -> str:
         met = len(report.slo) - na - len(unjudged)
         parts = [_("{count} SLOs met").format(count=met)]
         parts += [_("{count} not applicable").format(count=na)] if na else []
-        parts += [_("{slo} not judged, {why}").format(slo=v.name, why=v.why.split(":", 1)[0]) for v in unjudged]
+        parts += [_("{slo} not judged, {why}").format(slo=v.name, why=_why_head(v.why)) for v in unjudged]
         if len(parts) > 1:
             return _("verdict: PASS ({parts})").format(parts=_(", ").join(parts))
         return _("verdict: PASS (all {count} SLOs met)").format(count=len(report.slo))
@@ -411,10 +412,16 @@ def verdict_line(report) -> str:
     )
 
 
+def _why_head(why) -> str:
+    """What kind of excuse a not-judged SLO has ("within noise", "client-bound"), translated."""
+    import re
+
+    return re.split("[:：]", shown(why), maxsplit=1)[0]
+
+
 def _verdict_cell(v) -> str:
     if v.ok is None:
-        why = v.why
-        return f"[yellow]{why.split(':', 1)[0]}[/]" if why else "[dim]N/A[/]"
+        return f"[yellow]{_why_head(v.why)}[/]" if v.why else "[dim]N/A[/]"
     return "[green]PASS[/]" if v.ok else "[red]FAIL[/]"
 
 
@@ -429,7 +436,7 @@ def render_report(console, r) -> None:
     )
     console.print(f"[bold]bench {safe(r.scenario)}[/] {head}")
     if r.description:
-        console.print(f"  {safe(_(r.description))}")
+        console.print(f"  {safe(shown(r.description) if isinstance(r.description, Msg) else _(r.description))}")
     for note in r.notes:
         console.print("  [yellow]" + spaced(_("note:")) + "[/]" + safe(note))
 
@@ -547,7 +554,7 @@ def render_report(console, r) -> None:
         )
 
     if r.slo:
-        t = Table(title="SLOs", title_justify="left", show_edge=False)
+        t = Table(title=_("SLOs"), title_justify="left", show_edge=False)
         for col in ("SLO", _("target"), _("measured"), _("verdict")):
             t.add_column(col, justify="left" if col == "SLO" else "right")
         for v in r.slo:
@@ -563,7 +570,7 @@ def render_report(console, r) -> None:
         console.print(t)
         for v in r.slo:
             if v.ok is None and v.why:
-                console.print("  " + _("{slo} not judged: {why}").format(slo=v.name, why=safe(v.why)))
+                console.print("  " + _("{slo} not judged: {why}").format(slo=v.name, why=safe(shown(v.why))))
     line = verdict_line(r)
     color = "green" if r.passed else "yellow" if r.interrupted else "red"
     console.print(f"[bold {color}]{line}[/]")

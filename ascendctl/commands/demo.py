@@ -135,9 +135,10 @@ def _talk(out: Output, sup: Supervisor, model_name: str, count: int, api_key: st
 
     exchanges: list[Exchange] = []
     if count and not out.json_mode:
-        out.console.print(
-            f"\n[bold]{count} requests to {sup.url}[/] (random weights: the words are noise, the serving is real)"
-        )
+        from ascendctl.style import safe
+
+        head = i18n._("{count} requests to {url}").format(count=count, url=safe(sup.url))
+        out.console.print(f"\n[bold]{head}[/] " + i18n._("(random weights: the words are noise, the serving is real)"))
     try:
         for ex in demo_requests(sup.url, model_name, count, api_key):
             exchanges.append(ex)
@@ -160,7 +161,10 @@ def _show_exchange(out: Output, ex: Exchange) -> None:
     text = safe(ex.text.strip().replace("\n", " ")[:160])
     out.console.print(f"[cyan]{ex.kind:>10}[/] {safe(ex.prompt)}", soft_wrap=True)
     out.console.print(
-        f"{'':>10} [dim]{text}[/]  ({num(ex.prompt_tokens)} → {num(ex.completion_tokens)} tokens, {ex.seconds:.2f} s)",
+        f"{'':>10} [dim]{text}[/]  "
+        + i18n._("({prompt} → {completion} tokens, {seconds} s)").format(
+            prompt=num(ex.prompt_tokens), completion=num(ex.completion_tokens), seconds=f"{ex.seconds:.2f}"
+        ),
         soft_wrap=True,
     )
 
@@ -234,9 +238,19 @@ def _status_lines(out: Output, sup: Supervisor, interval: float) -> int:
             if previous is not None and m.generation_tokens is not None and previous.generation_tokens is not None:
                 rate = f"{(m.generation_tokens - previous.generation_tokens) / interval:.1f}"
             kv_pct = None if m.kv_usage is None else m.kv_usage * 100
+            kv = num(kv_pct, "{:.1f}") + "%"  # pre-formatted: a percent sign in a message reads as printf
             out.console.print(
-                f"running {num(m.running)}  waiting {num(m.waiting)}  KV cache {num(kv_pct, '{:.1f}')}%  "
-                f"generated {num(m.generation_tokens)} tokens ({rate} tok/s)  requests ok {num(m.requests_ok)}",
+                i18n._(
+                    "running {running}  waiting {waiting}  KV cache {kv}  generated {tokens} tokens ({rate} tok/s)  "
+                    "requests ok {ok}"
+                ).format(
+                    running=num(m.running),
+                    waiting=num(m.waiting),
+                    kv=kv,
+                    tokens=num(m.generation_tokens),
+                    rate=rate,
+                    ok=num(m.requests_ok),
+                ),
                 highlight=False,
             )
             previous = m

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from engine.i18n import _
+from engine.i18n import _, shown
 
 CANN_HELP = "CANN toolkit version of the target host (9.1.0, 8.3.RC2); a version without a set takes its line's."
 CHIP_HELP = "Chip family of the target host: A2, A3, 310P or 950."
@@ -51,7 +51,7 @@ def _plan(
     out = get_output()
     plan = _build(cann, chip, arch, index)
     for warning in plan.warnings:
-        out.warn(warning)
+        out.warn(shown(warning))
     out.emit(plan.to_json(), lambda console: console.print(render(plan), markup=False, highlight=False))
 
 
@@ -105,7 +105,7 @@ def _download(
     out = get_output()
     plan = _build(cann, chip, arch, index)
     for warning in plan.warnings:
-        out.warn(warning)
+        out.warn(shown(warning))
     if not __import__("re").fullmatch(r"3\.\d+", python):
         raise BadInput(
             _("--python {value} is not a major.minor version").format(value=repr(python)), _("e.g. --python 3.11")

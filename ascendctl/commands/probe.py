@@ -7,6 +7,16 @@ from typing import Optional
 
 import typer
 
+from engine.i18n import N_, _, shown
+
+# the status as a person reads it (--json keeps the English word)
+STATUS = {
+    "healthy": N_("healthy"),
+    "hung": N_("hung"),
+    "unreachable": N_("unreachable"),
+    "not-openai": N_("not-openai"),
+}
+
 EXIT_CODES = (
     "Exit codes: 0 healthy (the probe was answered); 1 hung (alive, answering nothing: the evidence on "
     "one line); 2 the URL is not an OpenAI-compatible server, or no run matches; 3 unreachable (nothing "
@@ -65,7 +75,11 @@ def probe(
         colour = {"healthy": "green", "hung": "red"}.get(report.status, "yellow")
         named = f" ({report.model})" if report.model else ""
         console.print(
-            f"[{colour}]{report.status}[/]: {escape(report.url)}{escape(named)}: {escape(report.summary)}",
+            f"[{colour}]{_(STATUS.get(report.status, report.status))}[/]"
+            + _(": ")
+            + f"{escape(report.url)}{escape(named)}"
+            + _(": ")
+            + escape(shown(report.summary)),
             highlight=False,
             soft_wrap=True,
         )

@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from engine.i18n import _
+
 GROUP_HELP = """Find by measuring: the most load a server carries within the SLO (`tune capacity URL`),
 and the engine settings that raise it (`tune sweep -p PROFILE --sweep KEY=V1,V2`). Both drive
 bench's load generator; docs/tune.md explains the search."""
@@ -75,8 +77,18 @@ def capacity(
         scenario, slo, by, scale, step_s, start, min_step, max_load, repeats, max_steps
     )
     progress(
-        f"tune capacity: {sc.name} against {url}, by {by}, {len(targets)} targets, steps of {step_s:g} s "
-        f"(at most {max_steps} runs, ~{max_steps * (step_s + 5) / 60:.0f} min)"
+        _(
+            "tune capacity: {scenario} against {url}, by {by}, {targets} targets, steps of {seconds} s "
+            "(at most {runs} runs, ~{minutes} min)"
+        ).format(
+            scenario=sc.name,
+            url=url,
+            by=by,
+            targets=len(targets),
+            seconds=f"{step_s:g}",
+            runs=max_steps,
+            minutes=f"{max_steps * (step_s + 5) / 60:.0f}",
+        )
     )
     run = run_capacity(url, sc, targets, settings, plan, model, notes, lambda p, n: progress(point_line(p, n, by)))
     doc = capacity_doc(run)
@@ -89,8 +101,8 @@ def capacity(
         raise typer.Exit(130)
     if run.result.capacity is None:
         raise ProblemsFound(
-            "the targets did not hold at any load tried",
-            "loosen the targets, lower --start, or check the server (`ascendctl bench URL` at a light load)",
+            _("the targets did not hold at any load tried"),
+            _("loosen the targets, lower --start, or check the server (`ascendctl bench URL` at a light load)"),
         )
 
 
@@ -106,22 +118,25 @@ def capacity_inputs(scenario, slo, by, scale, step_s, start, min_step, max_load,
     from engine.tune.slo import parse_slo, search_targets
 
     if by not in BY:
-        raise BadInput(f"unknown --by {by!r}", "use --by rate or --by concurrency")
+        raise BadInput(_("unknown --by {by}").format(by=repr(by)), _("use --by rate or --by concurrency"))
     given = parse_slo(slo or [])
     sc = load_scenario(scenario)
     if scale != 1:
         sc = scaled(sc, scale)
     if sc.trace is not None and by != "rate":
         raise BadInput(
-            f"scenario {sc.name} replays a trace, whose arrival times set the load",
-            "use --by rate: each step replays the trace at that mean rate",
+            _("scenario {name} replays a trace, whose arrival times set the load").format(name=sc.name),
+            _("use --by rate: each step replays the trace at that mean rate"),
         )
     targets, notes = search_targets(given, sc.slo)
     settings = default_settings(sc, by)
     changes = {"repeats": repeats, "max_points": max_steps}
     for name, value in (("--start", start), ("--min-step", min_step), ("--max-load", max_load)):
         if value is not None and not value > 0:
-            raise BadInput(f"{name} must be a positive number, got {value:g}", f"e.g. {name} 4")
+            raise BadInput(
+                _("{flag} must be a positive number, got {value}").format(flag=name, value=f"{value:g}"),
+                _("e.g. {flag} 4").format(flag=name),
+            )
     if start is not None:
         changes["start"] = start
     if min_step is not None:
@@ -129,12 +144,18 @@ def capacity_inputs(scenario, slo, by, scale, step_s, start, min_step, max_load,
     limit = MAX_RATE if by == "rate" else 4096.0
     if max_load is not None:
         if max_load > limit:
-            raise BadInput(f"--max-load {max_load:g} is above the limit of {limit:g}", f"use at most {limit:g}")
+            raise BadInput(
+                _("--max-load {load} is above the limit of {limit}").format(load=f"{max_load:g}", limit=f"{limit:g}"),
+                _("use at most {limit}").format(limit=f"{limit:g}"),
+            )
         changes["max_load"] = max_load
     settings = dataclasses.replace(settings, **changes)
     if settings.start > settings.max_load:
         raise BadInput(
-            f"--start {settings.start:g} is above --max-load {settings.max_load:g}", "lower --start or raise --max-load"
+            _("--start {start} is above --max-load {load}").format(
+                start=f"{settings.start:g}", load=f"{settings.max_load:g}"
+            ),
+            _("lower --start or raise --max-load"),
         )
     return sc, targets, settings, StepPlan(by, step_s), notes
 

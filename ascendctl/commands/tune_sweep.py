@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from ascendctl.commands.tune import SLO_HELP, progress
+from engine.i18n import _, shown
 
 SWEEP_HELP = """Serve each combination of profile settings, measure its capacity within the SLO
 (as `tune capacity`), stop it, and name the best.
@@ -74,7 +75,11 @@ def sweep(
         from engine.profiles import load_profile
 
         sweeps = default_grid(load_profile(profile, sets, model=model).platform)
-        progress(f"no --sweep: the default grid of the platform ({' '.join(f'--sweep {s}' for s in sweeps)})")
+        progress(
+            _("no --sweep: the default grid of the platform ({flags})").format(
+                flags=" ".join(f"--sweep {s}" for s in sweeps)
+            )
+        )
     axes = parse_grid(sweeps, yes)
     sc, targets, settings, plan, notes = capacity_inputs(
         scenario, slo, by, scale, step_s, start, min_step, max_load, repeats, max_steps
@@ -93,12 +98,13 @@ def sweep(
         planned.append((combo, prof))
     runnable = [(c, p) for c, p in planned if not c.skipped]
     progress(
-        f"tune sweep: {grid_size(axes)} combinations of {', '.join(a.key for a in axes)}; "
-        f"{len(planned) - len(runnable)} do not fit and will not start"
+        _("tune sweep: {n} combinations of {keys}; {skipped} do not fit and will not start").format(
+            n=grid_size(axes), keys=", ".join(a.key for a in axes), skipped=len(planned) - len(runnable)
+        )
     )
-    for combo, _ in planned:
+    for combo, _prof in planned:
         if combo.skipped:
-            progress(f"  [{combo.index + 1}] {combo.label}: {combo.skipped}")
+            progress(f"  [{combo.index + 1}] {combo.label}: {shown(combo.skipped)}")
     if runnable and not any(d["id"] == runnable[0][0].id for d in done):
         preflight(out, runnable[0][1], spec0)  # serve's own: the port, the model, doctor's errors
     profiles = {c.id: p for c, p in planned}
@@ -136,7 +142,7 @@ def sweep(
             engine.interrupt()
 
     setup = SweepSetup(profile, sets, model, sc.name, targets, by, results, ready_timeout, meta=meta)
-    sweeper = Sweeper(setup, [c for c, _ in planned], launch, measure, spec0.url, progress, stop, done)
+    sweeper = Sweeper(setup, [c for c, _prof in planned], launch, measure, spec0.url, progress, stop, done)
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         docs, interrupted = sweeper.run()
@@ -150,12 +156,12 @@ def sweep(
         write_profile.write_text(
             overlay_text(profile, sets, top, f"{len(docs)} of {len(planned)} combinations"), encoding="utf-8"
         )
-        progress(f"the best combination written to {write_profile}: ascendctl serve -p {write_profile}")
+        progress(_("the best combination written to {path}: ascendctl serve -p {path}").format(path=write_profile))
     if html_file is not None:
         from engine.tune.html import sweep_html
 
         html_file.write_text(sweep_html(docs, meta), encoding="utf-8")
-        progress(f"report written to {html_file}")
+        progress(_("report written to {path}").format(path=html_file))
     data = {"setup": meta, "results": docs, "best": top, "interrupted": interrupted, "results_file": str(results)}
 
     def render(console) -> None:
@@ -163,17 +169,23 @@ def sweep(
             console.print(f"{', '.join(f'{k}={v}' for k, v in d['combination'].items())}: {describe(d)}", markup=False)
         if top is not None:
             console.print(
-                f"best: {', '.join(f'{k}={v}' for k, v in top['combination'].items())} "
-                f"({describe(top).removeprefix('measured: ')})",
+                _("best: {combination} ({result})").format(
+                    combination=", ".join(f"{k}={v}" for k, v in top["combination"].items()),
+                    result=describe(top, measured=False),
+                ),
                 markup=False,
             )
 
     out.emit(data, render)
     if interrupted:
-        progress(f"interrupted: continue with the same command and --resume ({len(docs)} results kept in {results})")
+        progress(
+            _("interrupted: continue with the same command and --resume ({n} results kept in {path})").format(
+                n=len(docs), path=results
+            )
+        )
         raise typer.Exit(130)
     if top is None:
         raise ProblemsFound(
-            "no combination held the targets at any load",
-            "loosen the targets, or sweep other values (the results file has each combination's figures)",
+            _("no combination held the targets at any load"),
+            _("loosen the targets, or sweep other values (the results file has each combination's figures)"),
         )

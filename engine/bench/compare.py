@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 from engine.bench.report import is_good
 from engine.bench.stats import percentile
 from engine.errors import BadInput
+from engine.i18n import N_, Msg
 from engine.jsonsafe import loads
 
 RESAMPLES = 1000
@@ -37,7 +38,7 @@ class Figure:
     """One compared figure: where it sits in a report and which way is better."""
 
     name: str
-    label: str
+    label: str  # marked N_(): JSON keeps the English, the table shows it translated
     unit: str
     better: str  # "lower" | "higher"
 
@@ -52,11 +53,11 @@ FIGURES: tuple[Figure, ...] = (
     Figure("tpot_p99_ms", "TPOT p99", "ms", "lower"),
     Figure("e2e_p50_ms", "E2E p50", "ms", "lower"),
     Figure("e2e_p99_ms", "E2E p99", "ms", "lower"),
-    Figure("output_tokens_per_s", "output", "tok/s", "higher"),
-    Figure("request_rate", "request rate", "req/s", "higher"),
-    Figure("error_rate", "error rate", "", "lower"),
-    Figure("goodput_share", "goodput share", "", "higher"),
-    Figure("goodput_rate", "goodput", "req/s", "higher"),
+    Figure("output_tokens_per_s", N_("output"), "tok/s", "higher"),
+    Figure("request_rate", N_("request rate"), "req/s", "higher"),
+    Figure("error_rate", N_("error rate"), "", "lower"),
+    Figure("goodput_share", N_("goodput share"), "", "higher"),
+    Figure("goodput_rate", N_("goodput"), "req/s", "higher"),
 )
 
 
@@ -402,9 +403,23 @@ def compare(
         if fail_if_worse_pct is not None:
             for c in changes:
                 if c.verdict == "worse" and c.change_pct is not None and abs(c.change_pct) > fail_if_worse_pct:
-                    worse.append(f"{fig.label} in {Path(c.report).name} ({c.change_pct:+.1f}%)")
+                    worse.append(
+                        Msg(
+                            "{figure} in {report} ({change})",
+                            figure=Msg(fig.label),
+                            report=Path(c.report).name,
+                            change=f"{c.change_pct:+.1f}%",
+                        )
+                    )
                 elif c.verdict == "worse" and c.change_pct is None and fig.name == "error_rate":
-                    worse.append(f"{fig.label} in {Path(c.report).name} (from 0 to {c.value:.2%})")
+                    worse.append(
+                        Msg(
+                            "{figure} in {report} (from 0 to {value})",
+                            figure=Msg(fig.label),
+                            report=Path(c.report).name,
+                            value=f"{c.value:.2%}",
+                        )
+                    )
     return Comparison(
         baseline=names[0],
         reports=tuple(names),

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 from engine.bench.client import RequestResult
 from engine.bench.scenario import SLOS, Scenario
 from engine.bench.stats import Summary, percentile, summarize
+from engine.i18n import Msg
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,11 @@ class ServerCounters:
 def prefix_cache_phrase(share: float | None) -> str:
     """How much of the prompt work the engine's prefix cache saved over a run ("" when unknown:
     no counter, the cache off, or no prompt looked up)."""
-    return "" if share is None else f"prefix cache hits {share:.1%} of prompt tokens"
+    if share is None:
+        return ""
+    from engine.i18n import _
+
+    return _("prefix cache hits {share} of prompt tokens").format(share=f"{share:.1%}")
 
 
 @dataclass(frozen=True)
@@ -232,19 +237,27 @@ def excuse_throughput(
         if v.ok is False and v.name in THROUGHPUT_SLOS and v.actual is not None and v.target:
             short = 1 - v.actual / v.target
             if behind:
-                lag = f" (p99 lag {lag_p99_ms:,.0f} ms)" if lag_p99_ms is not None else ""
+                lag = Msg(" (p99 lag {lag} ms)", lag=f"{lag_p99_ms:,.0f}") if lag_p99_ms is not None else ""
                 v = replace(
                     v,
                     ok=None,
-                    why=f"client-bound: the load generator fell behind its schedule{lag}, so the server was "
-                    "offered less than the target assumes; rerun from a less busy client, or with --scale below 1",
+                    why=Msg(
+                        "client-bound: the load generator fell behind its schedule{lag}, so the server was "
+                        "offered less than the target assumes; rerun from a less busy client, or with --scale below 1",
+                        lag=lag,
+                    ),
                 )
             elif noise is not None and short <= noise[0]:
                 v = replace(
                     v,
                     ok=None,
-                    why=f"within noise: {short:.0%} short, while the random arrivals of ~{noise[1]} requests alone "
-                    f"vary the offered load by about {noise[0]:.0%}; a longer run (--duration) can judge it",
+                    why=Msg(
+                        "within noise: {short} short, while the random arrivals of ~{n} requests alone "
+                        "vary the offered load by about {noise}; a longer run (--duration) can judge it",
+                        short=f"{short:.0%}",
+                        n=noise[1],
+                        noise=f"{noise[0]:.0%}",
+                    ),
                 )
         out.append(v)
     return tuple(out)

@@ -27,6 +27,7 @@ from engine.bench.schedule import Window, arrivals, draw_length, window_at, wind
 from engine.bench.transport import LeanTransport
 from engine.endpoints import normalize_base_url
 from engine.errors import AscendctlError, BadInput, Unreachable
+from engine.i18n import _
 from engine.metrics import EngineMetrics, scrape
 
 API_KEY_ENV = "VLLM_API_KEY"
@@ -80,33 +81,40 @@ async def probe(client: httpx.AsyncClient, url: str, model: str | None) -> Serve
         resp = await client.get("/v1/models", timeout=10.0)
     except httpx.HTTPError as exc:
         raise Unreachable(
-            f"cannot reach {url}/v1/models: {type(exc).__name__}",
-            f"check that the server is up (`curl {url}/health`) and the host and port are right",
+            _("cannot reach {url}: {error}").format(url=f"{url}/v1/models", error=type(exc).__name__),
+            _("check that the server is up (`curl {url}/health`) and the host and port are right").format(url=url),
         ) from exc
     if resp.status_code in (401, 403):
         raise BadInput(
-            f"{url} refused the request (HTTP {resp.status_code}): it needs an API key",
-            f"export {API_KEY_ENV}=<the server's key> and run again",
+            _("{url} refused the request (HTTP {status}): it needs an API key").format(
+                url=url, status=resp.status_code
+            ),
+            _("export {env}=<the server's key> and run again").format(env=API_KEY_ENV),
         )
     if resp.status_code != 200:
         raise Unreachable(
-            f"{url}/v1/models answered HTTP {resp.status_code}",
-            "give the server root URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000",
+            _("{url} answered HTTP {status}").format(url=f"{url}/v1/models", status=resp.status_code),
+            _("give the server root URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000"),
         )
     try:
         entries = [m for m in resp.json()["data"] if isinstance(m, dict) and m.get("id")]
     except (ValueError, KeyError, TypeError):
         raise BadInput(
-            f"{url}/v1/models did not answer an OpenAI model list",
-            "point ascendctl at the root of a vLLM / OpenAI-compatible server",
+            _("{url} did not answer an OpenAI model list").format(url=f"{url}/v1/models"),
+            _("point ascendctl at the root of a vLLM / OpenAI-compatible server"),
         ) from None
     names = tuple(str(m["id"]) for m in entries)
     if not names:
-        raise BadInput(f"{url} serves no model", "check the server's start-up log (`ascendctl triage LOG`)")
+        raise BadInput(
+            _("{url} serves no model").format(url=url), _("check the server's start-up log (`ascendctl triage LOG`)")
+        )
     chosen = model or names[0]
     if chosen not in names:
         raise BadInput(
-            f"{url} does not serve a model named {chosen!r} (it serves: {', '.join(names)})", f"use --model {names[0]}"
+            _("{url} does not serve a model named {model} (it serves: {names})").format(
+                url=url, model=repr(chosen), names=", ".join(names)
+            ),
+            _("use --model {model}").format(model=names[0]),
         )
     entry = entries[names.index(chosen)]
     mml = entry.get("max_model_len")
@@ -446,7 +454,7 @@ class BenchRunner:
     async def _scrape_settled(self) -> EngineMetrics | None:
         """The last scrape, once the engine's token counter stopped moving (it lags the streams a little)."""
         last = await self._scrape()
-        for _ in range(12):
+        for _try in range(12):
             await asyncio.sleep(0.25)
             now = await self._scrape()
             if now is None or last is None or now.generation_tokens == last.generation_tokens:

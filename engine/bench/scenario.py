@@ -19,6 +19,7 @@ import yaml
 
 from engine.bench.workload import MOONCAKE_BLOCK_TOKENS, Prefix, Trace, load_trace
 from engine.errors import BadInput
+from engine.i18n import Msg
 from engine.yamlfile import Problem, YamlInvalid, duplicate_keys, line_of, load, quote
 
 APIS = ("completions", "chat")
@@ -69,9 +70,15 @@ class Phase:
     @property
     def load(self) -> str:
         if self.concurrency is not None:
-            return f"{self.concurrency} concurrent"
-        cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
-        return f"{self.rate:g} req/s {self.arrival}{cap}"
+            return Msg("{n} concurrent", n=self.concurrency)
+        if self.max_concurrency:
+            return Msg(
+                "{rate} req/s {arrival}, at most {n} in flight",
+                rate=f"{self.rate:g}",
+                arrival=self.arrival,
+                n=self.max_concurrency,
+            )
+        return Msg("{rate} req/s {arrival}", rate=f"{self.rate:g}", arrival=self.arrival)
 
 
 @dataclass(frozen=True)
@@ -86,10 +93,16 @@ class LengthDist:
 
     def describe(self) -> str:
         if self.dist == "fixed":
-            return f"{self.mean:g} tokens"
+            return Msg("{n} tokens", n=f"{self.mean:g}")
         if self.dist == "uniform":
-            return f"{self.min}-{self.max} tokens, uniform"
-        return f"~{self.mean:g} tokens (sd {self.stddev:g}, {self.min}-{self.max})"
+            return Msg("{low}-{high} tokens, uniform", low=self.min, high=self.max)
+        return Msg(
+            "~{mean} tokens (sd {sd}, {low}-{high})",
+            mean=f"{self.mean:g}",
+            sd=f"{self.stddev:g}",
+            low=self.min,
+            high=self.max,
+        )
 
 
 @dataclass(frozen=True)
@@ -504,9 +517,18 @@ def scaled(sc: Scenario, factor: float) -> Scenario:
     out = dataclasses.replace(sc, phases=phases, prompt_tokens=lengths, max_tokens=max_tokens, slo=slo)
     _check_limits(out, f"--scale {factor:g}")
     # The description names the loads it was written for ("16 concurrent"): say what runs now.
-    loads = "; ".join(f"{ph.name} {ph.load}" for ph in phases)
-    what = f"Scaled x{factor:g}: {loads}; prompts {lengths.describe()}, {max_tokens}-token answers."
-    return dataclasses.replace(out, description=f"{what} (from: {sc.description})" if sc.description else what)
+    loads = Msg.join("; ", (Msg("{name} {load}", name=ph.name, load=ph.load) for ph in phases))
+    what = Msg(
+        "Scaled x{factor}: {loads}; prompts {lengths}, {tokens}-token answers.",
+        factor=f"{factor:g}",
+        loads=loads,
+        lengths=lengths.describe(),
+        tokens=max_tokens,
+    )
+    if sc.description:
+        # a built-in scenario's description is in the catalogue (babel.cfg): shown translated
+        what = Msg("{what} (from: {description})", what=what, description=Msg(sc.description))
+    return dataclasses.replace(out, description=what)
 
 
 def _check_limits(sc: Scenario, cause: str) -> None:
@@ -626,7 +648,7 @@ def to_yaml(sc: Scenario) -> str:
             "min": lp.min,
             "max": lp.max,
         }
-    doc: dict[str, Any] = {"name": sc.name, "description": sc.description, "api": sc.api, "phases": phases}
+    doc: dict[str, Any] = {"name": sc.name, "description": str(sc.description), "api": sc.api, "phases": phases}
     if sc.drain_after:
         doc["drain_after"] = sc.drain_after
     doc.update(prompt_tokens=lengths, max_tokens=sc.max_tokens, ignore_eos=sc.ignore_eos)

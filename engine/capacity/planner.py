@@ -255,8 +255,10 @@ def plan(profile: Profile, model_dir: str | Path | None = None) -> Plan:
     directory = Path(model_dir if model_dir is not None else profile.model.path).expanduser()
     if not directory.is_dir():
         raise BadInput(
-            f"model directory not found: {directory}",
-            f"download the model there, or give its directory: ascendctl plan --profile {profile.name} --model DIR",
+            _("model directory not found: {path}").format(path=directory),
+            _("download the model there, or give its directory: ascendctl plan --profile {name} --model DIR").format(
+                name=profile.name
+            ),
         )
     shape = read_config(directory)
     w = weights(directory)

@@ -19,6 +19,7 @@ import httpx
 from engine import httpread, runs
 from engine.errors import BadInput, Unreachable
 from engine.health.hang import Evidence, HangLimits, HangMonitor, Verdict, served_model
+from engine.i18n import Msg, _
 
 HEALTHY, HUNG, UNREACHABLE, NOT_OPENAI = "healthy", "hung", "unreachable", "not-openai"
 
@@ -53,7 +54,8 @@ def resolve(target: str) -> Target:
         info, why = runs.load_run(path)
         if info is None:
             raise BadInput(
-                why or f"{path}: no run record", "give a URL or the id of a run (`ascendctl top` lists them)"
+                why or _("{path}: no run record").format(path=path),
+                _("give a URL or the id of a run (`ascendctl top` lists them)"),
             )
     else:
         matches = [r for r in runs.list_runs() if r.run_id == target or r.run_id.startswith(target)]
@@ -61,14 +63,21 @@ def resolve(target: str) -> Target:
         if exact:
             matches = exact
         if len(matches) != 1:
-            what = "no run" if not matches else f"{len(matches)} runs"
+            what = (
+                _("no run matches {target}")
+                if not matches
+                else _("{n} runs match {target}").format(n=len(matches), target="{target}")
+            )
             raise BadInput(
-                f"{what} matches {target!r}",
-                "give a URL (http://127.0.0.1:8000) or a run id from `ascendctl top --once` / the run directory",
+                what.format(target=repr(target)),
+                _("give a URL (http://127.0.0.1:8000) or a run id from `ascendctl top --once` / the run directory"),
             )
         info = matches[0]
     if not info.serves_api:
-        raise BadInput(f"run {info.run_id} serves no API on this host (a headless rank)", "probe node 0's URL")
+        raise BadInput(
+            _("run {run} serves no API on this host (a headless rank)").format(run=info.run_id),
+            _("probe node 0's URL"),
+        )
     return Target(info.url.rstrip("/"), info.run_id, info.pid if info.alive() else None)
 
 
@@ -107,9 +116,11 @@ def probe(
             verdict = Verdict(verdict.hung or later.hung, kept + progress)
         last = monitor.last_result
         if last is not None and not last.reached:
-            return report(UNREACHABLE, f"the completion could not be sent ({last.error})", model, verdict)
+            return report(
+                UNREACHABLE, _("the completion could not be sent ({error})").format(error=last.error), model, verdict
+            )
         if not verdict.hung and last is not None and last.ok:
-            answered = Evidence("probe", f"probe answered in {last.seconds:.2f} s", False)
+            answered = Evidence("probe", Msg("probe answered in {seconds} s", seconds=f"{last.seconds:.2f}"), False)
             verdict = Verdict(False, (answered, *verdict.parts))
         verdict = _with_recorded(verdict, t)
         return report(HUNG if verdict.hung else HEALTHY, verdict.summary, model, verdict)

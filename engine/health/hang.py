@@ -39,6 +39,7 @@ from engine.devices.sample import DeviceSample
 from engine.errors import BadInput, Unreachable
 from engine.httpread import Deadline, read_page
 from engine.httpread import client as httpread_client
+from engine.i18n import Msg, _
 
 # The processes of a vLLM engine's tree, by the title vLLM gives them (setproctitle).
 _ENGINE_TITLES = ("EngineCore", "VLLM::Worker", "VllmWorker")
@@ -92,8 +93,9 @@ class Verdict:
     @property
     def summary(self) -> str:
         """The evidence on one line: the parts that count first, then what else was seen."""
-        shown = [e.text for e in self.parts if e.hung] + [e.text for e in self.parts if not e.hung]
-        return "; ".join(shown) if shown else "no evidence"
+        seen = [e.text for e in self.parts if e.hung] + [e.text for e in self.parts if not e.hung]
+        # English (a str: JSON and the run record keep it); shown() gives it translated
+        return Msg.join("; ", seen) if seen else Msg("no evidence")
 
     def as_dict(self) -> dict:
         return {
@@ -133,8 +135,8 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
     status, text = page.status_code, page.text
     if status in (401, 403):
         raise BadInput(
-            f"{target} refused the request (HTTP {status})",
-            "set VLLM_API_KEY to the server's API key",
+            _("{url} refused the request (HTTP {status})").format(url=target, status=status),
+            _("set VLLM_API_KEY to the server's API key"),
         )
     try:
         data = json.loads(text) if status == 200 else None
@@ -143,8 +145,10 @@ def served_model(client: httpx.Client, url: str, timeout: float, api_key: str | 
         models = []
     if not models or not isinstance(models[0], str):
         raise BadInput(
-            f"{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} with no model list",
-            "point at the vLLM server root, e.g. http://127.0.0.1:8000",
+            _(
+                "{url} is not an OpenAI-compatible server: GET /v1/models answered HTTP {status} with no model list"
+            ).format(url=url, status=status),
+            _("point at the vLLM server root, e.g. http://127.0.0.1:8000"),
         )
     return models[0]
 
@@ -181,7 +185,7 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
                 if choices:
                     return ProbeResult(True, time.monotonic() - started)
             else:
-                return failed("the stream ended with no token")
+                return failed(Msg("the stream ended with no token"))
     except httpx.TimeoutException:
         pass
     except httpx.ConnectError as exc:
@@ -189,7 +193,7 @@ def probe_once(client: httpx.Client, url: str, model: str, timeout: float, api_k
     except httpx.HTTPError as exc:
         if not limit.passed:  # past the deadline: the socket was shut, a time-out
             return failed(type(exc).__name__)
-    return failed(f"timed out after {timeout:g} s")
+    return failed(Msg("timed out after {seconds} s", seconds=f"{timeout:g}"))
 
 
 def probe_timeout(limits: HangLimits, ttft_max_s: float | None, probe_max_s: float | None = None) -> float:
@@ -277,15 +281,21 @@ class ProcessTracker:
             return None  # the server itself ended: an exit, which the supervisor sees
         live = {p.pid for p in procs if p.status != "zombie"}
         gone = [
-            f"{title.split('::')[-1]} pid {pid} gone" for pid, title in sorted(self.seen.items()) if pid not in live
+            Msg("{name} pid {pid} gone", name=title.split("::")[-1], pid=pid)
+            for pid, title in sorted(self.seen.items())
+            if pid not in live
         ]
         if self.expect_core and not self.seen and not any("EngineCore" in p.title for p in procs if p.pid in live):
-            gone = [f"EngineCore gone (none under the API server pid {root_pid})"]
+            gone = [Msg("EngineCore gone (none under the API server pid {pid})", pid=root_pid)]
         for p in procs:
             self.seen.setdefault(p.pid, p.title)
         if gone:
-            return Evidence("process", "; ".join(gone) + " while the API server lives", True)
-        stopped = [f"{p.title.split('::')[-1]} pid {p.pid} stopped (SIGSTOP)" for p in procs if p.status == "stopped"]
+            return Evidence("process", Msg("{gone} while the API server lives", gone=Msg.join("; ", gone)), True)
+        stopped = [
+            Msg("{name} pid {pid} stopped (SIGSTOP)", name=p.title.split("::")[-1], pid=p.pid)
+            for p in procs
+            if p.status == "stopped"
+        ]
         cpu = sum(p.cpu_s for p in procs if p.status != "zombie")
         if not procs or not busy:
             self._cpu, self._cpu_since = cpu, None
@@ -297,9 +307,9 @@ class ProcessTracker:
         still = 0.0 if self._cpu_since is None else now - self._cpu_since
         if still >= self.limits.cpu_s:
             names = ", ".join(f"{p.title.split('::')[-1]} pid {p.pid}" for p in procs[:3])
-            text = f"no CPU time used for {still:.0f} s by {names}"
+            text = Msg("no CPU time used for {seconds} s by {names}", seconds=f"{still:.0f}", names=names)
             if stopped:
-                text += f" ({'; '.join(stopped)})"
+                text = Msg("{text} ({stopped})", text=text, stopped=Msg.join("; ", stopped))
             return Evidence("process", text, True)
         return Evidence("process", stopped[0], False) if stopped else None
 
@@ -333,10 +343,11 @@ class ProgressTracker:
         still = now - self.still_since
         parts = []
         if running:
-            parts.append(f"{int(running)} request{'s' if int(running) != 1 else ''} running")
+            one = int(running) == 1
+            parts.append(Msg("{n} request running", n=1) if one else Msg("{n} requests running", n=int(running)))
         if waiting:
-            parts.append(f"{int(waiting)} waiting")
-        text = f"{', '.join(parts)}, no token for {still:.0f} s"
+            parts.append(Msg("{n} waiting", n=int(waiting)))
+        text = Msg("{parts}, no token for {seconds} s", parts=Msg.join(", ", parts), seconds=f"{still:.0f}")
         return Evidence("progress", text, still >= self.limits.progress_s)
 
 
@@ -369,7 +380,12 @@ class DeviceTracker:
             self._idle_since = now
         still = now - self._idle_since
         names = ",".join(s.key for s in owned)
-        text = f"{names} AI Core <= {self.limits.device_idle_pct:g}% and HBM unchanged for {still:.0f} s"
+        text = Msg(
+            "{names} AI Core <= {pct} and HBM unchanged for {seconds} s",
+            names=names,
+            pct=f"{self.limits.device_idle_pct:g}%",
+            seconds=f"{still:.0f}",
+        )
         return Evidence("device", text, still >= self.limits.device_s)
 
 
@@ -531,7 +547,7 @@ class HangMonitor:
             self.failures = []
             self.answers.append(result.seconds)
         elif result.reached:
-            self.failures.append((now, result.error or "failed"))
+            self.failures.append((now, result.error or Msg("failed")))
         return result
 
     def _probe_evidence(self) -> Evidence | None:
@@ -540,13 +556,15 @@ class HangMonitor:
         n = len(self.failures)
         span = self.clock() - self.failures[0][0]
         errors = sorted({e for _, e in self.failures})
-        what = "timed out" if all(e.startswith("timed out") for e in errors) else "failed (" + ", ".join(errors) + ")"
+        timed_out = all(e.startswith("timed out") for e in errors)
+        what = Msg("timed out") if timed_out else Msg("failed ({errors})", errors=Msg.join(", ", errors))
         single = self.failures[0][1]
-        text = (
-            f"probe {what} {n}x in {span:.0f} s"
-            if n > 1
-            else f"probe {'failed (' + single + ')' if 'timed out' not in single else single}"
-        )
+        if n > 1:
+            text = Msg("probe {what} {n}x in {seconds} s", what=what, n=n, seconds=f"{span:.0f}")
+        elif "timed out" in single:
+            text = Msg("probe {error}", error=single)
+        else:
+            text = Msg("probe failed ({error})", error=single)
         return Evidence("probe", text, n >= self.limits.probe_failures)
 
     def tick(self) -> Verdict:
@@ -559,7 +577,11 @@ class HangMonitor:
             self._mark_ttft(now, metrics)
         except (httpx.HTTPError, Unreachable, BadInput) as exc:
             notes.append(
-                Evidence("progress", f"/metrics unreadable ({getattr(exc, 'cause', type(exc).__name__)})", False)
+                Evidence(
+                    "progress",
+                    Msg("/metrics unreadable ({error})", error=getattr(exc, "cause", type(exc).__name__)),
+                    False,
+                )
             )
         group = self._group_evidence(now, metrics is not None) if self.group else None
         if self.group_url is not None:
@@ -584,7 +606,7 @@ class HangMonitor:
             try:
                 self.probe(now)
             except (Unreachable, BadInput) as exc:
-                notes.append(Evidence("probe", f"probe not sent: {exc.cause}", False))
+                notes.append(Evidence("probe", Msg("probe not sent: {error}", error=exc.cause), False))
             if tokens is not None:  # an unread counter keeps the count of the last reading
                 self.tokens_at_probe = tokens
         probe = self._probe_evidence()
@@ -611,7 +633,11 @@ class HangMonitor:
             self._down_since = now
         down = now - self._down_since
         limit = self.limits.probe_interval_s * self.limits.probe_failures
-        return Evidence("group", f"the group's API at {url or self.url} gone for {down:.0f} s", down >= limit)
+        return Evidence(
+            "group",
+            Msg("the group's API at {url} gone for {seconds} s", url=url or self.url, seconds=f"{down:.0f}"),
+            down >= limit,
+        )
 
     @staticmethod
     def judge(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from engine.doctor import CheckResult, Status, run_doctor
 from engine.errors import AscendctlError, BadInput
+from engine.i18n import _
 from engine.launcher.portlock import SET_PORT, check_port_lock
 from engine.system.ports import port_holder, port_is_free
 
@@ -34,10 +35,11 @@ def check_port(host: str, port: int, port_option: str = SET_PORT) -> None:
     if port_is_free(host, port):
         return
     holder = port_holder(port)
-    who = f" by {holder}" if holder else ""
     raise BadInput(
-        f"port {port} on {host} is already in use{who}",
-        f"stop that server, or choose another port: {port_option}{port + 1}",
+        _("port {port} on {host} is already in use by {holder}").format(port=port, host=host, holder=holder)
+        if holder
+        else _("port {port} on {host} is already in use").format(port=port, host=host),
+        _("stop that server, or choose another port: {option}").format(option=f"{port_option}{port + 1}"),
     )
 
 
@@ -45,15 +47,19 @@ def check_model(profile: Profile) -> None:
     """BadInput (exit 2) unless model.path is a model directory (one with config.json): otherwise
     the engine starts, dies seconds later, and a restart policy would only repeat that."""
     path = Path(profile.model.path)
-    fix = f"download the model into {path}, or give its directory with --model DIR"
+    fix = _("download the model into {path}, or give its directory with --model DIR").format(path=path)
     if not path.exists():
-        raise BadInput(f"model directory not found: {path}", fix)
+        raise BadInput(_("model directory not found: {path}").format(path=path), fix)
     if not path.is_dir():
         raise BadInput(
-            f"{path} is a file, not a model directory", "give the directory that holds config.json: --model DIR"
+            _("{path} is a file, not a model directory").format(path=path),
+            _("give the directory that holds config.json: --model DIR"),
         )
     if not (path / "config.json").is_file():
-        raise BadInput(f"{path} holds no config.json: not a model directory, or its download is incomplete", fix)
+        raise BadInput(
+            _("{path} holds no config.json: not a model directory, or its download is incomplete").format(path=path),
+            fix,
+        )
 
 
 def check_plan(profile: Profile) -> Plan | None:
@@ -73,17 +79,21 @@ def check_plan(profile: Profile) -> Plan | None:
         return result
     limit = result.model.max_position_embeddings
     if limit and result.max_model_len > limit:
-        change = f"--set engine.max_model_len={limit} (the model's limit) or less"
+        change = _("--set engine.max_model_len={limit} (the model's limit) or less").format(limit=limit)
     elif (
         result.suggested_tensor_parallel_size
         and result.suggested_tensor_parallel_size != profile.engine.tensor_parallel_size
     ):
         change = f"--set engine.tensor_parallel_size={result.suggested_tensor_parallel_size}"
     else:
-        change = "lower engine.max_model_len, or give the KV cache more memory"
+        change = _("lower engine.max_model_len, or give the KV cache more memory")
     raise BadInput(
-        f"the memory plan for profile {profile.name} says it does not fit: {'; '.join(result.reasons)}",
-        f"{change}; `ascendctl plan --profile {profile.name}` with the same --set shows the whole budget",
+        _("the memory plan for profile {name} says it does not fit: {reasons}").format(
+            name=profile.name, reasons=_("; ").join(result.reasons)
+        ),
+        _("{change}; `ascendctl plan --profile {name}` with the same --set shows the whole budget").format(
+            change=change, name=profile.name
+        ),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from engine.data import load_yaml
 from engine.dtypes import ALIASES, canonical_dtype
-from engine.i18n import _
+from engine.i18n import N_, _
 from engine.profiles.container import Container, container_section
 from engine.profiles.roles import Role, roles_section
 from engine.redact import MASK, is_secret_name, redact_env, redact_value
@@ -59,29 +59,29 @@ class Spec:
 
     def describe(self) -> str:
         names = {
-            int: "an integer",
-            float: "a number",
-            str: "a string",
-            bool: "true or false",
-            list: "a list",
-            dict: "a mapping",
+            int: _("an integer"),
+            float: _("a number"),
+            str: _("a string"),
+            bool: _("true or false"),
+            list: _("a list"),
+            dict: _("a mapping"),
         }
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
-        text = "a number" if set(kinds) == {int, float} else " or ".join(names.get(k, k.__name__) for k in kinds)
+        text = names[float] if set(kinds) == {int, float} else _(" or ").join(names.get(k, k.__name__) for k in kinds)
         if self.choices:
-            text = "one of " + ", ".join(str(c) for c in self.choices)
+            text = _("one of {choices}").format(choices=", ".join(str(c) for c in self.choices))
         if self.minimum is not None:
             text += f" {'>' if self.exclusive_min else '>='} {self.minimum:g}"
         if self.maximum is not None:
-            text += f"{' and' if self.minimum is not None else ''} <= {self.maximum:g}"
+            text += f"{_(' and') if self.minimum is not None else ''} <= {self.maximum:g}"
         return text
 
 
 NUMBER = (int, float)
 # A Linux interface name (IFNAMSIZ: 15 characters; what `ip link` accepts and the HCCL/Gloo
 # variables name).
-IFNAME = (r"[A-Za-z0-9_.:\-]{1,15}", "an interface name: letters, digits, '_', '.', ':', '-', at most 15")
-ONE_LINE = (r"[^\x00-\x1f\x7f]+", "one line of text, without control characters")
+IFNAME = (r"[A-Za-z0-9_.:\-]{1,15}", N_("an interface name: letters, digits, '_', '.', ':', '-', at most 15"))
+ONE_LINE = (r"[^\x00-\x1f\x7f]+", N_("one line of text, without control characters"))
 
 # section -> key -> Spec. `env` is a free mapping of variable names and is checked apart.
 SCHEMA: dict[str, dict[str, Spec]] = {
@@ -490,6 +490,10 @@ def suggest(word: str, known: list[str]) -> str:
     return _(" (did you mean {word}?)").format(word=repr(close[0])) if close else ""
 
 
+def _must_be() -> str:
+    return _("must be {kind}, got {value}")
+
+
 def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
     """The value converted to the spec's type, or an error message."""
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
@@ -497,32 +501,33 @@ def check_value(spec: Spec, value: Any) -> tuple[Any, str | None]:
         return None, (_("is required") if spec.required else None)
     # bool is an int in Python; a YAML `true` must not pass as a count.
     if isinstance(value, bool) and bool not in kinds:
-        return value, f"must be {spec.describe()}, got {quote(value)}"
+        return value, _must_be().format(kind=spec.describe(), value=quote(value))
     if not isinstance(value, kinds):
         if str in kinds and isinstance(value, (int, float)):
             value = str(value)
         else:
-            return value, f"must be {spec.describe()}, got {quote(value)}"
+            return value, _must_be().format(kind=spec.describe(), value=quote(value))
     if list in kinds:
         if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
-            return value, "must be a list of strings"
+            return value, _("must be a list of strings")
         value = tuple(str(v) for v in value)
     if spec.pattern is not None and isinstance(value, str) and not re.fullmatch(spec.pattern[0], value):
-        return value, f"must be {spec.pattern[1]}, got {quote(value)}"
+        return value, _must_be().format(kind=_(spec.pattern[1]), value=quote(value))
     if spec.choices and value not in spec.choices:
         return (
             value,
-            f"must be {spec.describe()}, got {quote(value)}{suggest(str(value), [str(c) for c in spec.choices])}",
+            _must_be().format(kind=spec.describe(), value=quote(value))
+            + suggest(str(value), [str(c) for c in spec.choices]),
         )
     if isinstance(value, float) and not math.isfinite(value):
         # YAML reads .nan and .inf as floats; NaN fails no comparison, so the range test below
         # would let it through to the planner and the engine.
-        return value, f"must be a finite number, got {quote(value)}"
+        return value, _("must be a finite number, got {value}").format(value=quote(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         low_bad = spec.minimum is not None and (value <= spec.minimum if spec.exclusive_min else value < spec.minimum)
         high_bad = spec.maximum is not None and value > spec.maximum
         if low_bad or high_bad:
-            return value, f"must be {spec.describe()}, got {quote(value)}"
+            return value, _must_be().format(kind=spec.describe(), value=quote(value))
     if spec.convert is not None:
         value = spec.convert(value)
     return value, None
@@ -563,7 +568,7 @@ def build(raw: Mapping[str, Any], locate: Locate, default_name: str) -> tuple[Pr
             if key not in out:
                 dotted = f"{section}.{key}" if section else key
                 if spec.required and not any(p.key == dotted for p in problems):
-                    problems.append(Problem(*locate(section or dotted), dotted, "is required"))
+                    problems.append(Problem(*locate(section or dotted), dotted, _("is required")))
                 elif spec.default is not None:
                     out[key] = spec.default
         values[section] = out
@@ -725,7 +730,11 @@ def _cross_checks(values: dict[str, dict[str, Any]], locate: Locate) -> list[Pro
     device, engine, server = values["device"], values["engine"], values["server"]
     if platform in ("ascend", "cuda") and device.get("hbm_gib") is None:
         problems.append(
-            Problem(*locate("device"), "device.hbm_gib", f"is required on {platform}: the memory of one device in GiB")
+            Problem(
+                *locate("device"),
+                "device.hbm_gib",
+                _("is required on {platform}: the memory of one device in GiB").format(platform=platform),
+            )
         )
     nodes = values.get("nodes")
     if nodes is not None and "count" in nodes:

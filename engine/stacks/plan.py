@@ -16,7 +16,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from engine.i18n import _
+from engine.i18n import N_, Msg, _, shown, spaced
 from engine.stacks.pins import ascend_set, ascend_sets, engine_sets
 from engine.versions import cann_key, cann_release, release_tuple
 
@@ -122,7 +122,10 @@ def index_urls(overrides: Mapping[str, str] | None = None, environ: Mapping[str,
             urls[name] = value
     for name, url in (overrides or {}).items():
         if name not in urls:
-            raise PlanError(f"unknown index {name!r}", f"name one of: {', '.join(urls)}")
+            raise PlanError(
+                _("unknown index {name}").format(name=repr(name)),
+                _("name one of: {names}").format(names=", ".join(urls)),
+            )
         urls[name] = url
     return urls
 
@@ -132,21 +135,25 @@ def resolve_cann(cann: str) -> tuple[str, str | None]:
     a known line (9.1.1, 8.5.2) takes the newest set of its line at or below it."""
     want = cann_release(cann)
     if not want:
-        raise PlanError(f"{cann!r} is not a CANN version", "pass a version such as 9.1.0 or 8.3.RC2")
+        raise PlanError(
+            _("{cann} is not a CANN version").format(cann=repr(cann)), _("pass a version such as 9.1.0 or 8.3.RC2")
+        )
     if ascend_set(want):
         return want, None
     line = want.split(".")[:2]
     below = [c for c in ascend_sets() if c.split(".")[:2] == line and cann_key(c) <= cann_key(want)]
     if below:
         best = max(below, key=cann_key)
-        return best, (
-            f"CANN {want} has no set of its own; using the set for CANN {best} (same release line: "
-            "Huawei lists the line's toolkit and operator packages as compatible)"
+        return best, Msg(
+            "CANN {want} has no set of its own; using the set for CANN {best} (same release line: "
+            "Huawei lists the line's toolkit and operator packages as compatible)",
+            want=want,
+            best=best,
         )
     known = ", ".join(ascend_sets())
     raise PlanError(
-        f"no pinned Ascend set for CANN {want} (sets exist for {known})",
-        "install one of those CANN versions, or pass --cann VERSION to choose a set",
+        _("no pinned Ascend set for CANN {want} (sets exist for {known})").format(want=want, known=known),
+        _("install one of those CANN versions, or pass --cann VERSION to choose a set"),
     )
 
 
@@ -160,9 +167,15 @@ def build_plan(
     from engine.stacks.matrix import load_matrix
 
     if chip not in CHIPS:
-        raise PlanError(f"unknown chip family {chip!r}", f"use one of {', '.join(CHIPS)}")
+        raise PlanError(
+            _("unknown chip family {chip}").format(chip=repr(chip)),
+            _("use one of {names}").format(names=", ".join(CHIPS)),
+        )
     if arch not in ARCHES:
-        raise PlanError(f"no Ascend engine for architecture {arch!r}", f"use one of {', '.join(ARCHES)}")
+        raise PlanError(
+            _("no Ascend engine for architecture {arch}").format(arch=repr(arch)),
+            _("use one of {names}").format(names=", ".join(ARCHES)),
+        )
     set_cann, warning = resolve_cann(cann)
     pinned = ascend_set(set_cann) or {}
     shared = engine_sets()["ascend"]
@@ -171,8 +184,12 @@ def build_plan(
     row = load_matrix().release(va)
     if row is not None and chip not in row.hardware:
         raise PlanError(
-            f"vllm-ascend {va} (the set for CANN {set_cann}) does not support {chip}",
-            f"install a CANN version whose vllm-ascend release lists {chip} (see engine/stacks/matrix.yaml)",
+            _("vllm-ascend {version} (the set for CANN {cann}) does not support {chip}").format(
+                version=va, cann=set_cann, chip=chip
+            ),
+            _("install a CANN version whose vllm-ascend release lists {chip} (see engine/stacks/matrix.yaml)").format(
+                chip=chip
+            ),
         )
     reqs = [str(r) for r in pinned["requirements"]]
     on_ascend = {requirement_name(n) for n in pinned.get("ascend_index", [])}
@@ -192,7 +209,9 @@ def build_plan(
     steps.append(
         Step(
             "torch",
-            f"torch {torch_reqs[0].split('==')[-1]}" + (" (CPU build, from the PyTorch CPU index)" if cpu else ""),
+            Msg("torch {version} (CPU build, from the PyTorch CPU index)", version=torch_reqs[0].split("==")[-1])
+            if cpu
+            else f"torch {torch_reqs[0].split('==')[-1]}",
             "install",
             tuple(Package(r, torch_src) for r in torch_reqs),
             tuple(cpu_index),
@@ -203,7 +222,7 @@ def build_plan(
     steps.append(
         Step(
             "vllm",
-            f"vLLM {vllm} built from its source archive (VLLM_TARGET_DEVICE=empty)",
+            Msg("vLLM {version} built from its source archive (VLLM_TARGET_DEVICE=empty)", version=vllm),
             "install",
             (Package(f"vllm=={vllm}"),),
             ("--no-binary", "vllm", *cpu_index),
@@ -216,7 +235,7 @@ def build_plan(
     steps.append(
         Step(
             "remove-triton",
-            "remove the CUDA triton",
+            Msg("remove the CUDA triton"),
             "remove",
             (Package("triton"),),
             why="torch or vLLM may pull the CUDA triton, which shadows triton-ascend",
@@ -233,11 +252,29 @@ def build_plan(
         va_options = ["--no-binary", "vllm-ascend", *va_options]
         env.append(("SOC_VERSION", soc))
         if not va_wheel:
-            notes.append(f"PyPI holds only the source archive of vllm-ascend {va}: it is built here (CANN toolchain)")
+            notes.append(
+                Msg(
+                    "PyPI holds only the source archive of vllm-ascend {version}: it is built here (CANN toolchain)",
+                    version=va,
+                )
+            )
         else:
-            notes.append(f"the PyPI wheel of vllm-ascend {va} is built for A2: it is built here for {chip} ({soc})")
+            notes.append(
+                Msg(
+                    "the PyPI wheel of vllm-ascend {version} is built for A2: it is built here for {chip} ({soc})",
+                    version=va,
+                    chip=chip,
+                    soc=soc,
+                )
+            )
     elif from_variant:
-        notes.append(f"vllm-ascend {va} for {chip} comes from the variant index (the PyPI wheel is built for A2)")
+        notes.append(
+            Msg(
+                "vllm-ascend {version} for {chip} comes from the variant index (the PyPI wheel is built for A2)",
+                version=va,
+                chip=chip,
+            )
+        )
     rest = [r for r in reqs if requirement_name(r) not in torch_names | {"vllm", "torch"}]
     packages = []
     for r in rest:
@@ -249,7 +286,9 @@ def build_plan(
     steps.append(
         Step(
             "vllm-ascend",
-            f"vllm-ascend {va} with torch_npu and the set's pins" + (f" (built for {chip})" if source_build else ""),
+            Msg("vllm-ascend {version} with torch_npu and the set's pins (built for {chip})", version=va, chip=chip)
+            if source_build
+            else Msg("vllm-ascend {version} with torch_npu and the set's pins", version=va),
             "install",
             tuple(packages),
             tuple(va_options),
@@ -269,9 +308,11 @@ def build_plan(
     steps.append(
         Step(
             "remove-triton-again",
-            "remove triton-ascend and triton (310P supports neither)"
+            Msg("remove triton-ascend and triton (310P supports neither)")
             if chip == "310P"
-            else "remove triton" + (" and triton-ascend, for a clean reinstall" if triton else ""),
+            else Msg("remove triton and triton-ascend, for a clean reinstall")
+            if triton
+            else Msg("remove triton"),
             "remove",
             tuple(removed),
             why="310P has no triton support"
@@ -298,7 +339,7 @@ def build_plan(
         steps.append(
             Step(
                 "check-chip",
-                f"vllm-ascend is built for {chip}",
+                Msg("vllm-ascend is built for {chip}", chip=chip),
                 "check",
                 options=(device_type or "",),
                 why="a wheel built for another chip fails its device-type check when the engine starts",
@@ -309,7 +350,12 @@ def build_plan(
     else:
         device_type = None
     if compiled := [str(r) for r in pinned.get("built_from_source", [])]:
-        notes.append(f"PyPI has only source archives of {', '.join(compiled)}: step 4 compiles them (gcc, g++)")
+        notes.append(
+            Msg(
+                "PyPI has only source archives of {packages}: step 4 compiles them (gcc, g++)",
+                packages=", ".join(compiled),
+            )
+        )
     if pinned.get("note"):
         notes.append(str(pinned["note"]))
     return Plan(
@@ -354,13 +400,13 @@ def render(plan: Plan) -> str:
             python=plan.python,
         )
     ]
-    lines += [_label("warning:") + w for w in plan.warnings]
+    lines += [_label(N_("warning:")) + shown(w) for w in plan.warnings]
     needs = [_("glibc >= {glibc} (the wheels' manylinux tag)").format(glibc=plan.glibc)] if plan.glibc else []
     if any(s.needs_cann_env for s in plan.steps):
         needs.append(_("the CANN environment sourced and gcc, g++, cmake (vllm-ascend is compiled)"))
     if needs:
-        lines.append(_label("needs:") + _("; ").join(needs))
-    lines += [_label("note:") + n for n in plan.notes]
+        lines.append(_label(N_("needs:")) + _("; ").join(needs))
+    lines += [_label("note:") + shown(n) for n in plan.notes]
     for source in ("ascend", "ascend_variant"):
         if served := plan.from_index(source):
             lines.append(
@@ -369,15 +415,13 @@ def render(plan: Plan) -> str:
                 )
             )
     for i, step in enumerate(plan.steps, 1):
-        lines.append(f"{i:>2}. {step.title}")
+        lines.append(f"{i:>2}. {shown(step.title)}")
         lines.append(f"    {step.shell()}")
     return "\n".join(lines)
 
 
 def _label(label: str) -> str:
-    """A translated label and the space after it ("note: ", Chinese "说明：" with none)."""
-    text = _(label)
-    return text if text.endswith("：") else text + " "
+    return spaced(_(label))
 
 
 def package_source(package: str, version: str) -> str | None:

@@ -9,11 +9,12 @@ from typing import Callable, Mapping
 
 from engine.bench.report import prefix_cache_phrase
 from engine.bench.scenario import SLOS, Scenario
+from engine.i18n import N_, _, shown, spaced
 from engine.tune.measure import BenchMeasure, StepPlan
 from engine.tune.search import Point, Result, Settings, search
 from engine.tune.slo import goodput_targets, short_name
 
-UNIT = {"rate": "req/s", "concurrency": "concurrent"}
+UNIT = {"rate": "req/s", "concurrency": N_("concurrent")}  # JSON's "unit"; shown through _()
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def fmt_value(name: str, value: float | None) -> str:
 def fmt_load(by: str, load: float | None) -> str:
     if load is None:
         return "N/A"
-    return f"{load:g} {UNIT[by]}"
+    return f"{load:g} {_(UNIT[by])}"
 
 
 def point_line(p: Point, n: int, by: str) -> str:
@@ -87,11 +88,15 @@ def point_line(p: Point, n: int, by: str) -> str:
     parts = []
     t = p.trials[-1]
     for name, target in t.targets.items():
-        mark = "" if p.held(name) else " MISS"
+        mark = "" if p.held(name) else " " + _("MISS")
         parts.append(f"{short_name(name)} {fmt_value(name, p.value(name))}/{fmt_value(name, target)}{mark}")
-    reps = f" ({sum(x.ok for x in p.trials)}/{len(p.trials)} runs held)" if len(p.trials) > 1 else ""
-    why = f"; {p.problem()}" if p.problem() else ""
-    return f"step {n}: {fmt_load(by, p.load)}: {'HOLDS' if p.ok else 'BREAKS'}{reps} | {', '.join(parts)}{why}"
+    verdict = _("HOLDS") if p.ok else _("BREAKS")
+    if len(p.trials) > 1:
+        verdict += " " + _("({held}/{runs} runs held)").format(held=sum(x.ok for x in p.trials), runs=len(p.trials))
+    why = _("; ") + shown(p.problem()) if p.problem() else ""
+    return _("step {n}: {load}: {verdict} | {values}{why}").format(
+        n=n, load=fmt_load(by, p.load), verdict=verdict, values=_(", ").join(parts), why=why
+    )
 
 
 def point_doc(p: Point) -> dict:
@@ -139,33 +144,47 @@ def summary_lines(run: CapacityRun) -> list[str]:
     out = []
     if r.capacity is None:
         out.append(
-            f"capacity: none found: the targets did not hold even at {fmt_load(by, min(p.load for p in r.points))}"
+            _("capacity: none found: the targets did not hold even at {load}").format(
+                load=fmt_load(by, min(p.load for p in r.points))
+            )
             if r.points
-            else "capacity: not measured (interrupted before the first step)"
+            else _("capacity: not measured (interrupted before the first step)")
         )
     else:
         more = {
-            "max_load": " (the highest load allowed: the server may carry more)",
-            "max_points": " (the step budget ran out before the search converged)",
-            "interrupted": " (interrupted: the best found so far)",
+            "max_load": _(" (the highest load allowed: the server may carry more)"),
+            "max_points": _(" (the step budget ran out before the search converged)"),
+            "interrupted": _(" (interrupted: the best found so far)"),
         }.get(r.stopped, "")
         band = f" ± {r.band:g}" if r.band else ""
-        out.append(f"capacity: {r.capacity:g}{band} {UNIT[by]}{more}, {r.measurements} runs of {run.step_s:g} s")
+        out.append(
+            _("capacity: {capacity}{more}, {runs} runs of {seconds} s").format(
+                capacity=f"{r.capacity:g}{band} {_(UNIT[by])}",
+                more=more,
+                runs=r.measurements,
+                seconds=f"{run.step_s:g}",
+            )
+        )
     at = r.at
     if at is not None:
-        figs = [f"{short_name(n)} {fmt_value(n, at.value(n))} (target {fmt_value(n, t)})" for n, t in r.targets.items()]
-        out.append("at it: " + ", ".join(figs))
+        figs = [
+            _("{name} {value} (target {target})").format(
+                name=short_name(n), value=fmt_value(n, at.value(n)), target=fmt_value(n, t)
+            )
+            for n, t in r.targets.items()
+        ]
+        out.append(_("at it: ") + _(", ").join(figs))
         tput = at.figure("output_tokens_per_s")
         per_user = at.figure("tokens_per_s_per_user")
         rate = at.figure("request_rate")
         out.append(
-            "throughput: "
-            + ", ".join(
+            _("throughput: ")
+            + _(", ").join(
                 x
                 for x in (
                     f"{rate:.2f} req/s" if rate is not None else "",
-                    f"{tput:,.0f} output tok/s" if tput is not None else "",
-                    f"{per_user:,.1f} tok/s per user" if per_user is not None else "",
+                    _("{rate} output tok/s").format(rate=f"{tput:,.0f}") if tput is not None else "",
+                    _("{rate} tok/s per user").format(rate=f"{per_user:,.1f}") if per_user is not None else "",
                 )
                 if x
             )
@@ -173,17 +192,22 @@ def summary_lines(run: CapacityRun) -> list[str]:
         g_rate, g_share = at.figure("goodput_rate"), at.figure("goodput_share")
         if run.goodput_slo_ms and g_rate is not None:
             slo = " ".join(f"{k}:{v:g}" for k, v in run.goodput_slo_ms.items())
-            share = f" ({g_share:.1%} of requests)" if g_share is not None else ""
-            out.append(f"goodput ({slo} ms): {g_rate:.2f} req/s{share}")
+            share = _(" ({share} of requests)").format(share=f"{g_share:.1%}") if g_share is not None else ""
+            out.append(_("goodput ({slo} ms): {rate} req/s{share}").format(slo=slo, rate=f"{g_rate:.2f}", share=share))
         if phrase := prefix_cache_phrase(at.figure("prefix_cache_hit_share")):
             out.append(phrase)
     for b in r.breaks:
         if b.breaks_at is None:
-            out.append(f"  {short_name(b.target)}: held at every load tried")
+            out.append("  " + _("{target}: held at every load tried").format(target=short_name(b.target)))
         else:
-            held = f", held at {fmt_load(by, b.held_to)}" if b.held_to is not None else ""
-            out.append(f"  {short_name(b.target)}: breaks first at {fmt_load(by, b.breaks_at)}{held}")
+            held = _(", held at {load}").format(load=fmt_load(by, b.held_to)) if b.held_to is not None else ""
+            out.append(
+                "  "
+                + _("{target}: breaks first at {load}{held}").format(
+                    target=short_name(b.target), load=fmt_load(by, b.breaks_at), held=held
+                )
+            )
     if r.binding:
-        out.append(f"the binding target: {short_name(r.binding)}")
-    out.extend(f"note: {n}" for n in run.notes)
+        out.append(_("the binding target: {target}").format(target=short_name(r.binding)))
+    out.extend(spaced(_("note:")) + shown(n) for n in run.notes)
     return out

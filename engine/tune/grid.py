@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from engine.errors import AscendctlError, BadInput
+from engine.i18n import DEFAULT, Msg, _, english, message_language
 from engine.profiles.schema import SCHEMA, check_value, suggest
 from engine.yamlfile import YamlInvalid, load
 
@@ -55,29 +56,38 @@ def parse_axis(item: str) -> Axis:
     """`engine.max_num_seqs=64,128` -> Axis; BadInput for an unknown key, an empty list, a bad value."""
     key, eq, text = item.partition("=")
     key = key.strip()
-    fix = "use --sweep SECTION.KEY=V1,V2 with a profile key, e.g. --sweep engine.max_num_seqs=64,128"
+    fix = _("use --sweep SECTION.KEY=V1,V2 with a profile key, e.g. --sweep engine.max_num_seqs=64,128")
     section, dot, name = key.rpartition(".")
     if not eq:
-        raise BadInput(f"--sweep {item!r} has no values", fix)
+        raise BadInput(_("--sweep {item} has no values").format(item=repr(item)), fix)
     spec = None
     if section == "env":
         if not name:
             raise BadInput(
-                f"--sweep {item!r}: env needs a variable name", "e.g. --sweep env.VLLM_CPU_OMP_THREADS_BIND=auto"
+                _("--sweep {item}: env needs a variable name").format(item=repr(item)),
+                "e.g. --sweep env.VLLM_CPU_OMP_THREADS_BIND=auto",
             )
     else:
         spec = SCHEMA.get(section, {}).get(name) if dot else None
         if spec is None or section == "":
             keys = [k for k in known_keys() if "." in k]
             raise BadInput(
-                f"--sweep: {key!r} is not a profile key{suggest(key, keys)}",
-                "see `ascendctl profile show PROFILE` or docs/profile-keys.md for the keys, e.g. engine.max_num_seqs",
+                _("--sweep: {key} is not a profile key").format(key=repr(key)) + suggest(key, keys),
+                _(
+                    "see `ascendctl profile show PROFILE` or docs/profile-keys.md for the keys, e.g. engine.max_num_seqs"
+                ),
             )
     raw = [v.strip() for v in text.split(",")]
     if not any(raw):
-        raise BadInput(f"--sweep {key}= gives no values", f"give at least one: --sweep {key}=V1,V2")
+        raise BadInput(
+            _("--sweep {key}= gives no values").format(key=key),
+            _("give at least one: --sweep {key}=V1,V2").format(key=key),
+        )
     if any(not v for v in raw):
-        raise BadInput(f"--sweep {key}={text} has an empty value", "separate the values with single commas")
+        raise BadInput(
+            _("--sweep {key}={values} has an empty value").format(key=key, values=text),
+            _("separate the values with single commas"),
+        )
     values = []
     for v in raw:
         try:
@@ -87,11 +97,16 @@ def parse_axis(item: str) -> Axis:
         if spec is not None:
             parsed, problem = check_value(spec, parsed)
             if problem:
-                raise BadInput(f"--sweep {key}: {v!r} {problem}", f"give values the key takes: {spec.describe()}")
+                raise BadInput(
+                    f"--sweep {key}: {v!r} {problem}",
+                    _("give values the key takes: {values}").format(values=spec.describe()),
+                )
         else:
             parsed = str(v)
         if parsed in values:
-            raise BadInput(f"--sweep {key}: {v!r} is given twice", "give each value once")
+            raise BadInput(
+                _("--sweep {key}: {value} is given twice").format(key=key, value=repr(v)), _("give each value once")
+            )
         values.append(parsed)
     return Axis(key, tuple(values))
 
@@ -104,25 +119,31 @@ def default_grid(platform: str) -> list[str]:
     grid = grids.get(platform)
     if not grid:
         raise BadInput(
-            f"no default grid for platform {platform}", "give the grid: --sweep engine.max_num_seqs=64,128 ..."
+            _("no default grid for platform {platform}").format(platform=platform),
+            _("give the grid: --sweep engine.max_num_seqs=64,128 ..."),
         )
     return [f"{k}={','.join(str(v) for v in values)}" for k, values in grid.items()]
 
 
 def parse_grid(items: Sequence[str], yes: bool = False) -> list[Axis]:
     if not items:
-        raise BadInput("no --sweep given", "e.g. --sweep engine.max_num_seqs=64,128 (see docs/tune.md for grids)")
+        raise BadInput(_("no --sweep given"), _("e.g. --sweep engine.max_num_seqs=64,128 (see docs/tune.md for grids)"))
     axes = [parse_axis(i) for i in items]
     seen = set()
     for a in axes:
         if a.key in seen:
-            raise BadInput(f"--sweep {a.key} is given twice", f"give all its values in one --sweep {a.key}=V1,V2")
+            raise BadInput(
+                _("--sweep {key} is given twice").format(key=a.key),
+                _("give all its values in one --sweep {key}=V1,V2").format(key=a.key),
+            )
         seen.add(a.key)
     n = grid_size(axes)
     if n > MAX_WITHOUT_YES and not yes:
         raise BadInput(
-            f"the grid has {n} combinations (over {MAX_WITHOUT_YES}): each one starts the engine and measures it",
-            "sweep fewer values, or add --yes if you mean it",
+            _("the grid has {n} combinations (over {limit}): each one starts the engine and measures it").format(
+                n=n, limit=MAX_WITHOUT_YES
+            ),
+            _("sweep fewer values, or add --yes if you mean it"),
         )
     return axes
 
@@ -150,12 +171,22 @@ def plan_combination(combo: Combination, profile_ref: str, sets: Sequence[str], 
     from engine.capacity import NO_FIT, plan
     from engine.profiles import load_profile
 
+    overrides = [*sets, *combo.overrides()]
+    # The results file keeps English reasons; a person reads them in the messages' language, so a
+    # refusal is made again for the progress line (a rare case: only a combination skipped).
     try:
-        prof = load_profile(profile_ref, [*sets, *combo.overrides()], model=model)
+        with english():
+            prof = load_profile(profile_ref, overrides, model=model)
     except BadInput as exc:
-        return None, replace(combo, skipped=f"the profile refuses it: {exc.cause}")
+        try:
+            load_profile(profile_ref, overrides, model=model)
+            cause = Msg(exc.cause)
+        except BadInput as again:
+            cause = Msg.pair(exc.cause, again.cause)
+        return None, replace(combo, skipped=Msg("the profile refuses it: {cause}", cause=cause))
     try:
-        result = plan(prof)
+        with english():
+            result = plan(prof)
     except AscendctlError:
         return prof, combo  # a plan that cannot be made does not stop a launch (as serve's preflight)
     figures = {
@@ -164,5 +195,8 @@ def plan_combination(combo: Combination, profile_ref: str, sets: Sequence[str], 
         "max_concurrency": round(result.max_concurrency, 2),
     }
     if result.verdict == NO_FIT:
-        return prof, replace(combo, skipped=f"does not fit: {'; '.join(result.reasons)}", planned=figures)
+        reasons = "; ".join(result.reasons)
+        if message_language() != DEFAULT:
+            reasons = Msg.pair(reasons, _("; ").join(plan(prof).reasons))
+        return prof, replace(combo, skipped=Msg("does not fit: {reasons}", reasons=reasons), planned=figures)
     return prof, replace(combo, planned=figures)

@@ -8,6 +8,7 @@ import html
 from typing import Any, Mapping, Sequence
 
 from engine.bench.html import page, require_plotly
+from engine.i18n import english
 from engine.tune.sweep import describe, pareto
 
 
@@ -75,7 +76,7 @@ def sweep_html(results: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) ->
             + f"<td>{f(at.get('output_tokens_per_s'))}</td><td>{f(at.get('tokens_per_s_per_user'))}</td>"
             + f"<td>{f(at.get('ttft_p99_ms'))}</td><td>{f(at.get('itl_p99_ms'))}</td>"
             + f"<td>{f(at.get('goodput_rate'), ',.2f')}</td>"
-            + f"<td style='text-align:left'>{e(describe(d))}</td></tr>"
+            + f"<td style='text-align:left'>{e(_english_describe(d))}</td></tr>"
         )
     table = (
         "<table><tr><th>combination</th><th>status</th><th>capacity</th><th>±</th><th>output tok/s</th>"
@@ -87,3 +88,9 @@ def sweep_html(results: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) ->
     title = f"tune sweep of {meta.get('profile')}: {meta.get('scenario')} by {meta.get('by')}"
     body = f"<p>targets: {e(targets)}</p>\n<h2>Every combination</h2>\n{table}\n" + "\n".join(parts)
     return page(title, body)
+
+
+def _english_describe(doc: Mapping[str, Any]) -> str:
+    """The page is English (a file to share): the outcome's text too, whatever the locale."""
+    with english():
+        return describe(doc)

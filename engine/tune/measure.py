@@ -13,6 +13,7 @@ from typing import Callable
 
 from engine.bench.report import BenchReport
 from engine.bench.scenario import Phase, Scenario
+from engine.i18n import Msg
 from engine.tune.search import Interrupted, Trial
 
 
@@ -70,12 +71,16 @@ def trial_of(report: BenchReport, load: float, targets, grace_s: float) -> Trial
     values = {v.name: v.actual for v in report.slo}
     problem = ""
     if report.completed == 0:
-        problem = "no request finished"
+        problem = Msg("no request finished")
     elif report.cancelled:
-        problem = f"{report.cancelled} requests were still unfinished {grace_s:g} s after the step"
+        problem = Msg(
+            "{n} requests were still unfinished {seconds} s after the step",
+            n=report.cancelled,
+            seconds=f"{grace_s:g}",
+        )
     elif report.generator.behind:
         lag = report.generator.lag_p99_ms or 0.0
-        problem = f"client-bound: the load generator fell behind its schedule (p99 lag {lag:,.0f} ms)"
+        problem = Msg("client-bound: the load generator fell behind its schedule (p99 lag {lag} ms)", lag=f"{lag:,.0f}")
     return Trial(load, values, dict(targets), figures_of(report), problem)
 
 

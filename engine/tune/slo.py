@@ -13,6 +13,7 @@ from typing import Iterable, Mapping
 
 from engine.bench.scenario import SLOS
 from engine.errors import BadInput
+from engine.i18n import Msg, _
 
 # Targets a capacity search can hold the server to (bench's names).
 SEARCHABLE = (
@@ -66,18 +67,27 @@ def parse_slo(items: Iterable[str]) -> dict[str, float]:
             key = canonical(name)
             if key is None:
                 raise BadInput(
-                    f"unknown SLO {name.strip()!r} in --slo",
-                    f"use NAME=TARGET with NAME one of {known}, e.g. --slo ttft_p99=500ms,itl_p99=50ms",
+                    _("unknown SLO {name} in --slo").format(name=repr(name.strip())),
+                    _("use NAME=TARGET with NAME one of {known}, e.g. --slo ttft_p99=500ms,itl_p99=50ms").format(
+                        known=known
+                    ),
                 )
             if not eq or not value.strip():
-                raise BadInput(f"--slo {pair.strip()!r} has no target", f"give one, e.g. --slo {short_name(key)}=500ms")
+                raise BadInput(
+                    _("--slo {pair} has no target").format(pair=repr(pair.strip())),
+                    _("give one, e.g. --slo {name}=500ms").format(name=short_name(key)),
+                )
             unit = SLOS[key][0]
             if unit == "ms":
                 target = parse_duration_ms(value)
                 if target is None or target <= 0:
                     raise BadInput(
-                        f"--slo {pair.strip()}: {value.strip()!r} is not a duration",
-                        f"give a positive time such as 500ms, 0.5s or 2s: --slo {short_name(key)}=500ms",
+                        _("--slo {pair}: {value} is not a duration").format(
+                            pair=pair.strip(), value=repr(value.strip())
+                        ),
+                        _("give a positive time such as 500ms, 0.5s or 2s: --slo {name}=500ms").format(
+                            name=short_name(key)
+                        ),
                     )
             else:
                 try:
@@ -86,12 +96,14 @@ def parse_slo(items: Iterable[str]) -> dict[str, float]:
                     target = math.nan
                 if not math.isfinite(target) or not 0 <= target <= 1:
                     raise BadInput(
-                        f"--slo {pair.strip()}: {value.strip()!r} is not a share between 0 and 1",
-                        f"give e.g. --slo {short_name(key)}=0.01 (or 1%)",
+                        _("--slo {pair}: {value} is not a share between 0 and 1").format(
+                            pair=pair.strip(), value=repr(value.strip())
+                        ),
+                        _("give e.g. --slo {name}=0.01 (or 1%)").format(name=short_name(key)),
                     )
             out[key] = target
     if not out and list(items):
-        raise BadInput("--slo given without targets", "e.g. --slo ttft_p99=500ms,itl_p99=50ms")
+        raise BadInput(_("--slo given without targets"), _("e.g. --slo ttft_p99=500ms,itl_p99=50ms"))
     return out
 
 
@@ -106,12 +118,15 @@ def search_targets(given: Mapping[str, float], scenario_slo: Mapping[str, float]
         dropped = sorted(set(scenario_slo) - set(targets))
         if dropped:
             notes.append(
-                f"the scenario's {', '.join(dropped)} follow the load offered, not the server's limit: not searched on"
+                Msg(
+                    "the scenario's {names} follow the load offered, not the server's limit: not searched on",
+                    names=", ".join(dropped),
+                )
             )
     if not any(k != "error_rate" for k in targets):
         raise BadInput(
-            "no latency target to search against",
-            "give --slo, e.g. --slo ttft_p99=500ms,itl_p99=50ms (or a scenario with `slo:` latency targets)",
+            _("no latency target to search against"),
+            _("give --slo, e.g. --slo ttft_p99=500ms,itl_p99=50ms (or a scenario with `slo:` latency targets)"),
         )
     targets.setdefault("error_rate", DEFAULT_ERROR_RATE)
     return targets, notes

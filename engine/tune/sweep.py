@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import AscendctlError, BadInput
+from engine.i18n import N_, _, shown
 from engine.tune.grid import Combination
 
 DONE = ("measured", "skipped", "crashed")
@@ -125,7 +126,11 @@ class Sweeper:
         todo = [c for c in self.combos if c.id not in have]
         n = len(self.combos)
         if have:
-            self.progress(f"resuming: {len(have)} of {n} combinations already done, {len(todo)} to go")
+            self.progress(
+                _("resuming: {done} of {n} combinations already done, {todo} to go").format(
+                    done=len(have), n=n, todo=len(todo)
+                )
+            )
         timed: list[float] = []
         for combo in todo:
             pos = f"[{combo.index + 1}/{n}] {combo.label}"
@@ -135,11 +140,15 @@ class Sweeper:
                 doc = result_doc(self.setup, combo, "skipped", reason=combo.skipped)
                 append_result(self.setup.results, doc)
                 results.append(doc)
-                self.progress(f"{pos}: skipped, never started: {combo.skipped}")
+                self.progress(_("{pos}: skipped, never started: {reason}").format(pos=pos, reason=shown(combo.skipped)))
                 continue
             left = sum(1 for c in todo if not c.skipped and c.id not in {d["id"] for d in results}) - 1
             per = sum(timed) / len(timed) if timed else self.estimate_s
-            self.progress(f"{pos}: starting the engine (ETA of the sweep ~{(left + 1) * per / 60:.0f} min)")
+            self.progress(
+                _("{pos}: starting the engine (ETA of the sweep ~{minutes} min)").format(
+                    pos=pos, minutes=f"{(left + 1) * per / 60:.0f}"
+                )
+            )
             t0 = time.monotonic()
             engine = self.launch(combo)
             try:
@@ -149,7 +158,7 @@ class Sweeper:
                 if not ready:
                     doc = result_doc(self.setup, combo, "crashed", when="start-up", **engine.failure())
                 else:
-                    self.progress(f"{pos}: ready; measuring its capacity")
+                    self.progress(_("{pos}: ready; measuring its capacity").format(pos=pos))
                     try:
                         cap = self.measure(combo, self.url)
                     except Interrupted:
@@ -169,22 +178,36 @@ class Sweeper:
             timed.append(time.monotonic() - t0)
             append_result(self.setup.results, doc)
             results.append(doc)
-            self.progress(f"{pos}: {describe(doc)} (took {timed[-1]:.0f} s; {left} combinations to start)")
+            self.progress(
+                _("{pos}: {result} (took {seconds} s; {left} combinations to start)").format(
+                    pos=pos, result=describe(doc), seconds=f"{timed[-1]:.0f}", left=left
+                )
+            )
         return results, False
 
 
-def describe(doc: Mapping[str, Any]) -> str:
+# when a combination's engine crashed (the results file's "when"), for describe() to translate
+WHEN = {"start-up": N_("start-up"), "under load": N_("under load")}
+
+
+def describe(doc: Mapping[str, Any], measured: bool = True) -> str:
+    """One combination's outcome for a person, in the messages' language ("measured: capacity
+    4 concurrent"; without the "measured: " head when `measured` is False)."""
     status = doc["status"]
     if status == "skipped":
-        return f"skipped: {doc.get('reason')}"
+        return _("skipped: {reason}").format(reason=shown(doc.get("reason")))
     if status == "crashed":
-        why = doc.get("diagnosis") or f"exit code {doc.get('exit_code')}"
-        return f"crashed at {doc.get('when')}: {why}"
+        why = doc.get("diagnosis") or _("exit code {code}").format(code=doc.get("exit_code"))
+        return _("crashed at {when}: {why}").format(when=_(WHEN.get(doc.get("when"), doc.get("when") or "")), why=why)
     cap = doc.get("capacity") or {}
     if cap.get("capacity") is None:
-        return "measured: the targets held at no load tried"
-    band = f" ± {cap['band']:g}" if cap.get("band") else ""
-    return f"measured: capacity {cap['capacity']:g}{band} {cap.get('unit', '')}"
+        text = _("the targets held at no load tried")
+    else:
+        band = f" ± {cap['band']:g}" if cap.get("band") else ""
+        text = _("capacity {capacity}").format(
+            capacity=f"{cap['capacity']:g}{band} {_(cap.get('unit') or '')}".rstrip()
+        )
+    return _("measured: {result}").format(result=text) if measured else text
 
 
 def best(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -11,7 +11,8 @@ ask (auto, docker, podman, nerdctl) or turns discovery off (off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from engine.container.client import explain_failure
 from engine.container.inspect import ContainerEntry, Usage, json_documents, npus_given, parse_ps, parse_stats
@@ -64,7 +65,20 @@ def _run_log(run_id: str) -> str | None:
     return str(path) if path.is_file() else None
 
 
-def find_engines(host: Host | None = None, notes: list[str] | None = None) -> list[ContainerEngine]:
+@dataclass
+class FailedRuntimes:
+    """For a caller that looks again and again (the exporter): a runtime that did not answer is
+    asked again only after `rest_s`. A docker CLI whose daemon is stopped fails every `ps` after
+    ~60 ms of CPU, which at the exporter's 30 s look was a tenth of its whole budget; a daemon
+    started later is found within `rest_s`."""
+
+    rest_s: float = 300.0
+    failed: dict[str, tuple[float, str]] = field(default_factory=dict)  # runtime -> (monotonic, cause)
+
+
+def find_engines(
+    host: Host | None = None, notes: list[str] | None = None, failed: FailedRuntimes | None = None
+) -> list[ContainerEngine]:
     """The running containers labelled `ascendctl.run`, in every runtime installed. What went
     wrong is said in `notes`, never raised: a dashboard still shows its other engines. A runtime
     that does not answer is said only when no runtime answered (docker installed with its daemon
@@ -74,12 +88,21 @@ def find_engines(host: Host | None = None, notes: list[str] | None = None) -> li
     out: list[ContainerEngine] = []
     failures: list[str] = []
     answered = False
+    now = time.monotonic()
     for runtime in discovery_runtimes(host):
+        last = failed.failed.get(runtime.path) if failed is not None else None
+        if last is not None and now - last[0] < failed.rest_s:
+            failures.append(last[1])
+            continue
         try:
             found = _find_in(host, runtime)
         except AscendctlError as exc:
             failures.append(exc.cause)
+            if failed is not None:
+                failed.failed[runtime.path] = (now, exc.cause)
             continue
+        if failed is not None:
+            failed.failed.pop(runtime.path, None)
         answered = True
         out += found
     if failures and not answered:

@@ -263,6 +263,7 @@ class Exporter:
         self._container_profiles: dict[str, str | None] = {}
         self._containers: list[Any] = []  # the engines last found in containers
         self._containers_at: float | None = None  # monotonic time of that look
+        self._failed_runtimes: Any = None  # the runtimes that did not answer, rested a while
         self._extras: dict[str, EngineExtra] = {}
         # The live proxies of pd / external-dp layouts (serve --role proxy) and their counts.
         self._proxies: list[Any] = []
@@ -423,9 +424,11 @@ class Exporter:
         more in the meantime, as any engine that stops)."""
         now = time.monotonic()
         if self._containers_at is None or now - self._containers_at >= self.intervals["containers"]:
-            from engine.container.discover import find_engines
+            from engine.container.discover import FailedRuntimes, find_engines
 
-            self._containers = find_engines(notes=[])
+            if self._failed_runtimes is None:
+                self._failed_runtimes = FailedRuntimes()
+            self._containers = find_engines(notes=[], failed=self._failed_runtimes)
             self._containers_at = now
         return self._containers
 

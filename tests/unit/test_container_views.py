@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from helpers import FIXTURES
 
-from engine.container.discover import ContainerEngine, container_usage, find_engines
+from engine.container.discover import ContainerEngine, FailedRuntimes, container_usage, find_engines
 from engine.container.inspect import (
     ContainerEntry,
     Usage,
@@ -324,6 +324,48 @@ def test_a_runtime_that_does_not_answer_is_a_note_not_a_crash(tmp_path):
         "containers not listed: docker is installed but its daemon does not answer: Cannot connect to the Docker "
         "daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
     ]
+
+
+def test_a_runtime_that_did_not_answer_rests_before_it_is_asked_again(tmp_path, monkeypatch):
+    """The exporter looks for containers every 30 s: a docker CLI whose daemon is stopped cost a
+    failing `docker ps` (~60 ms of CPU) each time. It is asked again after five minutes; in the
+    meantime its last answer is what is said."""
+    import engine.container.discover as discover
+
+    clock = [1000.0]
+    monkeypatch.setattr(discover.time, "monotonic", lambda: clock[0])
+    recorded = _recorded(
+        tmp_path,
+        {
+            "docker_ps_--filter_label=ascendctl.run_--format_json.out": "",
+            "docker_ps_--filter_label=ascendctl.run_--format_json.rc": "1",
+            "docker_ps_--filter_label=ascendctl.run_--format_json.err": "Cannot connect to the Docker daemon at "
+            "unix:///var/run/docker.sock. Is the docker daemon running?\n",
+        },
+    )
+    calls: list = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(recorded.runner, name)
+
+        def run(self, argv, **kw):
+            calls.append(tuple(argv))
+            return recorded.runner.run(argv, **kw)
+
+    host = Host(root=recorded.root, env=recorded.env, runner=Counting())
+    failed = FailedRuntimes()
+    first: list[str] = []
+    assert find_engines(host, first, failed) == [] and len(calls) == 1
+    clock[0] += 30
+    again: list[str] = []
+    assert find_engines(host, again, failed) == [] and len(calls) == 1  # resting: not run
+    assert again == first and "daemon does not answer" in again[0]
+    clock[0] += 300
+    find_engines(host, [], failed)
+    assert len(calls) == 2  # asked again after its rest
+    find_engines(host, []), find_engines(host, [])
+    assert len(calls) == 4  # a caller without a memory (top, bundle) asks every time
 
 
 def test_discovery_can_be_switched_off(tmp_path):

@@ -420,7 +420,7 @@ def test_containers_are_looked_for_once_per_containers_interval(monkeypatch, tmp
 
     monkeypatch.setenv("ASCENDCTL_STATE_DIR", str(tmp_path))
     looks = []
-    monkeypatch.setattr(discover, "find_engines", lambda notes=None: looks.append(1) or [])
+    monkeypatch.setattr(discover, "find_engines", lambda notes=None, failed=None: looks.append(1) or [])
     exporter = Exporter(doctor=False, plogs=False, intervals={"containers": 30.0})
     try:
         for _ in range(3):

@@ -22,14 +22,6 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def zh_locale(monkeypatch):
-    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
-    from engine import i18n
-
-    i18n.set_language(None)
-
-
 def test_doctor_speaks_chinese_under_a_chinese_locale(capsys, zh_locale):
     code, out, _ = run(capsys, "doctor", "--root", BROKEN)
     assert code == 1  # the exit code does not depend on the language

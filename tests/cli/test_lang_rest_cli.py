@@ -28,16 +28,6 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def zh_locale(monkeypatch):
-    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
-    from engine import i18n
-
-    i18n.set_language(None)
-    yield
-    i18n.set_language(None)
-
-
 def json_in_both(capsys, monkeypatch, *argv: str) -> tuple[str, str]:
     """The --json output of `argv` under LANG=C and under zh_CN.UTF-8."""
     from engine import i18n

@@ -23,14 +23,6 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def zh_locale(monkeypatch):
-    monkeypatch.setenv("LANG", "zh_CN.UTF-8")
-    from engine import i18n
-
-    i18n.set_language(None)
-
-
 def rows(out: str, prefixes: tuple[str, ...]) -> list[str]:
     """The rows of the checks whose id starts with one of `prefixes`, each with its fix line; the
     backticked commands left out (they stay as written)."""

@@ -129,9 +129,11 @@ class Handler(BaseHTTPRequestHandler):
         out["Content-Type"] = "application/json"
         return out
 
-    def _reply(self, code: int, body: bytes, kind: str = "application/json") -> None:
+    def _reply(self, code: int, body: bytes, kind: str = "application/json", extra: dict | None = None) -> None:
         self.send_response(code)
         self.send_header("Content-Type", kind)
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -205,12 +207,7 @@ class Handler(BaseHTTPRequestHandler):
     def _refuse(self, pool: Pool) -> None:
         why = pool.refuse()
         raw = json.dumps({"error": f"{why}: the request was not sent; retry once it is back"}).encode()
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Retry-After", str(max(1, round(self.server.check_interval))))
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        self._reply(503, raw, extra={"Retry-After": str(max(1, round(self.server.check_interval)))})
 
     def _send(self, pool: Pool, method: str, path: str, body: bytes | None):
         """(backend, connection, answer) from the first backend of `pool` that takes the request.
@@ -296,9 +293,6 @@ class ProxyServer(ThreadingHTTPServer):
         self._closed = threading.Event()
         if check_interval > 0:
             threading.Thread(target=self._check_loop, name="pdproxy-health", daemon=True).start()
-
-    def all_backends(self) -> list[Backend]:
-        return [b for pool in self.pools for b in pool.backends]
 
     def check(self, pool: Pool, backend: Backend) -> bool:
         """Read one backend's /health and mark it up or down; True when up."""

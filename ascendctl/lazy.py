@@ -94,15 +94,20 @@ def _first_sentence(text: str) -> str:
     return paragraph if end < 0 else paragraph[: end + 1]
 
 
+def _help_slots(command: Any) -> Iterator[tuple[Any, str]]:
+    """(object, attribute) of each help text of `command` (not of its subcommands) that holds one:
+    its help, short help and each parameter's. The extractor and the lookup read the same slots."""
+    for obj, attr in [(command, "help"), (command, "short_help")] + [
+        (p, "help") for p in getattr(command, "params", [])
+    ]:
+        if getattr(obj, attr, None):
+            yield obj, attr
+
+
 def help_texts(command: Any) -> Iterator[str]:
-    """What a person reads in the help of `command` (not of its subcommands): its help and each
-    parameter's, as Click holds them."""
-    for text in (getattr(command, "help", None), getattr(command, "short_help", None)):
-        if text:
-            yield text
-    for param in getattr(command, "params", []):
-        if getattr(param, "help", None):
-            yield param.help
+    """What a person reads in the help of `command` (not of its subcommands), as Click holds it."""
+    for obj, attr in _help_slots(command):
+        yield getattr(obj, attr)
 
 
 def help_id(text: str) -> str:
@@ -121,13 +126,8 @@ def translate_help(command: Any) -> None:
     for this run."""
     if message_language() == DEFAULT:
         return
-    if getattr(command, "help", None):
-        command.help = translated_help(command.help)
-    if getattr(command, "short_help", None):
-        command.short_help = translated_help(command.short_help)
-    for param in getattr(command, "params", []):
-        if getattr(param, "help", None):
-            param.help = translated_help(param.help)
+    for obj, attr in list(_help_slots(command)):
+        setattr(obj, attr, translated_help(getattr(obj, attr)))
 
 
 def command_tree(commands: Mapping[str, Lazy]) -> Iterator[tuple[list[str], Any]]:

@@ -248,10 +248,11 @@ class _ProxyState:
             assert isinstance(got, ProxyMetrics)
             self.status.ok(now, took)
             if self.last is not None and self.last_at is not None and at > self.last_at:
+                before = _requests_by_role(self.last)
                 self.per_s = {
                     role: (new - old) / (at - self.last_at)
                     for role, new in _requests_by_role(got).items()
-                    if (old := _requests_by_role(self.last).get(role)) is not None and new >= old
+                    if (old := before.get(role)) is not None and new >= old
                 }
             self.last, self.last_at = got, at
         page = self.last or ProxyMetrics()

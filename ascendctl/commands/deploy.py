@@ -100,7 +100,7 @@ def _k8s(
         proxy_image=proxy_image,
         model_pvc=model_pvc,
     )
-    if prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp"):
+    if prof.nodes is not None and prof.nodes.in_parts:
         _layout_k8s(prof, model, options, output)
         return
     if prof.nodes is None:

@@ -128,7 +128,7 @@ def serve(
     prof, spec, version = resolve(profile, model, sets)
     plan = None
     boxed = container if container is not None else prof.container is not None
-    parts = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")
+    parts = prof.nodes is not None and prof.nodes.in_parts
     if boxed and parts and role == "proxy" and not dry_run:
         # Standard-library Python beside the instances: neither the runtime nor the image is needed.
         out.info(_("the proxy runs on the host, beside the instances' containers"))
@@ -285,7 +285,7 @@ def container_launch(
     assert settings is not None
     runtime = find_runtime(host, settings.runtime)
     choice = choose_image(prof, host, host_version)
-    per_part = prof.nodes is not None and prof.nodes.mode in ("pd", "external-dp")  # checked per part
+    per_part = prof.nodes is not None and prof.nodes.in_parts  # checked per part
     if not per_part and (not dry_run or device_nodes(host).davinci):
         check_devices(prof, host)
     version = choice.vllm or host_version

@@ -96,7 +96,7 @@ def layout_manifests(
     """Every workload and Service of a pd or external-dp layout, the proxy's last. BadInput (with
     the profile's file:line where a role's entry is at fault) for a layout Kubernetes cannot place."""
     nodes = profile.nodes
-    assert nodes is not None and nodes.mode in ("pd", "external-dp")
+    assert nodes is not None and nodes.in_parts
     check_options(options)
     if options.replicas != 1:
         raise BadInput(

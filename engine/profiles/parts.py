@@ -71,7 +71,7 @@ def layout_parts(
 ) -> list[Part]:
     """Every part of a pd or external-dp layout, host by host, the proxy last."""
     nodes = profile.nodes
-    assert nodes is not None and nodes.mode in ("pd", "external-dp")
+    assert nodes is not None and nodes.in_parts
     if not nodes.addresses:
         raise BadInput(
             f"profile {profile.name} names no host addresses: the proxy cannot reach the instances",

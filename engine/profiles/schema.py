@@ -23,6 +23,8 @@ from engine.yamlfile import Problem, line_of, quote
 
 PLATFORMS = ("ascend", "cuda", "cpu")
 NODE_MODES = ("dp", "ray", "pd", "external-dp")
+# The layouts started part by part (`serve --role`): roles, instances and a proxy.
+PART_MODES = ("pd", "external-dp")
 CONTAINER_RUNTIMES = ("auto", "docker", "podman", "nerdctl")  # engine.container.runtime.CHOICES
 CONTAINER_DEVICES = ("auto", "ascend-runtime", "mounts", "gpus", "cdi", "none")
 CONTAINER_NETWORKS = ("host", "publish")
@@ -404,6 +406,11 @@ class Nodes:
     def host(self, rank: int) -> Host:
         return self.hosts[rank] if rank < len(self.hosts) else Host()
 
+    @property
+    def in_parts(self) -> bool:
+        """A layout started part by part (PART_MODES): roles, instances and a proxy."""
+        return self.mode in PART_MODES
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in fields(self):
@@ -717,7 +724,7 @@ def _nodes(
         hosts=tuple(hosts),
         instance_port=given.get("instance_port", 7100),
     )
-    if nodes.mode in ("pd", "external-dp"):
+    if nodes.in_parts:
         nodes, more = roles_section(nodes, given, values, locate)
         problems.extend(more)
     return nodes, problems

@@ -22,7 +22,6 @@ Every object carries `app.kubernetes.io/component: prefill | decode | rank | pro
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -44,7 +43,7 @@ from engine.deploy.lws import (
     npu_resource,
     secret_name,
 )
-from engine.deploy.single import model_and_shm
+from engine.deploy.single import model_and_shm, probes
 from engine.errors import BadInput
 from engine.profiles.parts import PROXY, PROXY_MODULE, Part, layout_parts
 from engine.profiles.schema import Profile
@@ -339,38 +338,6 @@ def _volumes(profile: Profile, options: K8sOptions) -> tuple[list[dict], list[di
     return mounts + more_mounts, volumes + more_volumes
 
 
-def _probes(profile: Profile, ports: list[int], load_s: float | None) -> dict[str, Any]:
-    """Startup and readiness on every instance's /health, liveness one token from each."""
-    from engine.deploy.single import health_script, liveness_script, startup_budget_s
-
-    data = facts()
-    startup, live, ready = data["startup"], data["liveness"], data["readiness"]
-
-    def health() -> dict[str, Any]:  # a new mapping each time: YAML would write a shared one as an alias
-        if len(ports) == 1:
-            return {"httpGet": {"path": ready["path"], "port": ports[0]}}
-        return {"exec": {"command": ["python3", "-c", health_script(ports)]}, "timeoutSeconds": 10}
-
-    return {
-        "startupProbe": {
-            **health(),
-            "periodSeconds": startup["period_s"],
-            "failureThreshold": math.ceil(startup_budget_s(load_s) / startup["period_s"]),
-        },
-        "readinessProbe": {
-            **health(),
-            "periodSeconds": ready["period_s"],
-            "failureThreshold": ready["failure_threshold"],
-        },
-        "livenessProbe": {
-            "exec": {"command": ["python3", "-c", liveness_script(profile, ports=ports)]},
-            "periodSeconds": live["period_s"],
-            "timeoutSeconds": live["timeout_s"] + 5,
-            "failureThreshold": live["failure_threshold"],
-        },
-    }
-
-
 def _labels(base: str, role: str, name: str | None = None) -> dict[str, str]:
     labels = {PART_OF: base, COMPONENT: role, "app.kubernetes.io/managed-by": "ascendctl"}
     if name:
@@ -413,7 +380,7 @@ def _pod_spec(
         "env": env,
         "ports": [{"name": f"http-{port}", "containerPort": port} for port in pod.ports],
         "volumeMounts": mounts,
-        **_probes(profile, pod.ports, load_s),
+        **probes(profile, pod.ports, load_s),
     }
     if resource:
         count = str(pod.devices)

@@ -206,6 +206,37 @@ def model_and_shm(profile: Profile, model_pvc: str | None, shm_size: str | None)
     return mounts, [model, shm]
 
 
+def probes(profile: Profile, ports: list[int], load_s: float | None) -> dict[str, Any]:
+    """A container's probes: startup and readiness on every instance's /health, liveness one
+    token from each (a pod of one engine, or of a layout's instances on one host)."""
+    data = facts()
+    startup, live, ready = data["startup"], data["liveness"], data["readiness"]
+
+    def health() -> dict[str, Any]:  # a new mapping each time: YAML would write a shared one as an alias
+        if len(ports) == 1:
+            return {"httpGet": {"path": ready["path"], "port": ports[0]}}
+        return {"exec": {"command": ["python3", "-c", health_script(ports)]}, "timeoutSeconds": 10}
+
+    return {
+        "startupProbe": {
+            **health(),
+            "periodSeconds": startup["period_s"],
+            "failureThreshold": math.ceil(startup_budget_s(load_s) / startup["period_s"]),
+        },
+        "readinessProbe": {
+            **health(),
+            "periodSeconds": ready["period_s"],
+            "failureThreshold": ready["failure_threshold"],
+        },
+        "livenessProbe": {
+            "exec": {"command": ["python3", "-c", liveness_script(profile, ports=ports)]},
+            "periodSeconds": live["period_s"],
+            "timeoutSeconds": live["timeout_s"] + 5,
+            "failureThreshold": live["failure_threshold"],
+        },
+    }
+
+
 def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float | None = None) -> list[dict[str, Any]]:
     """A Deployment (or StatefulSet) of one replica and a Service in front of it."""
     _check_one_host(profile, f"a {options.kind}")
@@ -234,11 +265,6 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
     # The device plugin picks the pod's NPUs, and inside the pod they are numbered from 0.
     values.pop("ASCEND_RT_VISIBLE_DEVICES", None)
     env = container_env(values, secret_name(name), bool(profile.server.api_key_env))
-    startup, live = data["startup"], data["liveness"]
-
-    def health() -> dict[str, Any]:
-        return {"httpGet": {"path": data["readiness"]["path"], "port": port}}
-
     container: dict[str, Any] = {
         "name": "vllm",
         "image": options.image,
@@ -246,22 +272,7 @@ def deployment_manifest(profile: Profile, options: OneHostOptions, load_s: float
         "env": env,
         "ports": [{"name": "http", "containerPort": port}],
         "volumeMounts": mounts,
-        "startupProbe": {
-            **health(),
-            "periodSeconds": startup["period_s"],
-            "failureThreshold": math.ceil(startup_budget_s(load_s) / startup["period_s"]),
-        },
-        "readinessProbe": {
-            **health(),
-            "periodSeconds": data["readiness"]["period_s"],
-            "failureThreshold": data["readiness"]["failure_threshold"],
-        },
-        "livenessProbe": {
-            "exec": {"command": ["python3", "-c", liveness_script(profile)]},
-            "periodSeconds": live["period_s"],
-            "timeoutSeconds": live["timeout_s"] + 5,
-            "failureThreshold": live["failure_threshold"],
-        },
+        **probes(profile, [port], load_s),
     }
     if resources:
         container["resources"] = resources
